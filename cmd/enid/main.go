@@ -1,0 +1,15 @@
+// Command enid is the node agent and its CLI: run, plan, status, sim, demo,
+// version. This file holds wiring and flags only.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "enid:", err)
+		os.Exit(exitCode(err))
+	}
+}

@@ -1,0 +1,92 @@
+package desired
+
+import (
+	"net/netip"
+	"time"
+)
+
+// State is everything the node is asked to achieve, as read from files.
+type State struct {
+	// Config is the effective config: the last good one, with per-node
+	// overrides applied and defaults filled in.
+	Config Config
+	// ConfigProblems lists what is wrong with the config on disk when it
+	// could not be loaded (Config is then the last good one).
+	ConfigProblems []string
+	// Entries holds every valid pod attachment entry, sorted by key.
+	Entries []Entry
+	// EntryProblems reports each entry file that could not be used.
+	EntryProblems []EntryProblem
+	// Hints are the kubelet's and the runtime's records: demand hints and a
+	// second source that an attachment is alive. Never a reason to release.
+	Hints Hints
+}
+
+// EntryProblem is one entry file that could not be used and why.
+type EntryProblem struct {
+	// File is the entry's file name (not a path).
+	File string
+	// ContainerID and IfName are filled when they could be parsed from the
+	// file name, so the agent can publish a Failed status for it.
+	ContainerID string
+	IfName      string
+	Err         string
+}
+
+// EntryAPIVersion is the version written in every pod entry.
+const EntryAPIVersion = "enid.dev/v1alpha1"
+
+// Entry is one pod attachment the CNI plugin asked for: the file
+// /run/enid/pods/<containerID>_<ifName>.json.
+type Entry struct {
+	APIVersion  string `json:"apiVersion"`
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+	// NetNS is the absolute path of the pod's network namespace.
+	NetNS        string            `json:"netns"`
+	PodNamespace string            `json:"podNamespace"`
+	PodName      string            `json:"podName"`
+	PodUID       string            `json:"podUID,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	// Bandwidth is the requested rate limit; nil means none.
+	Bandwidth *Bandwidth `json:"bandwidth,omitempty"`
+	// Created is when the CNI plugin wrote the entry.
+	Created time.Time `json:"created"`
+
+	// Revision identifies this exact content of the entry (a hash of the
+	// file's bytes, filled when read or written, never stored). A status
+	// names the revision it answers, so the plugin never mistakes an old
+	// answer for a new one.
+	Revision string `json:"-"`
+}
+
+// Bandwidth is a rate limit in bits per second, bursts in bits, as the CNI
+// bandwidth capability carries them. Zero means unlimited in that direction.
+type Bandwidth struct {
+	IngressRate  uint64 `json:"ingressRate,omitempty"`
+	IngressBurst uint64 `json:"ingressBurst,omitempty"`
+	EgressRate   uint64 `json:"egressRate,omitempty"`
+	EgressBurst  uint64 `json:"egressBurst,omitempty"`
+}
+
+// Hints are node-local records of pods; see package docs for what they may
+// and may not be used for.
+type Hints struct {
+	// AdmittedPodUIDs are pods kubelet admitted (allocated_pods_state and
+	// the device-manager checkpoint), sorted. Pods among them that have no
+	// entry yet are demand that will arrive soon.
+	AdmittedPodUIDs []string
+	// RuntimeAttachments are the runtime's libcni cache records
+	// (/var/lib/cni/results): attachments the runtime believes are alive.
+	RuntimeAttachments []RuntimeAttachment
+	// Problems lists hint files that could not be read (never fatal).
+	Problems []string
+}
+
+// RuntimeAttachment is one libcni cache record.
+type RuntimeAttachment struct {
+	Network     string
+	ContainerID string
+	IfName      string
+	IPs         []netip.Prefix
+}

@@ -1,0 +1,212 @@
+package observed
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// Tag keys enid puts on every ENI it creates. An ENI is "ours" only when
+// TagOwner names this instance: everything else is foreign and never touched.
+const (
+	// TagManagedBy is set to TagManagedByValue on ENIs created by enid.
+	TagManagedBy = "enid.dev/managed-by"
+	// TagManagedByValue is the value of TagManagedBy.
+	TagManagedByValue = "enid"
+	// TagOwner names the instance ID that created the ENI and may delete it.
+	TagOwner = "enid.dev/owner"
+	// TagCreatedAt records creation time (RFC 3339) for leak grace periods.
+	TagCreatedAt = "enid.dev/created-at"
+)
+
+// State is one observation of the world.
+type State struct {
+	// Instance is the ECS instance this node runs on.
+	Instance Instance
+	// ENIs holds every ENI attached to (or attaching to) the instance, plus
+	// ENIs carrying our owner tag that are not attached (Available: leaked
+	// or in flight). Sorted by ID.
+	ENIs []ENI
+	// VSwitches holds the vSwitches named by the config (and those of
+	// observed ENIs), sorted by ID.
+	VSwitches []VSwitch
+	// Node is the kernel half of the observation.
+	Node Node
+	// Complete is false when some part could not be observed. A plan made
+	// from an incomplete observation never destroys anything.
+	Complete bool
+	// Problems says what is missing when Complete is false, one line each.
+	Problems []string
+	// At is when the observation was taken (for display only).
+	At time.Time
+}
+
+// Instance describes the ECS instance and its instance-type limits.
+type Instance struct {
+	ID           string
+	RegionID     string
+	ZoneID       string
+	InstanceType string
+	VPCID        string
+	// PrimaryENI is the ID of the instance's primary ENI (never touched).
+	PrimaryENI string
+	Limits     Limits
+}
+
+// Limits are the per-instance-type ENI limits (DescribeInstanceTypes).
+type Limits struct {
+	// ENIs is EniQuantity: network interfaces per instance, primary included.
+	ENIs int
+	// IPv4PerENI is EniPrivateIpAddressQuantity: private IPv4 addresses per
+	// ENI, the ENI's own primary address included.
+	IPv4PerENI int
+	// IPv6PerENI is EniIpv6AddressQuantity.
+	IPv6PerENI int
+}
+
+// ENIStatus is the ECS Status of a network interface.
+type ENIStatus string
+
+// ENI states as ECS reports them.
+const (
+	ENIAvailable ENIStatus = "Available"
+	ENIAttaching ENIStatus = "Attaching"
+	ENIInUse     ENIStatus = "InUse"
+	ENIDetaching ENIStatus = "Detaching"
+	ENIDeleting  ENIStatus = "Deleting"
+)
+
+// ENI types as ECS reports them.
+const (
+	ENITypePrimary   = "Primary"
+	ENITypeSecondary = "Secondary"
+)
+
+// ENI is one elastic network interface.
+type ENI struct {
+	ID     string
+	MAC    string // lower-case, colon separated
+	Status ENIStatus
+	// Type is ENITypePrimary or ENITypeSecondary.
+	Type string
+	// InstanceID is the instance it is attached to; empty when Available.
+	InstanceID string
+	VSwitchID  string
+	ZoneID     string
+	VPCID      string
+	// PrimaryIP is the ENI's own primary private IPv4; never given to a pod.
+	PrimaryIP netip.Addr
+	// IPv4 holds the secondary private IPv4 addresses, sorted.
+	IPv4 []netip.Addr
+	// IPv6 holds the IPv6 addresses, sorted.
+	IPv6           []netip.Addr
+	SecurityGroups []string
+	Tags           map[string]string
+	// DeviceIndex is the attachment's device index (0 for primary).
+	DeviceIndex int
+	CreatedAt   time.Time
+}
+
+// Owned reports whether the ENI carries enid's owner tag naming instanceID.
+// The primary ENI is never owned.
+func (e ENI) Owned(instanceID string) bool {
+	return e.Type != ENITypePrimary && instanceID != "" &&
+		e.Tags[TagManagedBy] == TagManagedByValue && e.Tags[TagOwner] == instanceID
+}
+
+// HasIP reports whether ip is one of the ENI's secondary addresses.
+func (e ENI) HasIP(ip netip.Addr) bool {
+	if ip.Is4() {
+		_, ok := slices.BinarySearchFunc(e.IPv4, ip, netip.Addr.Compare)
+		return ok
+	}
+	_, ok := slices.BinarySearchFunc(e.IPv6, ip, netip.Addr.Compare)
+	return ok
+}
+
+// VSwitch is a VPC vSwitch (subnet).
+type VSwitch struct {
+	ID       string
+	ZoneID   string
+	VPCID    string
+	CIDR     netip.Prefix
+	IPv6CIDR netip.Prefix
+	// AvailableIPs is AvailableIpAddressCount as last reported.
+	AvailableIPs int
+}
+
+// Gateway returns the vSwitch gateway: the address at index -3 of its
+// CIDR (x.x.x.253 in a /24), as on Alibaba Cloud.
+func (v VSwitch) Gateway() netip.Addr {
+	return GatewayOf(v.CIDR)
+}
+
+// GatewayOf returns the vSwitch gateway for an IPv4 CIDR: the address at
+// index -3 (the broadcast address minus 2). It returns the zero Addr for an
+// invalid or non-IPv4 prefix or one too small to hold a gateway.
+func GatewayOf(p netip.Prefix) netip.Addr {
+	if !p.IsValid() || !p.Addr().Is4() || p.Bits() > 29 {
+		return netip.Addr{}
+	}
+	a := p.Masked().Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n |= (1 << (32 - p.Bits())) - 1 // broadcast
+	n -= 2
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+}
+
+// Node is the kernel half of the observation.
+type Node struct {
+	// ENIDevices describes, for each secondary ENI MAC found on the host,
+	// its device and whether enid's configuration of it is complete.
+	ENIDevices []ENIDevice
+	// Pods holds the network state of every pod attachment enid set up
+	// (found by the attachment identity enid records on the host veth).
+	Pods []PodNet
+}
+
+// ENIDevice is an ENI's network device in the host namespace.
+type ENIDevice struct {
+	MAC   string
+	Name  string
+	Index int
+	MTU   int
+	Up    bool
+	// Table is the per-ENI route table id (0 when not configured).
+	Table int
+	// Configured is true when the device is up and its table holds the
+	// default route via the vSwitch gateway.
+	Configured bool
+}
+
+// AttachmentKey names one pod attachment: the CNI (containerID, ifName).
+type AttachmentKey struct {
+	ContainerID string
+	IfName      string
+}
+
+// String renders the key as the entry and status file stem
+// "<containerID>_<ifName>".
+func (k AttachmentKey) String() string { return k.ContainerID + "_" + k.IfName }
+
+// PodNet is what the node holds for one pod attachment.
+type PodNet struct {
+	Key AttachmentKey
+	// HostVeth is the host side of the pod's veth ("" in exclusive mode
+	// when only the ENI was moved, or when the veth is gone).
+	HostVeth string
+	// NetNS is the pod's netns path when known.
+	NetNS string
+	IPv4  netip.Addr
+	IPv6  netip.Addr
+	// ENIMAC is the ENI whose table the pod's rules point at (shared mode),
+	// or the ENI moved into the pod (exclusive mode).
+	ENIMAC string
+	// Exclusive is true when an ENI was moved into the pod's netns.
+	Exclusive bool
+	// Healthy is true when every piece enid sets up for the attachment is
+	// present and correct (veth, addresses, routes, rules, neighbour).
+	Healthy bool
+	// Problems lists what is missing or wrong when Healthy is false.
+	Problems []string
+}
