@@ -163,6 +163,23 @@ type Node struct {
 	// Pods holds the network state of every pod attachment enid set up
 	// (found by the attachment identity enid records on the host veth).
 	Pods []PodNet
+	// Published holds the statuses the agent last published, read back
+	// from /run/enid/status: the binding record when the kernel holds none
+	// (no datapath, or state lost), and what not to publish again.
+	Published []Binding
+}
+
+// Binding is a published status as read back: which attachment holds which
+// addresses, answering which entry revision.
+type Binding struct {
+	Key      AttachmentKey
+	Revision string
+	// Phase is "Pending", "Ready" or "Failed".
+	Phase  string
+	Reason string
+	IPv4   netip.Addr
+	IPv6   netip.Addr
+	ENIID  string
 }
 
 // ENIDevice is an ENI's network device in the host namespace.
