@@ -1,0 +1,112 @@
+package status
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Agent is the agent heartbeat and readiness, the file /run/enid/agent.json.
+// The agent rewrites it on every pass and at least every heartbeat period;
+// a reader judges liveness by Heartbeat, not by the file's mtime.
+type Agent struct {
+	APIVersion string `json:"apiVersion"`
+	// PID is the agent's process ID.
+	PID int `json:"pid"`
+	// Version is the agent build's version string.
+	Version string `json:"version"`
+	// Started is when the agent process started.
+	Started time.Time `json:"started"`
+	// Heartbeat is when the agent wrote this file.
+	Heartbeat time.Time `json:"heartbeat"`
+	// Ready is true when the agent can serve new attachments (config
+	// loaded, cloud reachable, first observation complete).
+	Ready bool `json:"ready"`
+	// Reason says why the agent is not ready; may also explain a degraded
+	// but ready state.
+	Reason string      `json:"reason,omitempty"`
+	Pool   PoolSummary `json:"pool"`
+	// LastErrors are the most recent distinct errors, newest first, for
+	// operators (bounded by the agent).
+	LastErrors []string `json:"lastErrors,omitempty"`
+	// Pods counts attachment statuses by phase.
+	Pods map[Phase]int `json:"pods,omitempty"`
+}
+
+// PoolSummary is the shape of the shared-mode IP pool. Counts are IPs,
+// except ENIs.
+type PoolSummary struct {
+	// Total is every secondary IP held on owned ENIs.
+	Total int `json:"total"`
+	// Used is the IPs bound to pods.
+	Used int `json:"used"`
+	// Idle is the IPs ready for new pods.
+	Idle int `json:"idle"`
+	// Cooldown is the released IPs not yet reusable.
+	Cooldown int `json:"cooldown"`
+	// Sticky is the IPs held for sticky pods that may come back.
+	Sticky int `json:"sticky"`
+	// ENIs is the number of owned secondary ENIs attached.
+	ENIs int `json:"enis"`
+}
+
+// WriteAgent writes the heartbeat atomically to path, creating its
+// directory. An empty APIVersion is filled with Version.
+func WriteAgent(path string, a Agent) error {
+	if a.APIVersion == "" {
+		a.APIVersion = Version
+	}
+	if a.APIVersion != Version {
+		return fmt.Errorf("write heartbeat: %w %q", ErrVersion, a.APIVersion)
+	}
+	data, err := json.MarshalIndent(a, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode heartbeat: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create heartbeat dir: %w", err)
+	}
+	return WriteFileAtomic(path, append(data, '\n'), 0o644)
+}
+
+// ReadAgent reads the heartbeat at path. The error wraps fs.ErrNotExist
+// when there is none (the agent never ran since boot), and ErrVersion for
+// an unknown apiVersion.
+func ReadAgent(path string) (Agent, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Agent{}, fmt.Errorf("read heartbeat: %w", err)
+	}
+	var a Agent
+	if err := decode(data, &a); err != nil {
+		return Agent{}, fmt.Errorf("decode heartbeat %s: %w", path, err)
+	}
+	if a.APIVersion != Version {
+		return Agent{}, fmt.Errorf("heartbeat %s: %w %q (want %q)", path, ErrVersion, a.APIVersion, Version)
+	}
+	return a, nil
+}
+
+// ErrNotServing is wrapped by Agent.Serving when the agent cannot take new
+// attachments.
+var ErrNotServing = errors.New("agent not serving")
+
+// Serving reports whether a heartbeat read at now shows an agent able to
+// serve new attachments: ready, and with a heartbeat no older than maxAge.
+// The error wraps ErrNotServing and says why.
+func (a Agent) Serving(now time.Time, maxAge time.Duration) error {
+	if age := now.Sub(a.Heartbeat); age > maxAge {
+		return fmt.Errorf("%w: heartbeat is %s old (bound %s), pid %d", ErrNotServing, age.Round(time.Millisecond), maxAge, a.PID)
+	}
+	if !a.Ready {
+		reason := a.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return fmt.Errorf("%w: not ready: %s", ErrNotServing, reason)
+	}
+	return nil
+}
