@@ -1,0 +1,311 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/responses"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/observed"
+)
+
+// Config configures a Client. Zero durations and counts take the defaults
+// named on each field.
+type Config struct {
+	// Endpoint overrides the ECS and VPC endpoint. "host:port" (as the
+	// simulator gives it) is spoken in plain HTTP; "https://host[:port]" in
+	// HTTPS. "" uses the SDK's regional endpoints over HTTPS.
+	Endpoint string
+	// Region is the region ID (required).
+	Region string
+	// Credentials sign every call (required). CredentialsFrom builds one
+	// from the agent config; any SDK provider works.
+	Credentials credentials.CredentialsProvider
+	// RateLimit bounds the calls this client makes: QPS/Burst for all calls
+	// together and PerAction for single actions. A QPS <= 0 means no limit.
+	RateLimit desired.RateLimit
+	// Retry bounds how retryable failures are retried.
+	Retry RetryPolicy
+	// CallTimeout bounds one attempt of one call (default 10s).
+	CallTimeout time.Duration
+	// Wait paces WaitENI and WaitENIGone.
+	Wait WaitPolicy
+	// PageSize is MaxResults for paginated describes (default 100; ECS
+	// accepts 10..500, lower values are for exercising pagination against
+	// the simulator).
+	PageSize int
+	// Observer, when not nil, is told about every attempt.
+	Observer Observer
+	// Logger receives retry and wait messages (default: discard).
+	Logger *slog.Logger
+	// Transport carries the HTTP requests (default: a transport that never
+	// uses a proxy, whatever HTTP_PROXY says). The SDK does not touch a
+	// transport given here.
+	Transport http.RoundTripper
+	// Clock times rate limits, backoff and waits (default: the real clock).
+	Clock Clock
+}
+
+// RetryPolicy bounds retries of retryable failures (see Retryable). The
+// n-th retry waits a random time in [d/2, d] with d = min(BaseDelay*2^(n-1),
+// MaxDelay) ("equal jitter", so a throttled fleet spreads out but never
+// hammers at once).
+type RetryPolicy struct {
+	// MaxAttempts is the most attempts per call, the first included
+	// (default 5; 1 disables retries).
+	MaxAttempts int
+	// BaseDelay is the first backoff (default 200ms).
+	BaseDelay time.Duration
+	// MaxDelay caps one backoff (default 5s).
+	MaxDelay time.Duration
+	// Budget caps the time from the first attempt to the start of the last
+	// one: no retry starts after it (default 30s).
+	Budget time.Duration
+}
+
+// WaitPolicy paces polling for an ENI state: the first poll after Initial,
+// then each interval 1.5x the last, capped at Max.
+type WaitPolicy struct {
+	// Initial is the first poll interval (default 200ms).
+	Initial time.Duration
+	// Max caps the interval (default 3s).
+	Max time.Duration
+	// Timeout bounds a whole wait when ctx has no earlier deadline
+	// (default 2m).
+	Timeout time.Duration
+}
+
+// Observer is told about every attempt of every call, for metrics.
+type Observer interface {
+	// ObserveCall reports one attempt: the action, "ok" or the error code
+	// (a throttled attempt reports its Throttling code; CodeTransport when
+	// no answer came) and how long the attempt took.
+	ObserveCall(action string, outcome string, d time.Duration)
+}
+
+// Clock is the time source of a Client.
+type Clock interface {
+	Now() time.Time
+	// After is time.After on this clock.
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Client calls the ECS and VPC APIs for one region. It is safe for
+// concurrent use.
+type Client struct {
+	cfg       Config // defaults applied
+	ecsDomain string
+	vpcDomain string
+	scheme    string
+	transport http.RoundTripper
+	clk       Clock
+	log       *slog.Logger
+	limiter   *limiter
+
+	typesMu sync.Mutex                 // guards types
+	types   map[string]observed.Limits // instance type -> limits; never invalidated (types do not change)
+}
+
+var regionRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// New returns a Client. It does not call the API.
+func New(cfg Config) (*Client, error) {
+	if !regionRE.MatchString(cfg.Region) {
+		return nil, fmt.Errorf("cloud client: invalid region %q", cfg.Region)
+	}
+	if cfg.Credentials == nil {
+		return nil, errors.New("cloud client: no credentials")
+	}
+	setDefaults(&cfg)
+	c := &Client{
+		cfg:       cfg,
+		scheme:    "HTTP",
+		transport: cfg.Transport,
+		clk:       cfg.Clock,
+		log:       cfg.Logger,
+		limiter:   newLimiter(cfg.RateLimit),
+		types:     map[string]observed.Limits{},
+	}
+	switch ep := cfg.Endpoint; {
+	case ep == "":
+		// The services' own endpoint tables, read once; the regional rule
+		// otherwise.
+		c.scheme = "HTTPS"
+		c.ecsDomain = ecs.GetEndpointMap()[cfg.Region]
+		if c.ecsDomain == "" {
+			c.ecsDomain = "ecs." + cfg.Region + ".aliyuncs.com"
+		}
+		c.vpcDomain = vpc.GetEndpointMap()[cfg.Region]
+		if c.vpcDomain == "" {
+			c.vpcDomain = "vpc." + cfg.Region + ".aliyuncs.com"
+		}
+	case strings.HasPrefix(ep, "https://"):
+		c.scheme = "HTTPS"
+		c.ecsDomain = strings.TrimSuffix(strings.TrimPrefix(ep, "https://"), "/")
+		c.vpcDomain = c.ecsDomain
+	default:
+		c.ecsDomain = strings.TrimSuffix(strings.TrimPrefix(ep, "http://"), "/")
+		c.vpcDomain = c.ecsDomain
+	}
+	if c.transport == nil {
+		c.transport = &http.Transport{
+			Proxy:               nil, // never a proxy: the SDK would read HTTP_PROXY itself
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 5 * time.Second,
+		}
+	}
+	return c, nil
+}
+
+func setDefaults(cfg *Config) {
+	r := &cfg.Retry
+	if r.MaxAttempts <= 0 {
+		r.MaxAttempts = 5
+	}
+	if r.BaseDelay <= 0 {
+		r.BaseDelay = 200 * time.Millisecond
+	}
+	if r.MaxDelay <= 0 {
+		r.MaxDelay = 5 * time.Second
+	}
+	if r.Budget <= 0 {
+		r.Budget = 30 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 10 * time.Second
+	}
+	w := &cfg.Wait
+	if w.Initial <= 0 {
+		w.Initial = 200 * time.Millisecond
+	}
+	if w.Max <= 0 {
+		w.Max = 3 * time.Second
+	}
+	if w.Timeout <= 0 {
+		w.Timeout = 2 * time.Minute
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 100
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+}
+
+// call performs one API call with rate limiting and retries. req and resp
+// are reused across attempts (the SDK signs afresh each time).
+func (c *Client) call(ctx context.Context, req requests.AcsRequest, resp responses.AcsResponse) error {
+	action := req.GetActionName()
+	start := c.clk.Now()
+	for attempt := 1; ; attempt++ {
+		if err := c.limiter.wait(ctx, c.clk, action); err != nil {
+			return fmt.Errorf("%s: waiting for rate limit: %w", action, err)
+		}
+		err := c.attempt(ctx, req, resp)
+		if err == nil || !Retryable(err) {
+			return err
+		}
+		if attempt >= c.cfg.Retry.MaxAttempts {
+			return fmt.Errorf("giving up after %d attempts: %w", attempt, err)
+		}
+		d := c.backoff(attempt)
+		if elapsed := c.clk.Now().Add(d).Sub(start); elapsed > c.cfg.Retry.Budget {
+			return fmt.Errorf("giving up after %d attempts (retry budget %v spent): %w", attempt, c.cfg.Retry.Budget, err)
+		}
+		c.log.LogAttrs(ctx, slog.LevelDebug, "retrying cloud call",
+			slog.String("action", action), slog.Int("attempt", attempt),
+			slog.Duration("backoff", d), slog.String("error", err.Error()))
+		if serr := sleep(ctx, c.clk, d); serr != nil {
+			return fmt.Errorf("%w; then %w", err, serr)
+		}
+	}
+}
+
+// backoff is the wait before retry number n (n >= 1), with equal jitter.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.cfg.Retry.BaseDelay
+	for i := 1; i < n && d < c.cfg.Retry.MaxDelay; i++ {
+		d *= 2
+	}
+	d = min(d, c.cfg.Retry.MaxDelay)
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// attempt makes one HTTP exchange through a fresh SDK client. A client per
+// attempt is cheap (no I/O) and needed: sdk.Client writes its shared
+// http.Client's Timeout on every call, a data race between concurrent
+// calls, and its API takes no context.
+func (c *Client) attempt(ctx context.Context, req requests.AcsRequest, resp responses.AcsResponse) error {
+	action := req.GetActionName()
+	actx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	defer cancel()
+
+	domain := c.ecsDomain
+	if req.GetProduct() == "Vpc" {
+		domain = c.vpcDomain
+	}
+	conf := sdk.NewConfig()
+	conf.Scheme = c.scheme
+	conf.Transport = ctxTransport{ctx: actx, base: c.transport}
+	sc := &sdk.Client{Domain: domain}
+	if err := sc.InitWithOptions(c.cfg.Region, conf, c.cfg.Credentials); err != nil {
+		return fmt.Errorf("%s: init sdk client: %w", action, err)
+	}
+	req.SetReadTimeout(c.cfg.CallTimeout)
+	req.SetConnectTimeout(min(c.cfg.CallTimeout, 5*time.Second))
+
+	t0 := c.clk.Now()
+	err := classify(ctx, action, sc.DoAction(req, resp))
+	d := c.clk.Now().Sub(t0)
+	if c.cfg.Observer != nil {
+		outcome := "ok"
+		var ae *APIError
+		switch {
+		case errors.As(err, &ae):
+			outcome = ae.Code
+		case err != nil:
+			outcome = "Canceled"
+		}
+		c.cfg.Observer.ObserveCall(action, outcome, d)
+	}
+	return err
+}
+
+// ctxTransport gives every request of one attempt the attempt's context,
+// which the SDK cannot pass: the context lives exactly as long as the
+// attempt's SDK client, and ending it aborts the exchange.
+type ctxTransport struct {
+	ctx  context.Context
+	base http.RoundTripper
+}
+
+// RoundTrip sends r under the attempt's context.
+func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return t.base.RoundTrip(r.WithContext(t.ctx))
+}

@@ -1,0 +1,398 @@
+package cloud
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+
+	"github.com/enidnet/enid/observed"
+)
+
+// Per-call limits of DescribeNetworkInterfaces.
+const (
+	maxIDsPerDescribe  = 100
+	maxTagsPerDescribe = 20
+)
+
+// ENIFilter selects ENIs. Every non-empty field must match.
+type ENIFilter struct {
+	// InstanceID selects the ENIs attached to the instance.
+	InstanceID string
+	// Tags selects ENIs carrying every key/value (at most 20).
+	Tags map[string]string
+	// IDs selects these ENIs (any number: sent 100 per call).
+	IDs []string
+}
+
+// ListENIs returns every ENI matching f, all pages read, sorted by ID. An ID
+// in f.IDs that does not exist is simply absent from the result.
+func (c *Client) ListENIs(ctx context.Context, f ENIFilter) ([]observed.ENI, error) {
+	if len(f.Tags) > maxTagsPerDescribe {
+		return nil, fmt.Errorf("list enis: %d tags, at most %d", len(f.Tags), maxTagsPerDescribe)
+	}
+	var out []observed.ENI
+	if len(f.IDs) == 0 {
+		enis, err := c.listENIs(ctx, f, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = enis
+	}
+	for chunk := range slices.Chunk(f.IDs, maxIDsPerDescribe) {
+		enis, err := c.listENIs(ctx, f, chunk)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, enis...)
+	}
+	slices.SortFunc(out, func(a, b observed.ENI) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+func (c *Client) listENIs(ctx context.Context, f ENIFilter, ids []string) ([]observed.ENI, error) {
+	var out []observed.ENI
+	token := ""
+	for page := 1; ; page++ {
+		req := ecs.CreateDescribeNetworkInterfacesRequest()
+		req.InstanceId = f.InstanceID
+		req.MaxResults = requests.NewInteger(c.cfg.PageSize)
+		req.NextToken = token
+		if len(ids) > 0 {
+			req.NetworkInterfaceId = &ids
+		}
+		if len(f.Tags) > 0 {
+			tags := make([]ecs.DescribeNetworkInterfacesTag, 0, len(f.Tags))
+			for _, k := range slices.Sorted(maps.Keys(f.Tags)) {
+				tags = append(tags, ecs.DescribeNetworkInterfacesTag{Key: k, Value: f.Tags[k]})
+			}
+			req.Tag = &tags
+		}
+		resp := ecs.CreateDescribeNetworkInterfacesResponse()
+		if err := c.call(ctx, req, resp); err != nil {
+			return nil, fmt.Errorf("list enis (page %d): %w", page, err)
+		}
+		for _, s := range resp.NetworkInterfaceSets.NetworkInterfaceSet {
+			e, err := eniFromDescribe(s)
+			if err != nil {
+				return nil, fmt.Errorf("list enis: %w", err)
+			}
+			out = append(out, e)
+		}
+		if resp.NextToken == "" {
+			return out, nil
+		}
+		if resp.NextToken == token {
+			return nil, fmt.Errorf("list enis: page %d returned its own NextToken %q again", page, token)
+		}
+		token = resp.NextToken
+	}
+}
+
+// CreateENIRequest describes a secondary ENI to create.
+type CreateENIRequest struct {
+	VSwitchID string
+	// SecurityGroups are sent as SecurityGroupIds.N (1..10).
+	SecurityGroups []string
+	Tags           map[string]string
+	// IPv4Count is the number of secondary private IPv4 addresses besides
+	// the ENI's primary one (ECS allows at most 49 at creation).
+	IPv4Count int
+	// IPv6Count is the number of IPv6 addresses.
+	IPv6Count int
+	// ClientToken makes the call idempotent (see ClientToken).
+	ClientToken string
+	Description string
+}
+
+// CreateENI creates a secondary ENI; it is Available when this returns.
+// Repeating the call with the same ClientToken and parameters returns the
+// same ENI; with other parameters it fails with ErrIdempotencyMismatch.
+func (c *Client) CreateENI(ctx context.Context, r CreateENIRequest) (observed.ENI, error) {
+	req := ecs.CreateCreateNetworkInterfaceRequest()
+	req.VSwitchId = r.VSwitchID
+	req.InstanceType = observed.ENITypeSecondary
+	req.ClientToken = r.ClientToken
+	req.Description = r.Description
+	if len(r.SecurityGroups) > 0 {
+		sgs := slices.Clone(r.SecurityGroups)
+		req.SecurityGroupIds = &sgs
+	}
+	if r.IPv4Count > 0 {
+		req.SecondaryPrivateIpAddressCount = requests.NewInteger(r.IPv4Count)
+	}
+	if r.IPv6Count > 0 {
+		req.Ipv6AddressCount = requests.NewInteger(r.IPv6Count)
+	}
+	if len(r.Tags) > 0 {
+		tags := make([]ecs.CreateNetworkInterfaceTag, 0, len(r.Tags))
+		for _, k := range slices.Sorted(maps.Keys(r.Tags)) {
+			tags = append(tags, ecs.CreateNetworkInterfaceTag{Key: k, Value: r.Tags[k]})
+		}
+		req.Tag = &tags
+	}
+	resp := ecs.CreateCreateNetworkInterfaceResponse()
+	if err := c.call(ctx, req, resp); err != nil {
+		return observed.ENI{}, fmt.Errorf("create eni in %s: %w", r.VSwitchID, err)
+	}
+	e := observed.ENI{
+		ID:             resp.NetworkInterfaceId,
+		MAC:            strings.ToLower(resp.MacAddress),
+		Status:         observed.ENIStatus(cmp.Or(resp.Status, string(observed.ENIAvailable))),
+		Type:           cmp.Or(resp.Type, observed.ENITypeSecondary),
+		VSwitchID:      resp.VSwitchId,
+		ZoneID:         resp.ZoneId,
+		VPCID:          resp.VpcId,
+		SecurityGroups: resp.SecurityGroupIds.SecurityGroupId,
+		Tags:           tagMap(resp.Tags.Tag),
+	}
+	var err error
+	e.PrimaryIP, e.IPv4, err = splitIPv4(resp.PrivateIpAddress, resp.PrivateIpSets.PrivateIpSet)
+	if err != nil {
+		return observed.ENI{}, fmt.Errorf("create eni %s: %w", e.ID, err)
+	}
+	for _, s := range resp.Ipv6Sets.Ipv6Set {
+		a, err := netip.ParseAddr(s.Ipv6Address)
+		if err != nil {
+			return observed.ENI{}, fmt.Errorf("create eni %s: ipv6 address: %w", e.ID, err)
+		}
+		e.IPv6 = append(e.IPv6, a)
+	}
+	slices.SortFunc(e.IPv6, netip.Addr.Compare)
+	if e.ID == "" {
+		return observed.ENI{}, fmt.Errorf("create eni in %s: answer names no NetworkInterfaceId", r.VSwitchID)
+	}
+	return e, nil
+}
+
+// AttachENI starts attaching eniID to instanceID; the ENI goes Attaching,
+// then InUse (see WaitENI). Attaching an ENI that is already InUse on
+// instanceID succeeds.
+func (c *Client) AttachENI(ctx context.Context, eniID, instanceID string) error {
+	req := ecs.CreateAttachNetworkInterfaceRequest()
+	req.NetworkInterfaceId = eniID
+	req.InstanceId = instanceID
+	err := c.call(ctx, req, ecs.CreateAttachNetworkInterfaceResponse())
+	if errors.Is(err, ErrConflict) {
+		if e, ok := c.lookup(ctx, eniID); ok && e.InstanceID == instanceID &&
+			(e.Status == observed.ENIInUse || e.Status == observed.ENIAttaching) {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("attach eni %s to %s: %w", eniID, instanceID, err)
+	}
+	return nil
+}
+
+// DetachENI starts detaching eniID from instanceID; the ENI goes Detaching,
+// then Available. An ENI that is gone, or already Available or Detaching,
+// counts as detached.
+func (c *Client) DetachENI(ctx context.Context, eniID, instanceID string) error {
+	req := ecs.CreateDetachNetworkInterfaceRequest()
+	req.NetworkInterfaceId = eniID
+	req.InstanceId = instanceID
+	err := c.call(ctx, req, ecs.CreateDetachNetworkInterfaceResponse())
+	if errors.Is(err, ErrNotFound) && isENINotFound(err) {
+		return nil
+	}
+	if errors.Is(err, ErrConflict) {
+		if e, ok := c.lookup(ctx, eniID); ok && (e.Status == observed.ENIAvailable || e.Status == observed.ENIDetaching) {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("detach eni %s from %s: %w", eniID, instanceID, err)
+	}
+	return nil
+}
+
+// DeleteENI starts deleting an Available ENI (see WaitENIGone). An ENI that
+// is gone or already Deleting counts as deleted.
+func (c *Client) DeleteENI(ctx context.Context, eniID string) error {
+	req := ecs.CreateDeleteNetworkInterfaceRequest()
+	req.NetworkInterfaceId = eniID
+	err := c.call(ctx, req, ecs.CreateDeleteNetworkInterfaceResponse())
+	if errors.Is(err, ErrNotFound) && isENINotFound(err) {
+		return nil
+	}
+	if errors.Is(err, ErrConflict) {
+		if e, ok := c.lookup(ctx, eniID); ok && e.Status == observed.ENIDeleting {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("delete eni %s: %w", eniID, err)
+	}
+	return nil
+}
+
+// isENINotFound reports whether err says the ENI itself is missing (rather
+// than, say, the instance).
+func isENINotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == "InvalidEniId.NotFound"
+}
+
+// lookup describes one ENI, reporting ok=false when that fails or it is gone.
+func (c *Client) lookup(ctx context.Context, eniID string) (observed.ENI, bool) {
+	enis, err := c.ListENIs(ctx, ENIFilter{IDs: []string{eniID}})
+	if err != nil || len(enis) != 1 {
+		return observed.ENI{}, false
+	}
+	return enis[0], true
+}
+
+// WaitENI polls eniID until its Status is want and returns it then. It
+// fails with ErrNotFound if the ENI disappears, and when ctx ends or the
+// wait policy's Timeout passes. Poll intervals grow from Wait.Initial to
+// Wait.Max; each poll is an ordinary rate-limited, retried call.
+func (c *Client) WaitENI(ctx context.Context, eniID string, want observed.ENIStatus) (observed.ENI, error) {
+	var got observed.ENI
+	err := c.poll(ctx, func() (bool, error) {
+		enis, err := c.ListENIs(ctx, ENIFilter{IDs: []string{eniID}})
+		if err != nil {
+			return false, err
+		}
+		if len(enis) == 0 {
+			return false, fmt.Errorf("%w: eni %s is gone", ErrNotFound, eniID)
+		}
+		got = enis[0]
+		return got.Status == want, nil
+	})
+	if err != nil {
+		return got, fmt.Errorf("wait for eni %s to be %s (last %q): %w", eniID, want, got.Status, err)
+	}
+	return got, nil
+}
+
+// WaitENIGone polls eniID until it no longer exists (after DeleteENI).
+func (c *Client) WaitENIGone(ctx context.Context, eniID string) error {
+	var last observed.ENIStatus
+	err := c.poll(ctx, func() (bool, error) {
+		enis, err := c.ListENIs(ctx, ENIFilter{IDs: []string{eniID}})
+		if err != nil {
+			return false, err
+		}
+		if len(enis) == 0 {
+			return true, nil
+		}
+		last = enis[0].Status
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for eni %s to be gone (last %q): %w", eniID, last, err)
+	}
+	return nil
+}
+
+// poll calls check until it reports done or fails, waiting between calls
+// as the wait policy says.
+func (c *Client) poll(ctx context.Context, check func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Wait.Timeout)
+	defer cancel()
+	d := c.cfg.Wait.Initial
+	for {
+		done, err := check()
+		if err != nil || done {
+			return err
+		}
+		if err := sleep(ctx, c.clk, d); err != nil {
+			return err
+		}
+		d = min(c.cfg.Wait.Max, d*3/2)
+	}
+}
+
+// eniFromDescribe converts one DescribeNetworkInterfaces item.
+func eniFromDescribe(s ecs.NetworkInterfaceSet) (observed.ENI, error) {
+	e := observed.ENI{
+		ID:             s.NetworkInterfaceId,
+		MAC:            strings.ToLower(s.MacAddress),
+		Status:         observed.ENIStatus(s.Status),
+		Type:           s.Type,
+		InstanceID:     cmp.Or(s.InstanceId, s.Attachment.InstanceId),
+		VSwitchID:      s.VSwitchId,
+		ZoneID:         s.ZoneId,
+		VPCID:          s.VpcId,
+		SecurityGroups: s.SecurityGroupIds.SecurityGroupId,
+		Tags:           tagMap(s.Tags.Tag),
+		DeviceIndex:    s.Attachment.DeviceIndex,
+		CreatedAt:      parseTime(s.CreationTime),
+	}
+	var err error
+	e.PrimaryIP, e.IPv4, err = splitIPv4(s.PrivateIpAddress, s.PrivateIpSets.PrivateIpSet)
+	if err != nil {
+		return observed.ENI{}, fmt.Errorf("eni %s: %w", e.ID, err)
+	}
+	for _, v := range s.Ipv6Sets.Ipv6Set {
+		a, err := netip.ParseAddr(v.Ipv6Address)
+		if err != nil {
+			return observed.ENI{}, fmt.Errorf("eni %s: ipv6 address: %w", e.ID, err)
+		}
+		e.IPv6 = append(e.IPv6, a)
+	}
+	slices.SortFunc(e.IPv6, netip.Addr.Compare)
+	return e, nil
+}
+
+// splitIPv4 separates the ENI's primary address from the secondary ones.
+// The set's Primary flag decides; primary names it when no flag is set.
+func splitIPv4(primary string, set []ecs.PrivateIpSet) (netip.Addr, []netip.Addr, error) {
+	var p netip.Addr
+	if primary != "" {
+		a, err := netip.ParseAddr(primary)
+		if err != nil {
+			return p, nil, fmt.Errorf("primary ip: %w", err)
+		}
+		p = a
+	}
+	flagged := slices.ContainsFunc(set, func(s ecs.PrivateIpSet) bool { return s.Primary })
+	var sec []netip.Addr
+	for _, s := range set {
+		a, err := netip.ParseAddr(s.PrivateIpAddress)
+		if err != nil {
+			return p, nil, fmt.Errorf("private ip: %w", err)
+		}
+		switch {
+		case s.Primary:
+			p = a
+		case !flagged && a == p:
+		default:
+			sec = append(sec, a)
+		}
+	}
+	slices.SortFunc(sec, netip.Addr.Compare)
+	return p, sec, nil
+}
+
+// tagMap reads ECS tags (TagKey/TagValue, or Key/Value in some answers).
+func tagMap(tags []ecs.Tag) map[string]string {
+	if len(tags) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(tags))
+	for _, t := range tags {
+		m[cmp.Or(t.TagKey, t.Key)] = cmp.Or(t.TagValue, t.Value)
+	}
+	return m
+}
+
+// parseTime reads an ECS timestamp ("2006-01-02T15:04:05Z" or without
+// seconds); the zero time when it cannot.
+func parseTime(s string) time.Time {
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04Z07:00"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}

@@ -1,0 +1,200 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+
+	sdkerrors "github.com/aliyun/alibaba-cloud-sdk-go/sdk/errors"
+)
+
+// Error classes. Every error a Client method returns for a failed API call
+// wraps an *APIError, and errors.Is(err, ErrX) reports its class. A code
+// outside every class matches none of them (and is not retryable).
+var (
+	// ErrThrottled: the API refused the call because of a rate limit
+	// (Throttling, Throttling.User, Throttling.Api, ...). Retryable.
+	ErrThrottled = errors.New("throttled")
+	// ErrNotFound: the named resource does not exist (codes ending in
+	// .NotFound other than credential ones).
+	ErrNotFound = errors.New("not found")
+	// ErrVSwitchExhausted: the vSwitch has no free address
+	// (InvalidVSwitchId.IpNotEnough, QuotaExceeded.PrivateIpAddress).
+	ErrVSwitchExhausted = errors.New("vswitch has no free address")
+	// ErrLimitExceeded: an instance-type or account limit was reached
+	// (EniPerInstanceLimitExceeded, MaxEniCountExceeded, Ipv4CountExceeded, ...).
+	ErrLimitExceeded = errors.New("limit exceeded")
+	// ErrConflict: the resource is not in a state that allows the call, or
+	// the call collides with another (InvalidOperation.InvalidEniState,
+	// Operation.Conflict, InvalidIp.IpAssigned, ...). Only Operation.Conflict
+	// is retried by the client; the rest need a fresh observation.
+	ErrConflict = errors.New("conflict")
+	// ErrIdempotencyMismatch: a ClientToken was reused with other
+	// parameters (IdempotentParameterMismatch).
+	ErrIdempotencyMismatch = errors.New("client token reused with other parameters")
+	// ErrAuth: the credentials were refused (SignatureDoesNotMatch,
+	// InvalidAccessKeyId.*, Forbidden*, InvalidSecurityToken.*, ...).
+	ErrAuth = errors.New("authentication or authorization failed")
+	// ErrUnavailable: the service failed or could not be reached
+	// (InternalError, ServiceUnavailable, other 5xx, transport errors).
+	// Retryable.
+	ErrUnavailable = errors.New("service unavailable")
+)
+
+// CodeTransport is the APIError.Code of a call that got no HTTP response
+// (connection refused, reset, timeout).
+const CodeTransport = "Transport"
+
+// APIError is one failed API call: the action, the code the service (or
+// the SDK) returned, and the request id to quote to support.
+type APIError struct {
+	// Action is the API action, e.g. "AttachNetworkInterface".
+	Action string
+	// Code is the service error code ("Throttling.User"), an SDK client
+	// error code ("SDK.TimeoutError") or CodeTransport.
+	Code string
+	// RequestID is the service's request id ("" when there was no answer).
+	RequestID string
+	// HTTPStatus is the response status (0 when there was no answer).
+	HTTPStatus int
+	// Message is the service's message or the transport error text.
+	Message string
+
+	class error
+	err   error // the underlying SDK or transport error, for Unwrap
+}
+
+// Error renders the action, the code, the status and the request id.
+func (e *APIError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", e.Action, e.Code)
+	if e.HTTPStatus != 0 {
+		fmt.Fprintf(&b, " (http %d)", e.HTTPStatus)
+	}
+	if e.Message != "" {
+		fmt.Fprintf(&b, ": %s", e.Message)
+	}
+	if e.RequestID != "" {
+		fmt.Fprintf(&b, " [request %s]", e.RequestID)
+	}
+	return b.String()
+}
+
+// Is reports whether target is the error's class sentinel.
+func (e *APIError) Is(target error) bool {
+	return e.class != nil && target == e.class
+}
+
+// Unwrap returns the underlying SDK or transport error.
+func (e *APIError) Unwrap() error { return e.err }
+
+// Retryable reports whether a call that failed with err may succeed when
+// repeated unchanged: throttling, InternalError, ServiceUnavailable, other
+// 5xx, Operation.Conflict and transport errors. Context errors are not.
+func Retryable(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch {
+	case ae.class == ErrThrottled, ae.class == ErrUnavailable:
+		return true
+	case ae.Code == "Operation.Conflict":
+		return true
+	}
+	return false
+}
+
+// classOf maps a service error code (and HTTP status when the code says
+// nothing) to its class sentinel, or nil.
+func classOf(code string, status int) error {
+	switch code {
+	case "InvalidVSwitchId.IpNotEnough", "QuotaExceeded.PrivateIpAddress":
+		return ErrVSwitchExhausted
+	case "IdempotentParameterMismatch":
+		return ErrIdempotencyMismatch
+	case "InternalError", "ServiceUnavailable", "UnknownError":
+		return ErrUnavailable
+	case "InvalidOperation.InvalidEniState", "Operation.Conflict", "InvalidIp.IpAssigned",
+		"InvalidPrivateIpAddress.Duplicated", "InvalidOperation.DetachPrimaryEniNotAllowed",
+		"IncorrectInstanceStatus", "IncorrectVSwitchStatus", "InvalidOperation.Conflict":
+		return ErrConflict
+	case "EniPerInstanceLimitExceeded", "MaxEniCountExceeded",
+		"InvalidOperation.Ipv4CountExceeded", "InvalidOperation.Ipv6CountExceeded":
+		return ErrLimitExceeded
+	case "SignatureDoesNotMatch", "IncompleteSignature", "SignatureNonceUsed",
+		"InvalidTimeStamp.Expired", "NoPermission":
+		return ErrAuth
+	}
+	switch {
+	case strings.HasPrefix(code, "Throttling"):
+		return ErrThrottled
+	case strings.HasPrefix(code, "InvalidAccessKeyId"), strings.HasPrefix(code, "InvalidSecurityToken"),
+		strings.HasPrefix(code, "Forbidden"):
+		return ErrAuth
+	case strings.HasSuffix(code, ".NotFound"):
+		return ErrNotFound
+	case strings.HasPrefix(code, "QuotaExceeded"), strings.HasSuffix(code, "LimitExceeded"),
+		strings.HasSuffix(code, "CountExceeded"):
+		return ErrLimitExceeded
+	}
+	switch {
+	case code != "":
+		return nil
+	case status == 429:
+		return ErrThrottled
+	case status >= 500:
+		return ErrUnavailable
+	case status == 401 || status == 403:
+		return ErrAuth
+	case status == 404:
+		return ErrNotFound
+	}
+	return nil
+}
+
+// classify turns what the SDK returned for one attempt of action into an
+// *APIError. It returns nil for nil and the context error when ctx ended
+// (the caller's deadline, not the service, stopped the call).
+func classify(ctx context.Context, action string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *sdkerrors.ServerError
+	if errors.As(err, &se) {
+		return &APIError{
+			Action: action, Code: se.ErrorCode(), RequestID: se.RequestId(),
+			HTTPStatus: se.HttpStatus(), Message: se.Message(),
+			class: classOf(se.ErrorCode(), se.HttpStatus()), err: err,
+		}
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", action, ctx.Err())
+	}
+	var ce *sdkerrors.ClientError
+	if errors.As(err, &ce) {
+		ae := &APIError{Action: action, Code: ce.ErrorCode(), Message: ce.Message(), err: err}
+		if ce.ErrorCode() == sdkerrors.TimeoutErrorCode || isTransport(ce.OriginError()) {
+			ae.class = ErrUnavailable
+		}
+		return ae
+	}
+	if isTransport(err) {
+		return &APIError{Action: action, Code: CodeTransport, Message: err.Error(), class: ErrUnavailable, err: err}
+	}
+	return &APIError{Action: action, Code: sdkerrors.DefaultClientErrorCode, Message: err.Error(), err: err}
+}
+
+// isTransport reports whether err is a network-level failure (no answer).
+func isTransport(err error) bool {
+	if err == nil {
+		return false
+	}
+	var ue *url.Error
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &ue) || errors.As(err, &ne) || errors.As(err, &oe)
+}

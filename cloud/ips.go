@@ -1,0 +1,177 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+)
+
+// maxIPsPerCall is the most addresses one Assign/Unassign call moves: ECS
+// takes 1..10 per call for both IPv4 and IPv6.
+const maxIPsPerCall = 10
+
+// AssignIPv4 adds secondary private IPv4 addresses to eniID: count new
+// ones chosen by ECS, or exactly ips (give one or the other). It returns
+// the addresses assigned, sorted. Requests above 10 addresses are split
+// into calls of at most 10; each call after the first gets a ClientToken
+// derived from clientToken and its index, so a repeat of the whole request
+// repeats every call. When a later call fails, the addresses the earlier
+// calls assigned are returned along with the error.
+func (c *Client) AssignIPv4(ctx context.Context, eniID string, count int, ips []netip.Addr, clientToken string) ([]netip.Addr, error) {
+	out, err := c.assign(ctx, eniID, count, ips, clientToken, func(ctx context.Context, n int, ips []string, token string) ([]string, error) {
+		req := ecs.CreateAssignPrivateIpAddressesRequest()
+		req.NetworkInterfaceId = eniID
+		req.ClientToken = token
+		if n > 0 {
+			req.SecondaryPrivateIpAddressCount = requests.NewInteger(n)
+		} else {
+			req.PrivateIpAddress = &ips
+		}
+		resp := ecs.CreateAssignPrivateIpAddressesResponse()
+		if err := c.call(ctx, req, resp); err != nil {
+			return nil, err
+		}
+		return resp.AssignedPrivateIpAddressesSet.PrivateIpSet.PrivateIpAddress, nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("assign ipv4 to eni %s: %w", eniID, err)
+	}
+	return out, nil
+}
+
+// AssignIPv6 adds IPv6 addresses to eniID, as AssignIPv4 does for IPv4.
+func (c *Client) AssignIPv6(ctx context.Context, eniID string, count int, ips []netip.Addr, clientToken string) ([]netip.Addr, error) {
+	out, err := c.assign(ctx, eniID, count, ips, clientToken, func(ctx context.Context, n int, ips []string, token string) ([]string, error) {
+		req := ecs.CreateAssignIpv6AddressesRequest()
+		req.NetworkInterfaceId = eniID
+		req.ClientToken = token
+		if n > 0 {
+			req.Ipv6AddressCount = requests.NewInteger(n)
+		} else {
+			req.Ipv6Address = &ips
+		}
+		resp := ecs.CreateAssignIpv6AddressesResponse()
+		if err := c.call(ctx, req, resp); err != nil {
+			return nil, err
+		}
+		return resp.Ipv6Sets.Ipv6Address, nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("assign ipv6 to eni %s: %w", eniID, err)
+	}
+	return out, nil
+}
+
+type assignFunc func(ctx context.Context, count int, ips []string, token string) ([]string, error)
+
+func (c *Client) assign(ctx context.Context, eniID string, count int, ips []netip.Addr, token string, do assignFunc) ([]netip.Addr, error) {
+	switch {
+	case count > 0 && len(ips) > 0:
+		return nil, errors.New("both a count and explicit addresses given")
+	case count <= 0 && len(ips) == 0:
+		return nil, errors.New("neither a count nor explicit addresses given")
+	}
+	type batch struct {
+		n   int
+		ips []string
+	}
+	var batches []batch
+	for ; count > 0; count -= maxIPsPerCall {
+		batches = append(batches, batch{n: min(count, maxIPsPerCall)})
+	}
+	for chunk := range slices.Chunk(ips, maxIPsPerCall) {
+		s := make([]string, len(chunk))
+		for i, a := range chunk {
+			s[i] = a.String()
+		}
+		batches = append(batches, batch{ips: s})
+	}
+	var out []netip.Addr
+	for i, b := range batches {
+		t := token
+		if i > 0 && token != "" {
+			t = ClientToken(token, "batch", strconv.Itoa(i))
+		}
+		got, err := do(ctx, b.n, b.ips, t)
+		if err != nil {
+			slices.SortFunc(out, netip.Addr.Compare)
+			return out, err
+		}
+		for _, s := range got {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return out, fmt.Errorf("answer holds a bad address %q: %w", s, err)
+			}
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, nil
+}
+
+// UnassignIPv4 removes secondary private IPv4 addresses from eniID, at most
+// 10 per call. Addresses already gone (InvalidIp.IpUnassigned), and an ENI
+// that is gone, count as removed: when a call of several addresses fails
+// with IpUnassigned, its addresses are retried one by one so the others
+// still go.
+func (c *Client) UnassignIPv4(ctx context.Context, eniID string, ips []netip.Addr) error {
+	err := c.unassign(ctx, ips, func(ctx context.Context, s []string) error {
+		req := ecs.CreateUnassignPrivateIpAddressesRequest()
+		req.NetworkInterfaceId = eniID
+		req.PrivateIpAddress = &s
+		return c.call(ctx, req, ecs.CreateUnassignPrivateIpAddressesResponse())
+	})
+	if err != nil {
+		return fmt.Errorf("unassign ipv4 from eni %s: %w", eniID, err)
+	}
+	return nil
+}
+
+// UnassignIPv6 removes IPv6 addresses from eniID, as UnassignIPv4 does.
+func (c *Client) UnassignIPv6(ctx context.Context, eniID string, ips []netip.Addr) error {
+	err := c.unassign(ctx, ips, func(ctx context.Context, s []string) error {
+		req := ecs.CreateUnassignIpv6AddressesRequest()
+		req.NetworkInterfaceId = eniID
+		req.Ipv6Address = &s
+		return c.call(ctx, req, ecs.CreateUnassignIpv6AddressesResponse())
+	})
+	if err != nil {
+		return fmt.Errorf("unassign ipv6 from eni %s: %w", eniID, err)
+	}
+	return nil
+}
+
+func (c *Client) unassign(ctx context.Context, ips []netip.Addr, do func(context.Context, []string) error) error {
+	for chunk := range slices.Chunk(ips, maxIPsPerCall) {
+		s := make([]string, len(chunk))
+		for i, a := range chunk {
+			s[i] = a.String()
+		}
+		err := do(ctx, s)
+		switch {
+		case err == nil, isENINotFound(err):
+			continue
+		case !isIPUnassigned(err):
+			return err
+		case len(s) == 1:
+			continue
+		}
+		for _, one := range s {
+			if err := do(ctx, []string{one}); err != nil && !isIPUnassigned(err) && !isENINotFound(err) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func isIPUnassigned(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == "InvalidIp.IpUnassigned"
+}
