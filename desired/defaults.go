@@ -1,0 +1,63 @@
+package desired
+
+import "time"
+
+// The defaults, in one place. docs/config.md lists the same values in one
+// table; TestDefaultsDocumented keeps the two in step.
+const (
+	DefaultMode          = ModeSharedENI
+	DefaultIPStack       = IPv4Only
+	DefaultMinIdle       = 2
+	DefaultMaxIdle       = 10
+	DefaultMinTotal      = 0
+	DefaultBatch         = 5
+	DefaultReleaseDelay  = 5 * time.Minute
+	DefaultCooldown      = 30 * time.Second
+	DefaultMaxENIs       = 0 // the instance type's limit
+	DefaultVSwitchPolicy = VSwitchMostFree
+	DefaultQPS           = 10
+	DefaultBurst         = 20
+	DefaultCredentials   = CredentialsEnv
+	DefaultStickyIPHold  = 5 * time.Minute
+	DefaultResyncPeriod  = 2 * time.Minute
+)
+
+// Default file locations.
+const (
+	DefaultConfigFile       = "/etc/enid/config.yaml"
+	DefaultDropInDir        = "/etc/enid/config.d"
+	DefaultEntriesDir       = "/run/enid/pods"
+	DefaultAllocatedPods    = "/var/lib/kubelet/allocated_pods_state"
+	DefaultDeviceCheckpoint = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+	DefaultCNIResultsDir    = "/var/lib/cni/results"
+)
+
+// DefaultConfig returns the configuration used for every field a config
+// file does not set. It has no vSwitches and no security groups, which have
+// no sensible default, so it does not validate on its own.
+func DefaultConfig() Config {
+	return Config{
+		APIVersion: ConfigAPIVersion,
+		Kind:       ConfigKind,
+		Mode:       DefaultMode,
+		IPStack:    DefaultIPStack,
+		Pool: Pool{
+			MinIdle:      DefaultMinIdle,
+			MaxIdle:      DefaultMaxIdle,
+			MinTotal:     DefaultMinTotal,
+			Batch:        DefaultBatch,
+			ReleaseDelay: Duration(DefaultReleaseDelay),
+			Cooldown:     Duration(DefaultCooldown),
+		},
+		ENI: ENIConfig{
+			MaxENIs:       DefaultMaxENIs,
+			VSwitchPolicy: DefaultVSwitchPolicy,
+		},
+		Cloud: Cloud{
+			RateLimit:   RateLimit{QPS: DefaultQPS, Burst: DefaultBurst},
+			Credentials: Credentials{Source: DefaultCredentials},
+		},
+		StickyIPHold: Duration(DefaultStickyIPHold),
+		ResyncPeriod: Duration(DefaultResyncPeriod),
+	}
+}

@@ -1,0 +1,221 @@
+package desired
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// HintSources are the kubelet's and the runtime's files read as hints.
+// An empty path skips that source.
+type HintSources struct {
+	// AllocatedPodsState is kubelet's allocated_pods_state checkpoint.
+	AllocatedPodsState string
+	// DeviceCheckpoint is the device manager's kubelet_internal_checkpoint.
+	DeviceCheckpoint string
+	// CNIResultsDir is libcni's result cache of the container runtime.
+	CNIResultsDir string
+}
+
+// DefaultHintSources returns the standard kubelet and libcni locations.
+func DefaultHintSources() HintSources {
+	return HintSources{
+		AllocatedPodsState: DefaultAllocatedPods,
+		DeviceCheckpoint:   DefaultDeviceCheckpoint,
+		CNIResultsDir:      DefaultCNIResultsDir,
+	}
+}
+
+// maxHintFile bounds each hint file read; kubelet's checkpoints for a full
+// node are a few MiB at most.
+const maxHintFile = 32 << 20
+
+// ReadHints reads every hint source. It never fails: a missing file adds
+// nothing, and a file in an unknown format adds a line to Hints.Problems.
+// Hints say which pods exist soon or still; a pod missing from them is never
+// a reason to release anything (kubelet does not persist removals).
+func ReadHints(src HintSources) Hints {
+	var h Hints
+	uids := map[string]bool{}
+	if src.AllocatedPodsState != "" {
+		got, err := readAllocatedPods(src.AllocatedPodsState)
+		h.note(src.AllocatedPodsState, err)
+		for _, u := range got {
+			uids[u] = true
+		}
+	}
+	if src.DeviceCheckpoint != "" {
+		got, err := readDeviceCheckpoint(src.DeviceCheckpoint)
+		h.note(src.DeviceCheckpoint, err)
+		for _, u := range got {
+			uids[u] = true
+		}
+	}
+	for u := range uids {
+		h.AdmittedPodUIDs = append(h.AdmittedPodUIDs, u)
+	}
+	sort.Strings(h.AdmittedPodUIDs)
+	if src.CNIResultsDir != "" {
+		atts, problems := readCNIResults(src.CNIResultsDir)
+		h.RuntimeAttachments = atts
+		h.Problems = append(h.Problems, problems...)
+	}
+	return h
+}
+
+func (h *Hints) note(file string, err error) {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		h.Problems = append(h.Problems, fmt.Sprintf("%s: %v", file, unwrapPath(err)))
+	}
+}
+
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	data, err := io.ReadAll(io.LimitReader(f, maxHintFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxHintFile {
+		return nil, fmt.Errorf("larger than %d bytes", maxHintFile)
+	}
+	return data, nil
+}
+
+// readAllocatedPods reads kubelet's allocation checkpoint:
+// {"data":"<JSON string>","checksum":N}, where the inner JSON maps pod UIDs
+// under "entries" (kubelet >= 1.33). The checksum is not verified: it hashes
+// a dump of kubelet's Go types, and a hint needs no proof.
+func readAllocatedPods(path string) ([]string, error) {
+	data, err := readLimited(path)
+	if err != nil {
+		return nil, err
+	}
+	var outer struct {
+		Data *string `json:"data"`
+	}
+	if err := json.Unmarshal(data, &outer); err != nil || outer.Data == nil {
+		return nil, errors.New("unknown format: want {\"data\": \"...\", \"checksum\": N}")
+	}
+	var inner struct {
+		Entries map[string]json.RawMessage `json:"entries"`
+	}
+	if err := json.Unmarshal([]byte(*outer.Data), &inner); err != nil || inner.Entries == nil {
+		return nil, errors.New("unknown format: data has no \"entries\" map")
+	}
+	return sortedKeys(inner.Entries), nil
+}
+
+// readDeviceCheckpoint reads the device manager's checkpoint:
+// {"Data":{"PodDeviceEntries":[{"PodUID":...}],...},"Checksum":N}.
+func readDeviceCheckpoint(path string) ([]string, error) {
+	data, err := readLimited(path)
+	if err != nil {
+		return nil, err
+	}
+	var cp struct {
+		Data *struct {
+			PodDeviceEntries []struct {
+				PodUID string `json:"PodUID"`
+			} `json:"PodDeviceEntries"`
+		} `json:"Data"`
+	}
+	if err := json.Unmarshal(data, &cp); err != nil || cp.Data == nil {
+		return nil, errors.New("unknown format: want {\"Data\": {\"PodDeviceEntries\": [...]}, \"Checksum\": N}")
+	}
+	seen := map[string]bool{}
+	var uids []string
+	for _, e := range cp.Data.PodDeviceEntries {
+		if e.PodUID != "" && !seen[e.PodUID] {
+			seen[e.PodUID] = true
+			uids = append(uids, e.PodUID)
+		}
+	}
+	sort.Strings(uids)
+	return uids, nil
+}
+
+// cniCacheKind is the kind libcni writes in its result cache.
+const cniCacheKind = "cniCacheV1"
+
+// readCNIResults reads libcni's cache files <network>-<containerID>-<ifName>.
+func readCNIResults(dir string) ([]RuntimeAttachment, []string) {
+	dirents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, []string{fmt.Sprintf("%s: %v", dir, unwrapPath(err))}
+	}
+	var atts []RuntimeAttachment
+	var problems []string
+	for _, de := range dirents {
+		if !de.Type().IsRegular() || strings.HasPrefix(de.Name(), ".") {
+			continue
+		}
+		p := filepath.Join(dir, de.Name())
+		a, err := readCNIResult(p)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", p, unwrapPath(err)))
+			continue
+		}
+		atts = append(atts, a)
+	}
+	sort.Slice(atts, func(i, j int) bool {
+		a, b := atts[i], atts[j]
+		if a.ContainerID != b.ContainerID {
+			return a.ContainerID < b.ContainerID
+		}
+		if a.IfName != b.IfName {
+			return a.IfName < b.IfName
+		}
+		return a.Network < b.Network
+	})
+	return atts, problems
+}
+
+func readCNIResult(path string) (RuntimeAttachment, error) {
+	data, err := readLimited(path)
+	if err != nil {
+		return RuntimeAttachment{}, err
+	}
+	var c struct {
+		Kind        string `json:"kind"`
+		ContainerID string `json:"containerId"`
+		IfName      string `json:"ifName"`
+		NetworkName string `json:"networkName"`
+		Result      struct {
+			IPs []struct {
+				Address string `json:"address"`
+			} `json:"ips"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return RuntimeAttachment{}, fmt.Errorf("not a libcni cache record: %v", err)
+	}
+	if c.Kind != cniCacheKind {
+		return RuntimeAttachment{}, fmt.Errorf("unknown cache kind %q (want %s)", c.Kind, cniCacheKind)
+	}
+	if c.ContainerID == "" || c.IfName == "" {
+		return RuntimeAttachment{}, errors.New("cache record without containerId or ifName")
+	}
+	a := RuntimeAttachment{Network: c.NetworkName, ContainerID: c.ContainerID, IfName: c.IfName}
+	for _, ip := range c.Result.IPs {
+		// A result from an old CNI version may carry IPs in another shape;
+		// the attachment is still a useful hint without them.
+		if p, err := netip.ParsePrefix(ip.Address); err == nil {
+			a.IPs = append(a.IPs, p)
+		}
+	}
+	return a, nil
+}

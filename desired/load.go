@@ -1,0 +1,457 @@
+package desired
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// ConfigSource names the config files: a main file and a directory of
+// drop-ins (*.yaml, merged in lexical order after the main file).
+type ConfigSource struct {
+	Main      string
+	DropInDir string
+}
+
+// DefaultConfigSource returns /etc/enid/config.yaml and /etc/enid/config.d.
+func DefaultConfigSource() ConfigSource {
+	return ConfigSource{Main: DefaultConfigFile, DropInDir: DefaultDropInDir}
+}
+
+// ErrNoConfig is wrapped by LoadConfig's error when no config file exists at
+// all; the Config returned with it is DefaultConfig().
+var ErrNoConfig = errors.New("no config file found")
+
+// ConfigError is every problem found in a config, so an operator can fix
+// them all in one go. errors.As(err, &*ConfigError) gives the list.
+type ConfigError struct {
+	Problems []Problem
+	// NoFiles is true when there was no config file at all.
+	NoFiles bool
+}
+
+// Error lists the problems, one per line.
+func (e *ConfigError) Error() string {
+	lines := make([]string, 0, len(e.Problems)+1)
+	lines = append(lines, fmt.Sprintf("invalid config (%d problem%s):", len(e.Problems), plural(len(e.Problems))))
+	for _, p := range e.Problems {
+		lines = append(lines, "  "+p.String())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Is makes errors.Is(err, ErrNoConfig) true when no config file existed.
+func (e *ConfigError) Is(target error) bool { return target == ErrNoConfig && e.NoFiles }
+
+// Strings returns the problems as "file: path: message" lines.
+func (e *ConfigError) Strings() []string {
+	out := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p.String()
+	}
+	return out
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// document is one config file's content, converted to generic JSON values.
+type document struct {
+	file string
+	body map[string]any
+}
+
+// LoadConfig reads the main file and the drop-ins, merges them (mappings
+// merge key by key, scalars and lists replace, null resets a key to its
+// default), applies the overrides that match facts, fills defaults and
+// validates. The error is a *ConfigError naming every problem with its file.
+//
+// A missing main file is fine when drop-ins exist. With no file at all the
+// result is DefaultConfig() with an error (errors.Is ErrNoConfig) that says
+// what the defaults lack: vSwitches and security groups have no defaults.
+// On any other error the returned Config is the zero value.
+func LoadConfig(src ConfigSource, facts NodeFacts) (Config, error) {
+	files, problems := configFiles(src)
+	fatal := len(problems) > 0
+	var docs []document
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			problems = append(problems, Problem{File: f, Message: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
+			fatal = true
+			continue
+		}
+		doc, ps := parseDocument(f, data)
+		problems = append(problems, ps...)
+		if doc.body == nil {
+			fatal = true
+		}
+		docs = append(docs, doc)
+	}
+	if fatal {
+		// A file that could not be read or parsed may hold anything;
+		// judging the rest without it would report false problems.
+		return Config{}, &ConfigError{Problems: problems}
+	}
+	if len(docs) == 0 {
+		cfg := DefaultConfig()
+		ps := cfg.problems()
+		ps = append([]Problem{{Message: fmt.Sprintf("no config: neither %s nor any %s/*.yaml exists; write one (see examples/config/minimal.yaml)", src.Main, src.DropInDir)}}, ps...)
+		return cfg, &ConfigError{Problems: ps, NoFiles: true}
+	}
+	return build(docs, facts, problems)
+}
+
+// ParseConfig reads one config document with the same rules as LoadConfig
+// (it is the whole config: defaults fill what it leaves out). Problems carry
+// no file name; the caller knows it.
+func ParseConfig(data []byte, facts NodeFacts) (Config, error) {
+	doc, ps := parseDocument("", data)
+	if doc.body == nil {
+		return Config{}, &ConfigError{Problems: ps}
+	}
+	return build([]document{doc}, facts, ps)
+}
+
+// configFiles lists the main file (when it exists) and the drop-ins in
+// lexical order. Hidden names are skipped: kubelet's ConfigMap volumes keep
+// their real files under "..data" and "..<timestamp>", and editors leave
+// dot-files behind.
+func configFiles(src ConfigSource) ([]string, []Problem) {
+	var files []string
+	var problems []Problem
+	if src.Main != "" {
+		switch st, err := os.Stat(src.Main); {
+		case err == nil && st.IsDir():
+			problems = append(problems, Problem{File: src.Main, Message: "is a directory, want a YAML file"})
+		case err == nil:
+			files = append(files, src.Main)
+		case !errors.Is(err, fs.ErrNotExist):
+			problems = append(problems, Problem{File: src.Main, Message: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
+		}
+	}
+	if src.DropInDir == "" {
+		return files, problems
+	}
+	entries, err := os.ReadDir(src.DropInDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		problems = append(problems, Problem{File: src.DropInDir, Message: fmt.Sprintf("cannot list drop-ins: %v", unwrapPath(err))})
+	}
+	var names []string
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") || !strings.HasSuffix(n, ".yaml") {
+			continue
+		}
+		p := filepath.Join(src.DropInDir, n)
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			continue
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		files = append(files, filepath.Join(src.DropInDir, n))
+	}
+	return files, problems
+}
+
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// parseDocument converts one YAML file to generic values and checks its
+// syntax and schema: header, unknown keys, value types, override bodies.
+func parseDocument(file string, data []byte) (document, []Problem) {
+	doc := document{file: file}
+	fail := func(format string, args ...any) (document, []Problem) {
+		return doc, []Problem{{File: file, Message: fmt.Sprintf(format, args...)}}
+	}
+	if len(data) > maxConfigSize {
+		return fail("file is %d bytes, more than the %d allowed", len(data), maxConfigSize)
+	}
+	if multiDocument(data) {
+		return fail("holds more than one YAML document (---); put each drop-in in its own file")
+	}
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return fail("not valid YAML: %v", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+	}
+	v, err := decodeGeneric(j)
+	if err != nil {
+		return fail("%v", err)
+	}
+	body, ok := v.(map[string]any)
+	if !ok {
+		return fail("must be a YAML mapping with apiVersion: %s and kind: %s (got %s)", ConfigAPIVersion, ConfigKind, describe(v))
+	}
+	doc.body = body
+	var ps []Problem
+	for _, h := range []struct{ key, want string }{{"apiVersion", ConfigAPIVersion}, {"kind", ConfigKind}} {
+		switch got, ok := body[h.key].(string); {
+		case body[h.key] == nil:
+			ps = append(ps, Problem{File: file, Path: h.key, Message: fmt.Sprintf("required: every config file starts with %s: %s", h.key, h.want)})
+		case !ok || got != h.want:
+			ps = append(ps, Problem{File: file, Path: h.key, Message: fmt.Sprintf("must be %q (got %s)", h.want, describe(body[h.key]))})
+		}
+	}
+	var scratch Config
+	d := &strictDecoder{}
+	d.decode("", body, reflect.ValueOf(&scratch).Elem())
+	d.problems = append(d.problems, overrideBodyProblems(scratch.Overrides)...)
+	for _, p := range d.problems {
+		p.File = file
+		ps = append(ps, p)
+	}
+	return doc, ps
+}
+
+// maxConfigSize bounds one config file; real ones are a few KiB.
+const maxConfigSize = 1 << 20
+
+// multiDocument reports whether a YAML stream holds a second document, which
+// YAML-to-JSON conversion would silently drop.
+func multiDocument(data []byte) bool {
+	content := false
+	for _, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimRight(line, " \t\r")
+		if t == "---" || strings.HasPrefix(t, "--- ") {
+			if content {
+				return true
+			}
+			continue
+		}
+		if s := strings.TrimSpace(t); s != "" && !strings.HasPrefix(s, "#") {
+			content = true
+		}
+	}
+	return false
+}
+
+// overrideBodyProblems checks each override's config: a partial config that
+// may not set apiVersion, kind or overrides.
+func overrideBodyProblems(overrides []Override) []Problem {
+	var ps []Problem
+	for i, o := range overrides {
+		base := fmt.Sprintf("overrides[%d]", i)
+		ps = append(ps, selectorProblems(base+".match", o.Match)...)
+		if len(o.Config) == 0 || string(o.Config) == "null" {
+			ps = append(ps, Problem{Path: base + ".config", Message: "required: the settings this override changes"})
+			continue
+		}
+		body, err := decodeGeneric(o.Config)
+		if err != nil {
+			ps = append(ps, Problem{Path: base + ".config", Message: err.Error()})
+			continue
+		}
+		m, ok := body.(map[string]any)
+		if !ok {
+			ps = append(ps, Problem{Path: base + ".config", Message: fmt.Sprintf("must be a mapping of config fields (got %s)", describe(body))})
+			continue
+		}
+		for _, k := range []string{"apiVersion", "kind", "overrides"} {
+			if _, ok := m[k]; ok {
+				ps = append(ps, Problem{Path: base + ".config." + k, Message: "not allowed in an override"})
+				delete(m, k)
+			}
+		}
+		var scratch Config
+		d := &strictDecoder{}
+		d.decode(base+".config", m, reflect.ValueOf(&scratch).Elem())
+		ps = append(ps, d.problems...)
+	}
+	return ps
+}
+
+func selectorProblems(base string, s NodeSelector) []Problem {
+	var ps []Problem
+	for name, pats := range map[string][]string{"nodeNames": s.NodeNames, "zones": s.Zones, "instanceTypes": s.InstanceTypes} {
+		for i, p := range pats {
+			if _, err := path.Match(p, ""); err != nil || p == "" {
+				ps = append(ps, Problem{Path: fmt.Sprintf("%s.%s[%d]", base, name, i), Message: fmt.Sprintf("not a valid pattern (got %q)", p)})
+			}
+		}
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Path < ps[j].Path })
+	return ps
+}
+
+// Matches reports whether the selector matches a node with these facts.
+// Every non-empty field must match; within a field any value matches, and
+// values may be shell patterns ("ecs.g7.*"). A selector with labels never
+// matches when the node's labels are not known.
+func (s NodeSelector) Matches(f NodeFacts) bool {
+	anyMatch := func(pats []string, v string) bool {
+		if len(pats) == 0 {
+			return true
+		}
+		for _, p := range pats {
+			if ok, err := path.Match(p, v); err == nil && ok {
+				return true
+			}
+		}
+		return false
+	}
+	if !anyMatch(s.NodeNames, f.NodeName) || !anyMatch(s.Zones, f.Zone) || !anyMatch(s.InstanceTypes, f.InstanceType) {
+		return false
+	}
+	for k, v := range s.Labels {
+		if got, ok := f.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// build merges parsed documents, applies overrides, fills defaults and
+// validates. schema holds the documents' own problems (unknown keys, bad
+// types); validation problems at or under those paths are left out, since
+// they would only repeat them.
+func build(docs []document, facts NodeFacts, schema []Problem) (Config, error) {
+	merged := map[string]any{}
+	origin := map[string]string{}
+	for _, d := range docs {
+		mergeInto(merged, d.body, "", d.file, origin)
+	}
+	var overrides []Override
+	if raw, ok := merged["overrides"]; ok {
+		d := &strictDecoder{}
+		d.decode("overrides", raw, reflect.ValueOf(&overrides).Elem())
+	}
+	for i, o := range overrides {
+		if !o.Match.Matches(facts) {
+			continue
+		}
+		body, err := decodeGeneric(o.Config)
+		m, ok := body.(map[string]any)
+		if err != nil || !ok {
+			continue // reported by parseDocument
+		}
+		src := fmt.Sprintf("overrides[%d]", i)
+		if f := origin["overrides"]; f != "" {
+			src = f + " " + src
+		}
+		mergeInto(merged, m, "", src, origin)
+	}
+	cfg := DefaultConfig()
+	d := &strictDecoder{}
+	d.decode("", merged, reflect.ValueOf(&cfg).Elem())
+	ps := slices.Clone(schema)
+	if len(schema) == 0 {
+		// The documents decoded cleanly, so only an override can have
+		// put a bad value in the merged config.
+		ps = append(ps, d.problems...)
+	}
+	for _, p := range cfg.problems() {
+		if !coveredBy(p.Path, ps) {
+			ps = append(ps, p)
+		}
+	}
+	if len(ps) > 0 {
+		for i := range ps {
+			if ps[i].File == "" {
+				ps[i].File = lookupOrigin(origin, ps[i].Path)
+			}
+		}
+		return Config{}, &ConfigError{Problems: ps}
+	}
+	return cfg, nil
+}
+
+// coveredBy reports whether a problem at path is already explained by one
+// at the same path, a parent or a child.
+func coveredBy(path string, ps []Problem) bool {
+	for _, p := range ps {
+		if p.Path == path || strings.HasPrefix(path, p.Path+".") || strings.HasPrefix(path, p.Path+"[") ||
+			strings.HasPrefix(p.Path, path+".") || strings.HasPrefix(p.Path, path+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeInto merges src into dst: mappings merge key by key, anything else
+// replaces, and null deletes the key so its default applies again. origin
+// records which file last set each path.
+func mergeInto(dst, src map[string]any, prefix, file string, origin map[string]string) {
+	for _, k := range sortedKeys(src) {
+		v := src[k]
+		p := joinPath(prefix, k)
+		origin[p] = file
+		if v == nil {
+			delete(dst, k)
+			continue
+		}
+		sm, sok := v.(map[string]any)
+		dm, dok := dst[k].(map[string]any)
+		if sok && dok {
+			mergeInto(dm, sm, p, file, origin)
+			continue
+		}
+		if sok {
+			cp := map[string]any{}
+			mergeInto(cp, sm, p, file, origin)
+			v = cp
+		}
+		dst[k] = v
+	}
+}
+
+// lookupOrigin finds the file that set path or its nearest parent. Problem
+// paths write map keys and list indexes in brackets; origins use dots.
+func lookupOrigin(origin map[string]string, p string) string {
+	for p != "" {
+		if f, ok := origin[p]; ok {
+			return f
+		}
+		if f, ok := origin[bracketsToDots(p)]; ok {
+			return f
+		}
+		if strings.HasSuffix(p, "]") {
+			p = p[:strings.LastIndex(p, "[")]
+			continue
+		}
+		i := strings.LastIndex(p, ".")
+		if i < 0 {
+			return ""
+		}
+		p = p[:i]
+	}
+	return ""
+}
+
+func bracketsToDots(p string) string {
+	if !strings.HasSuffix(p, "]") {
+		return p
+	}
+	i := strings.LastIndex(p, "[")
+	return p[:i] + "." + p[i+1:len(p)-1]
+}
+
+// jsonBody renders v as a generic JSON value (used by String).
+func jsonBody(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
+}

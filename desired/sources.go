@@ -1,0 +1,41 @@
+package desired
+
+import "errors"
+
+// Sources are all the files desired state is read from.
+type Sources struct {
+	Config     ConfigSource
+	EntriesDir string
+	Hints      HintSources
+}
+
+// DefaultSources returns the standard locations on a node.
+func DefaultSources() Sources {
+	return Sources{Config: DefaultConfigSource(), EntriesDir: DefaultEntriesDir, Hints: DefaultHintSources()}
+}
+
+// Load reads everything once and assembles the desired state. It never
+// fails: a config that does not load leaves the loader's last good config
+// in State.Config and the reasons in ConfigProblems; an entries directory
+// that cannot be listed is reported as an EntryProblem with File set to
+// the directory; hint problems are in Hints.Problems.
+func Load(l *ConfigLoader, s *EntryStore, h HintSources) State {
+	var st State
+	cfg, _, err := l.Load()
+	st.Config = cfg
+	if err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			st.ConfigProblems = ce.Strings()
+		} else {
+			st.ConfigProblems = []string{err.Error()}
+		}
+	}
+	entries, problems, err := s.ReadAll()
+	if err != nil {
+		problems = append(problems, EntryProblem{File: s.Dir(), Err: err.Error()})
+	}
+	st.Entries, st.EntryProblems = entries, problems
+	st.Hints = ReadHints(h)
+	return st
+}

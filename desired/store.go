@@ -1,0 +1,218 @@
+package desired
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// EntryStore keeps pod entries as files in one directory, one file per
+// attachment. Writes are atomic, so a reader sees the old entry or the new
+// one, never a torn file. It holds no state besides the directory, so any
+// number of processes may use the same directory at once.
+type EntryStore struct {
+	dir string
+}
+
+// NewEntryStore returns a store for dir (e.g. /run/enid/pods). The directory
+// is created on the first Write.
+func NewEntryStore(dir string) *EntryStore { return &EntryStore{dir: dir} }
+
+// Dir returns the store's directory.
+func (s *EntryStore) Dir() string { return s.dir }
+
+// tempPrefix starts the name of every file being written; readers skip
+// dot-files, so a half-written or abandoned temp file is never an entry.
+const tempPrefix = ".tmp-"
+
+// Write validates e and stores it atomically: a temp file (0600) in the same
+// directory, fsync, rename over the entry, fsync of the directory (0700,
+// created if needed). It returns the revision of the bytes written. The
+// entry is stored as given: Write sets no field.
+func (s *EntryStore) Write(e Entry) (revision string, err error) {
+	if err := e.Validate(); err != nil {
+		return "", err
+	}
+	data, err := json.MarshalIndent(e, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encode entry %s: %w", e.Key(), err)
+	}
+	data = append(data, '\n')
+	if len(data) > MaxEntrySize {
+		return "", fmt.Errorf("%w: %s: %d bytes, more than the %d allowed", ErrInvalidEntry, e.Key(), len(data), MaxEntrySize)
+	}
+	if err := s.ensureDir(); err != nil {
+		return "", err
+	}
+	name := EntryFileName(e.Key())
+	if err := writeAtomic(s.dir, name, data); err != nil {
+		return "", fmt.Errorf("write entry %s: %w", e.Key(), err)
+	}
+	return Revision(data), nil
+}
+
+// ensureDir creates the directory 0700 and refuses one that is a symlink.
+func (s *EntryStore) ensureDir() error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return fmt.Errorf("create entries dir: %w", err)
+	}
+	st, err := os.Lstat(s.dir)
+	if err != nil {
+		return fmt.Errorf("create entries dir: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("entries dir %s is not a directory (a symlink?)", s.dir)
+	}
+	if st.Mode().Perm() != 0o700 {
+		if err := os.Chmod(s.dir, 0o700); err != nil {
+			return fmt.Errorf("entries dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// writeAtomic writes data to dir/name through a temp file and a rename.
+func writeAtomic(dir, name string, data []byte) (err error) {
+	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			// The temp file is useless after a failure; a leftover would be
+			// skipped by readers anyway, so a failed remove is not reported.
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close() // the write error is the one to report
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close() // the sync error is the one to report
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		_ = d.Close() // the sync error is the one to report
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	return d.Close()
+}
+
+// Read returns the entry for key. errors.Is(err, fs.ErrNotExist) reports
+// that there is none; a bad file gives an error wrapping ErrInvalidEntry.
+func (s *EntryStore) Read(key Key) (Entry, error) {
+	if err := key.Validate(); err != nil {
+		return Entry{}, err
+	}
+	return s.readFile(EntryFileName(key))
+}
+
+// readFile opens name without following symlinks and without blocking on a
+// FIFO, insists on a regular file, and reads at most MaxEntrySize bytes.
+func (s *EntryStore) readFile(name string) (Entry, error) {
+	f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return Entry{}, fmt.Errorf("%w: %s is a symlink; entries are regular files", ErrInvalidEntry, name)
+		}
+		return Entry{}, fmt.Errorf("read entry: %w", err)
+	}
+	defer f.Close() //nolint:errcheck // read-only: nothing to flush
+	st, err := f.Stat()
+	if err != nil {
+		return Entry{}, fmt.Errorf("read entry %s: %w", name, err)
+	}
+	if !st.Mode().IsRegular() {
+		return Entry{}, fmt.Errorf("%w: %s is not a regular file (%s)", ErrInvalidEntry, name, st.Mode().Type())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxEntrySize+1))
+	if err != nil {
+		return Entry{}, fmt.Errorf("read entry %s: %w", name, err)
+	}
+	e, err := ParseEntry(data)
+	if err != nil {
+		return Entry{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if want := EntryFileName(e.Key()); want != name {
+		return Entry{}, fmt.Errorf("%w: %s holds the entry for %s (file name must be %s)", ErrInvalidEntry, name, e.Key(), want)
+	}
+	return e, nil
+}
+
+// ReadAll returns every valid entry, sorted by key, and one problem for each
+// file that could not be used; a bad file never hides the others. Dot-files
+// (temp files of writes in progress) are skipped. The error is only for a
+// directory that cannot be listed; a missing directory has no entries.
+func (s *EntryStore) ReadAll() ([]Entry, []EntryProblem, error) {
+	dirents, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("list entries: %w", err)
+	}
+	var entries []Entry
+	var problems []EntryProblem
+	for _, de := range dirents {
+		name := de.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		e, err := s.readFile(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the listing
+		}
+		if err != nil {
+			p := EntryProblem{File: name, Err: err.Error()}
+			if k, ok := KeyFromFileName(name); ok {
+				p.ContainerID, p.IfName = k.ContainerID, k.IfName
+			}
+			problems = append(problems, p)
+			continue
+		}
+		entries = append(entries, e)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Key().String() < entries[j].Key().String() })
+	return entries, problems, nil
+}
+
+// Remove deletes the entry for key; an absent entry is success.
+func (s *EntryStore) Remove(key Key) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	err := os.Remove(filepath.Join(s.dir, EntryFileName(key)))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove entry %s: %w", key, err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("remove entry %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+package desired
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// cloudActions are the ECS and VPC API actions enid calls; rate limits may
+// be set per action only for these.
+var cloudActions = []string{
+	"AssignIpv6Addresses",
+	"AssignPrivateIpAddresses",
+	"AttachNetworkInterface",
+	"CreateNetworkInterface",
+	"DeleteNetworkInterface",
+	"DescribeInstanceTypes",
+	"DescribeInstances",
+	"DescribeNetworkInterfaces",
+	"DescribeVSwitches",
+	"DetachNetworkInterface",
+	"ModifyNetworkInterfaceAttribute",
+	"TagResources",
+	"UnassignIpv6Addresses",
+	"UnassignPrivateIpAddresses",
+	"UntagResources",
+}
+
+// CloudActions returns the API action names cloud.rateLimit.perAction
+// accepts, sorted.
+func CloudActions() []string { return slices.Clone(cloudActions) }
+
+// MaxExtraTags is how many eni.tags may be set: ECS allows 20 tags on a
+// resource and enid uses 3 of them (managed-by, owner, created-at).
+const MaxExtraTags = 17
+
+// ReservedTagPrefix starts the tag keys enid sets itself.
+const ReservedTagPrefix = "enid.dev/"
+
+var (
+	zoneIDRe   = regexp.MustCompile(`^[a-z]{2}-[a-z0-9]+(-[a-z0-9]+)*$`)
+	vSwitchRe  = regexp.MustCompile(`^vsw-[a-z0-9][a-z0-9-]*$`)
+	secGroupRe = regexp.MustCompile(`^sg-[a-z0-9][a-z0-9-]*$`)
+)
+
+// Validate checks an effective config (defaults filled, overrides applied)
+// and returns a *ConfigError listing every problem, or nil.
+func (c Config) Validate() error {
+	if ps := c.problems(); len(ps) > 0 {
+		return &ConfigError{Problems: ps}
+	}
+	return nil
+}
+
+// problems lists everything wrong with c, in field order.
+func (c Config) problems() []Problem {
+	v := &validator{}
+	v.exact("apiVersion", c.APIVersion, ConfigAPIVersion)
+	v.exact("kind", c.Kind, ConfigKind)
+	v.enum("mode", string(c.Mode), string(ModeSharedENI), string(ModeExclusiveENI))
+	v.enum("ipStack", string(c.IPStack), string(IPv4Only), string(DualStack), string(IPv6Only))
+
+	p := c.Pool
+	v.nonNegative("pool.minIdle", p.MinIdle)
+	v.nonNegative("pool.maxIdle", p.MaxIdle)
+	if p.MinIdle >= 0 && p.MaxIdle >= 0 && p.MaxIdle < p.MinIdle {
+		v.add("pool.maxIdle", "must be >= pool.minIdle (got %d < %d)", p.MaxIdle, p.MinIdle)
+	}
+	v.nonNegative("pool.minTotal", p.MinTotal)
+	if p.Batch < 1 || p.Batch > 10 {
+		v.add("pool.batch", "must be between 1 and 10: ECS assigns at most 10 addresses per call (got %d)", p.Batch)
+	}
+	v.duration("pool.releaseDelay", p.ReleaseDelay)
+	v.duration("pool.cooldown", p.Cooldown)
+
+	v.eni(c.ENI)
+	v.cloud(c.Cloud)
+
+	v.duration("stickyIPHold", c.StickyIPHold)
+	v.duration("resyncPeriod", c.ResyncPeriod)
+	v.problems = append(v.problems, overrideBodyProblems(c.Overrides)...)
+	for i, o := range c.Overrides {
+		m := o.Match
+		if len(m.NodeNames) == 0 && len(m.Zones) == 0 && len(m.InstanceTypes) == 0 && len(m.Labels) == 0 {
+			v.add(fmt.Sprintf("overrides[%d].match", i), "is empty and would match every node: name nodeNames, zones, instanceTypes or labels, or move these settings out of overrides")
+		}
+	}
+	return v.problems
+}
+
+type validator struct{ problems []Problem }
+
+func (v *validator) add(path, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) exact(path, got, want string) {
+	if got != want {
+		v.add(path, "must be %q (got %q)", want, got)
+	}
+}
+
+func (v *validator) enum(path, got string, allowed ...string) {
+	if !slices.Contains(allowed, got) {
+		v.add(path, "must be one of %s (got %q)", strings.Join(allowed, ", "), got)
+	}
+}
+
+func (v *validator) nonNegative(path string, n int) {
+	if n < 0 {
+		v.add(path, "must be >= 0 (got %d)", n)
+	}
+}
+
+func (v *validator) duration(path string, d Duration) {
+	if d < 0 {
+		v.add(path, "must be >= 0 (got %s)", time.Duration(d))
+	}
+}
+
+func (v *validator) eni(e ENIConfig) {
+	v.nonNegative("eni.maxENIs", e.MaxENIs)
+	if e.MTU != 0 && (e.MTU < 1280 || e.MTU > 9000) {
+		v.add("eni.mtu", "must be 0 (keep the device's) or between 1280 and 9000 (got %d)", e.MTU)
+	}
+	total := 0
+	seen := map[string]string{}
+	for _, zone := range sortedKeys(e.VSwitches) {
+		zp := fmt.Sprintf("eni.vSwitches[%s]", zone)
+		if !zoneIDRe.MatchString(zone) {
+			v.add(zp, "zone must be a zone ID such as cn-hangzhou-k (got %q)", zone)
+		}
+		for i, id := range e.VSwitches[zone] {
+			total++
+			ip := fmt.Sprintf("%s[%d]", zp, i)
+			switch {
+			case !vSwitchRe.MatchString(id):
+				v.add(ip, "must be a vSwitch ID such as vsw-bp1a2b3c (got %q)", id)
+			case seen[id] != "":
+				v.add(ip, "vSwitch %s is listed twice (first under %s)", id, seen[id])
+			default:
+				seen[id] = zone
+			}
+		}
+	}
+	if total == 0 {
+		v.add("eni.vSwitches", "at least one vSwitch is required: list the vSwitches pods may use under their zone, e.g. eni.vSwitches: {cn-hangzhou-k: [vsw-xxxx]}")
+	}
+	v.enum("eni.vSwitchPolicy", string(e.VSwitchPolicy), string(VSwitchMostFree), string(VSwitchOrdered))
+	switch n := len(e.SecurityGroups); {
+	case n == 0:
+		v.add("eni.securityGroups", "at least one security group is required: list the ones every ENI gets, e.g. eni.securityGroups: [sg-xxxx] (at most 10)")
+	case n > 10:
+		v.add("eni.securityGroups", "at most 10 security groups per ENI (got %d)", n)
+	}
+	sgSeen := map[string]bool{}
+	for i, sg := range e.SecurityGroups {
+		p := fmt.Sprintf("eni.securityGroups[%d]", i)
+		switch {
+		case !secGroupRe.MatchString(sg):
+			v.add(p, "must be a security group ID such as sg-bp1a2b3c (got %q)", sg)
+		case sgSeen[sg]:
+			v.add(p, "security group %s is listed twice", sg)
+		}
+		sgSeen[sg] = true
+	}
+	if len(e.Tags) > MaxExtraTags {
+		v.add("eni.tags", "at most %d tags: ECS allows 20 per ENI and enid sets 3 (got %d)", MaxExtraTags, len(e.Tags))
+	}
+	for _, k := range sortedKeys(e.Tags) {
+		p := fmt.Sprintf("eni.tags[%s]", k)
+		lk := strings.ToLower(k)
+		switch {
+		case k == "" || len(k) > 128:
+			v.add(p, "tag key must be 1 to 128 characters (got %d)", len(k))
+		case strings.HasPrefix(lk, ReservedTagPrefix):
+			v.add(p, "tag keys starting with %q are reserved for enid's own tags (got %q)", ReservedTagPrefix, k)
+		case strings.HasPrefix(lk, "aliyun"), strings.HasPrefix(lk, "acs:"):
+			v.add(p, "tag keys may not start with \"aliyun\" or \"acs:\" (reserved by Alibaba Cloud) (got %q)", k)
+		case strings.Contains(lk, "http://"), strings.Contains(lk, "https://"):
+			v.add(p, "tag keys may not contain http:// or https:// (got %q)", k)
+		}
+		val := e.Tags[k]
+		switch lv := strings.ToLower(val); {
+		case len(val) > 128:
+			v.add(p, "tag value must be at most 128 characters (got %d)", len(val))
+		case strings.HasPrefix(lv, "aliyun"), strings.HasPrefix(lv, "acs:"):
+			v.add(p, "tag values may not start with \"aliyun\" or \"acs:\" (got %q)", val)
+		case strings.Contains(lv, "http://"), strings.Contains(lv, "https://"):
+			v.add(p, "tag values may not contain http:// or https:// (got %q)", val)
+		}
+	}
+}
+
+func (v *validator) cloud(c Cloud) {
+	if c.Region != "" && !zoneIDRe.MatchString(c.Region) {
+		v.add("cloud.region", "must be a region ID such as cn-hangzhou, or empty for the instance's own (got %q)", c.Region)
+	}
+	if c.Endpoint != "" {
+		host := c.Endpoint
+		if h, _, err := net.SplitHostPort(c.Endpoint); err == nil {
+			host = h
+		}
+		if host == "" || strings.ContainsAny(c.Endpoint, "/?#@ ") {
+			v.add("cloud.endpoint", "must be host or host:port without a scheme, e.g. ecs-vpc.cn-hangzhou.aliyuncs.com (got %q)", c.Endpoint)
+		}
+	}
+	if c.MetadataEndpoint != "" {
+		u, err := url.Parse(c.MetadataEndpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			v.add("cloud.metadataEndpoint", "must be an http or https URL such as http://100.100.100.200 (got %q)", c.MetadataEndpoint)
+		}
+	}
+	v.rate("cloud.rateLimit", c.RateLimit.QPS, c.RateLimit.Burst)
+	for _, action := range sortedKeys(c.RateLimit.PerAction) {
+		p := fmt.Sprintf("cloud.rateLimit.perAction[%s]", action)
+		if !slices.Contains(cloudActions, action) {
+			v.add(p, "unknown API action %q; known: %s", action, strings.Join(cloudActions, ", "))
+			continue
+		}
+		r := c.RateLimit.PerAction[action]
+		v.rate(p, r.QPS, r.Burst)
+	}
+	cr := c.Credentials
+	v.enum("cloud.credentials.source", string(cr.Source), string(CredentialsEnv), string(CredentialsFile), string(CredentialsRAMRole))
+	switch {
+	case cr.Source == CredentialsFile && cr.File == "":
+		v.add("cloud.credentials.file", "required when cloud.credentials.source is file: the path of the credentials file")
+	case cr.Source == CredentialsFile && !filepath.IsAbs(cr.File):
+		v.add("cloud.credentials.file", "must be an absolute path (got %q)", cr.File)
+	case cr.Source != CredentialsFile && cr.File != "":
+		v.add("cloud.credentials.file", "only used when cloud.credentials.source is file (source is %q); remove it", cr.Source)
+	}
+	if cr.RoleName != "" && cr.Source != CredentialsRAMRole {
+		v.add("cloud.credentials.roleName", "only used when cloud.credentials.source is ram-role (source is %q); remove it", cr.Source)
+	}
+}
+
+func (v *validator) rate(path string, qps float64, burst int) {
+	if !(qps > 0) || math.IsInf(qps, 0) {
+		v.add(path+".qps", "must be > 0 (got %v)", qps)
+	}
+	if burst < 1 {
+		v.add(path+".burst", "must be >= 1 (got %d)", burst)
+	}
+}

@@ -1,0 +1,214 @@
+package desired
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// DefaultDebounce is how long the watcher waits for a burst of changes to
+// end before it signals.
+const DefaultDebounce = 100 * time.Millisecond
+
+// Watcher wakes its caller when a file in one of its directories changes.
+// It only signals; the caller re-reads everything (level-triggered), so a
+// signal carries no detail and several changes may share one signal.
+//
+// It watches directories, never files: an editor's or kubelet's atomic
+// replace gives the file a new inode, which a file watch would lose. Inside a
+// kubelet ConfigMap volume only the "..data" symlink swap counts (one signal
+// per update); other dot-files (kubelet's "..<timestamp>" dirs, editor swap
+// files, enid's own ".tmp-" files) are ignored. A directory that does not
+// exist yet is waited for by watching its nearest existing parent, and
+// signals when it appears. A kernel queue overflow signals at once, since
+// events were lost.
+type Watcher struct {
+	// Debounce is the quiet time after the last change before C fires;
+	// a steady stream of changes still fires at least every 5*Debounce.
+	// Set it before Run; zero means DefaultDebounce.
+	Debounce time.Duration
+
+	log   *slog.Logger
+	dirs  []string
+	c     chan struct{}
+	ready chan struct{}
+}
+
+// NewWatcher returns a watcher for dirs, which need not exist yet. Nothing
+// is watched until Run.
+func NewWatcher(logger *slog.Logger, dirs ...string) (*Watcher, error) {
+	if len(dirs) == 0 {
+		return nil, errors.New("new watcher: no directories")
+	}
+	w := &Watcher{log: logger, c: make(chan struct{}, 1), ready: make(chan struct{})}
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, fmt.Errorf("new watcher: %w", err)
+		}
+		w.dirs = append(w.dirs, abs)
+	}
+	return w, nil
+}
+
+// C delivers one coalesced signal per burst of changes. It is buffered (one)
+// and the watcher never blocks on it; it is never closed.
+func (w *Watcher) C() <-chan struct{} { return w.c }
+
+// Ready is closed once Run has set up its watches. A caller that reads
+// everything after Ready misses no change.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// Run watches until ctx is done, then returns nil. It returns an error only
+// when the watch cannot be set up or the kernel watch fails for good. Run
+// must be called once.
+func (w *Watcher) Run(ctx context.Context) error {
+	fw, err := fsnotify.NewBufferedWatcher(1024)
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer fw.Close() //nolint:errcheck // closing on the way out; events no longer matter
+
+	debounce := w.Debounce
+	if debounce <= 0 {
+		debounce = DefaultDebounce
+	}
+	s := &watchState{fw: fw, dirs: w.dirs, log: w.log, watched: map[string]bool{}}
+	s.refresh()
+	close(w.ready)
+
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var first time.Time // start of the pending burst; zero when none
+	arm := func() {
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+		}
+		wait := min(debounce, first.Add(5*debounce).Sub(now))
+		timer.Reset(max(wait, 0))
+	}
+	fire := func() {
+		first = time.Time{}
+		timer.Stop()
+		select {
+		case w.c <- struct{}{}:
+		default: // a signal is already pending: it covers this change too
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return errors.New("watch: event channel closed")
+			}
+			if s.handle(ev) {
+				arm()
+			}
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return errors.New("watch: error channel closed")
+			}
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				w.log.Warn("file watch overflowed; re-reading everything", "err", err)
+				s.refresh()
+				fire()
+				continue
+			}
+			w.log.Warn("file watch error", "err", err)
+		case <-timer.C:
+			fire()
+		}
+	}
+}
+
+// watchState is the set of kernel watches; Run's goroutine owns it.
+type watchState struct {
+	fw   *fsnotify.Watcher
+	dirs []string
+	log  *slog.Logger
+	// watched holds every path added to fw: wanted dirs and the
+	// ancestors of wanted dirs that do not exist yet.
+	watched map[string]bool
+}
+
+// refresh adds a watch on every wanted dir that exists and on the nearest
+// existing parent of each one that does not, and drops parent watches no
+// longer needed. It reports whether the set of watched wanted dirs changed.
+func (s *watchState) refresh() bool {
+	changed := false
+	need := map[string]bool{}
+	for _, d := range s.dirs {
+		if err := s.fw.Add(d); err == nil {
+			if !s.watched[d] {
+				changed = true
+			}
+			s.watched[d] = true
+			need[d] = true
+			continue
+		}
+		if s.watched[d] {
+			changed = true
+			delete(s.watched, d)
+		}
+		for p := filepath.Dir(d); ; p = filepath.Dir(p) {
+			if err := s.fw.Add(p); err == nil {
+				s.watched[p] = true
+				need[p] = true
+				break
+			}
+			if p == filepath.Dir(p) {
+				s.log.Warn("cannot watch any parent of a directory", "dir", d)
+				break
+			}
+		}
+	}
+	for p := range s.watched {
+		if !need[p] {
+			delete(s.watched, p)
+			// The path may already be gone, which removes the watch anyway.
+			_ = s.fw.Remove(p)
+		}
+	}
+	return changed
+}
+
+// handle decides whether an event is a change the caller must see.
+func (s *watchState) handle(ev fsnotify.Event) bool {
+	if ev.Op == fsnotify.Chmod {
+		return false
+	}
+	// A wanted dir, or a parent of one, was created, removed or renamed.
+	for _, d := range s.dirs {
+		if ev.Name == d || strings.HasPrefix(d, ev.Name+string(filepath.Separator)) {
+			if s.refresh() {
+				return true
+			}
+		}
+	}
+	dir, base := filepath.Dir(ev.Name), filepath.Base(ev.Name)
+	wanted := false
+	for _, d := range s.dirs {
+		if d == dir {
+			wanted = true
+		}
+	}
+	if !wanted {
+		return false
+	}
+	if strings.HasPrefix(base, ".") {
+		// kubelet's AtomicWriter: the rename of "..data_tmp" to "..data"
+		// is the one event that means "new content".
+		return base == "..data" && ev.Has(fsnotify.Create)
+	}
+	return true
+}
