@@ -1,8 +1,10 @@
 // Package kubernetes_test checks the example Kubernetes manifests
 // (examples/kubernetes) and the GitOps layout (examples/gitops): every YAML
 // document parses, the agent's DaemonSet has the mounts, probes and host
-// access the agent needs, and every config the ConfigMaps carry decodes
-// strictly as an enid AgentConfig. When kubectl is installed, the
+// access the agent needs, every config the ConfigMaps carry decodes
+// strictly as an enid AgentConfig, and the files as the kubelet would project
+// them load with the agent's own loader (desired.LoadConfig), overrides
+// picking the nodes they are meant for. When kubectl is installed, the
 // kustomizations are rendered and the rendered output is checked too.
 package kubernetes_test
 
@@ -47,7 +49,7 @@ func TestManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range checkLayout(docs) {
+	for _, p := range checkLayout(docs, t.TempDir()) {
 		t.Error(p)
 	}
 }
@@ -173,7 +175,7 @@ func TestRenderedLayouts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range checkLayout(docs) {
+			for _, p := range checkLayout(docs, t.TempDir()) {
 				t.Error(p)
 			}
 		})
@@ -220,6 +222,8 @@ func TestCheckerCatches(t *testing.T) {
 		{"node name missing", "daemonset.yaml", "fieldPath: spec.nodeName", "fieldPath: metadata.name", "NODE_NAME"},
 		{"no readiness", "daemonset.yaml", `command: ["enid", "status", "--ready"]`, `command: ["true"]`, "readiness"},
 		{"cannot watch nodes", "rbac.yaml", `verbs: ["get", "list", "watch"]`, `verbs: ["get"]`, "cannot watch nodes"},
+		{"vSwitch ID the loader refuses", "configmap.yaml", "[vsw-replace-with-zone-i-1]", "[switch-1]", "must be a vSwitch ID"},
+		{"override that matches nothing", "configmap.yaml", "node.enid.dev/pool: batch", "node.enid.dev/pool: batches", "batch override not applied"},
 		{"binding to another account", "rbac.yaml", "    name: enid\n    namespace: enid-system", "    name: default\n    namespace: enid-system", "binding subjects"},
 	}
 	for _, tt := range tests {
@@ -239,7 +243,7 @@ func TestCheckerCatches(t *testing.T) {
 				}
 				docs = append(docs, ds...)
 			}
-			problems := checkLayout(docs)
+			problems := checkLayout(docs, t.TempDir())
 			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tt.want) }) {
 				t.Errorf("want a problem containing %q, got %q", tt.want, problems)
 			}
