@@ -1,0 +1,368 @@
+package planner
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/enidnet/enid/observed"
+)
+
+// This file derives bindings (which attachment holds which addresses) from
+// the kernel, then the published statuses, then sticky reservations, and
+// hands free addresses to the rest. Nothing about bindings is stored
+// privately: they are derived again on every pass.
+
+// addrsOn returns the usable ENI holding every address the stack needs
+// (ip4 and/or ip6 on the same ENI), or nil.
+func (b *builder) addrsOn(ip4, ip6 netip.Addr) *eniState {
+	var e *eniState
+	if b.v4 {
+		if !ip4.IsValid() {
+			return nil
+		}
+		e = b.eniOf(ip4)
+		if e == nil {
+			return nil
+		}
+	}
+	if b.v6 {
+		if !ip6.IsValid() {
+			return nil
+		}
+		e6 := b.eniOf(ip6)
+		if e6 == nil || (e != nil && e6 != e) {
+			return nil
+		}
+		e = e6
+	}
+	return e
+}
+
+// eniOf finds the usable ENI that has ip as a secondary address.
+func (b *builder) eniOf(ip netip.Addr) *eniState {
+	if b.excl {
+		return b.pairIdx[ip]
+	}
+	for _, e := range b.usable {
+		if e.eni.HasIP(ip) {
+			return e
+		}
+	}
+	return nil
+}
+
+// addrs returns the addresses of a pair that the stack uses.
+func (b *builder) addrs(ip4, ip6 netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	if b.v4 && ip4.IsValid() {
+		out = append(out, ip4)
+	}
+	if b.v6 && ip6.IsValid() {
+		out = append(out, ip6)
+	}
+	return out
+}
+
+// holderOf returns the first holder of any address of the pair.
+func (b *builder) holderOf(ip4, ip6 netip.Addr) *holder {
+	for _, a := range b.addrs(ip4, ip6) {
+		if h := b.holders[a]; h != nil {
+			return h
+		}
+	}
+	return nil
+}
+
+func (b *builder) hold(ip4, ip6 netip.Addr, h *holder) {
+	for _, a := range b.addrs(ip4, ip6) {
+		b.holders[a] = h
+	}
+}
+
+// bindShared derives every binding that already exists.
+func (b *builder) bindShared() {
+	kernel := slices.Clone(b.o.Node.Pods)
+	slices.SortFunc(kernel, func(x, y observed.PodNet) int { return cmpKey(x.Key, y.Key) })
+	pubs := slices.Clone(b.o.Node.Published)
+	slices.SortFunc(pubs, func(x, y observed.Binding) int { return cmpKey(x.Key, y.Key) })
+
+	// 1. Live kernel state, then 2. kernel state nobody wants any more.
+	for _, pn := range kernel {
+		if p := b.podByKey[pn.Key]; p != nil && pn.Exclusive == b.excl {
+			b.claim(p, pn.IPv4, pn.IPv6, ReasonKernelDiffers)
+		}
+	}
+	for _, pn := range kernel {
+		if b.podByKey[pn.Key] == nil {
+			b.holdGone(pn.Key, pn.IPv4, pn.IPv6)
+			b.teardown(pn)
+		}
+	}
+	// 3. Published statuses of live entries, then 4. of gone ones.
+	for _, pb := range pubs {
+		if p := b.podByKey[pb.Key]; p != nil && !p.bound() && p.status == nil {
+			b.claim(p, pb.IPv4, pb.IPv6, ReasonStatusOutdated)
+		}
+	}
+	for _, pb := range pubs {
+		if b.podByKey[pb.Key] == nil {
+			b.holdGone(pb.Key, pb.IPv4, pb.IPv6)
+			b.unpublish(pb.Key)
+		}
+	}
+	// 5. Sticky reservations of live entries.
+	for _, p := range b.pods {
+		if p.sticky == "" || p.bound() || p.status != nil {
+			continue
+		}
+		r, ok := b.mem.Sticky[p.sticky]
+		if !ok {
+			continue
+		}
+		e := b.addrsOn(r.IPv4, r.IPv6)
+		if e == nil {
+			delete(b.mem.Sticky, p.sticky) // the addresses are gone from our ENIs
+			continue
+		}
+		h := b.holderOf(r.IPv4, r.IPv6)
+		if h != nil && (h.kind == holdStale || h.kind == holdSticky) {
+			e.held-- // taken over below
+		}
+		switch {
+		case h == nil:
+		case h.kind == holdSticky || (h.kind == holdStale && h.key.String() == r.Key):
+			// The previous pod of this name: wait for its teardown.
+			if id, ok := b.staleTeardown[h.key]; ok {
+				p.deps = append(p.deps, id)
+			} else if h.kind == holdStale {
+				p.status = b.waitStatus(p, ReasonWaitingForIPs, "waiting for the previous pod "+h.key.String()+" to be torn down")
+				continue
+			}
+		default:
+			p.status = b.failStatus(p, ReasonAddressConflict, "sticky address "+r.IPv4.String()+" is held by "+h.key.String())
+			continue
+		}
+		b.bindTo(p, r.IPv4, r.IPv6, e, ReasonStickyRestore)
+	}
+	// 6. Reservations of deleted sticky pods keep their addresses.
+	keys := make([]string, 0, len(b.mem.Sticky))
+	for k := range b.mem.Sticky {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		r := b.mem.Sticky[k]
+		if r.Key != "" {
+			if p := b.podByKeyString(r.Key); p != nil && p.sticky == k {
+				continue // alive
+			}
+			r.Key = ""
+		}
+		if r.Until.IsZero() {
+			r.Until = b.now.Add(b.cfg.StickyIPHold.D())
+		}
+		if b.addrsOn(r.IPv4, r.IPv6) == nil {
+			delete(b.mem.Sticky, k)
+			continue
+		}
+		b.mem.Sticky[k] = r
+		h := b.holderOf(r.IPv4, r.IPv6)
+		if h != nil && h.kind != holdStale {
+			continue // rebound above, or held by someone else
+		}
+		b.hold(r.IPv4, r.IPv6, &holder{kind: holdSticky})
+		if h == nil {
+			b.addrsOn(r.IPv4, r.IPv6).held++
+		}
+	}
+	if b.cfg.StickyIPHold <= 0 {
+		b.mem.Sticky = nil
+	}
+}
+
+// podByKeyString finds a live pod by its key string.
+func (b *builder) podByKeyString(s string) *podState {
+	for _, p := range b.pods { // only called for the few sticky records
+		if p.key.String() == s {
+			return p
+		}
+	}
+	return nil
+}
+
+func (p *podState) bound() bool { return p.eni != nil }
+
+// claim binds p to the pair when the addresses are ours and free; a pair
+// held by another attachment fails p (never two pods on one address).
+func (b *builder) claim(p *podState, ip4, ip6 netip.Addr, src ReasonCode) {
+	e := b.addrsOn(ip4, ip6)
+	if e == nil {
+		return // not (or no longer) on an ENI we use: bind anew
+	}
+	if h := b.holderOf(ip4, ip6); h != nil && h.pod != p {
+		p.status = b.failStatus(p, ReasonAddressConflict, "address "+b.addrs(ip4, ip6)[0].String()+" is held by "+h.key.String())
+		return
+	}
+	b.bindTo(p, ip4, ip6, e, src)
+}
+
+func (b *builder) bindTo(p *podState, ip4, ip6 netip.Addr, e *eniState, src ReasonCode) {
+	if !b.v4 {
+		ip4 = netip.Addr{}
+	}
+	if !b.v6 {
+		ip6 = netip.Addr{}
+	}
+	p.ipv4, p.ipv6, p.eni, p.source = ip4, ip6, e, src
+	e.used++
+	b.hold(ip4, ip6, &holder{key: p.key, kind: holdLive, pod: p})
+}
+
+// holdGone records addresses held by an attachment that has no entry.
+func (b *builder) holdGone(k observed.AttachmentKey, ip4, ip6 netip.Addr) {
+	e := b.addrsOn(ip4, ip6)
+	if e == nil {
+		return
+	}
+	if h := b.holderOf(ip4, ip6); h != nil {
+		return // already held (the kernel record of the same key, or a live pod)
+	}
+	kind := holdStale
+	if b.problemKeys[k] || b.runtime[k] {
+		kind = holdKeep // a bad entry or a runtime record: never a reason to release
+	}
+	b.hold(ip4, ip6, &holder{key: k, kind: kind})
+	e.held++
+	if kind == holdStale && b.cfg.Pool.Cooldown > 0 && !b.stickyHolders[k.String()] {
+		for _, a := range b.addrs(ip4, ip6) {
+			if b.mem.Cooldowns == nil {
+				b.mem.Cooldowns = map[netip.Addr]time.Time{}
+			}
+			b.mem.Cooldowns[a] = b.now.Add(b.cfg.Pool.Cooldown.D())
+		}
+	}
+}
+
+// computeFree fills each usable ENI's free lists: addresses nobody holds
+// and that are not cooling down.
+func (b *builder) computeFree() (cooling int) {
+	for _, e := range b.usable {
+		c4, c6 := 0, 0
+		a4, a6 := e.eni.IPv4, e.eni.IPv6
+		if b.excl {
+			a4, a6 = []netip.Addr{e.eni.PrimaryIP}, a6[:min(1, len(a6))]
+		}
+		e.free4, c4 = b.freeOf(a4, b.v4)
+		e.free6, c6 = b.freeOf(a6, b.v6)
+		c := max(c4, c6)
+		e.held += c
+		cooling += c
+	}
+	return cooling
+}
+
+func (b *builder) freeOf(all []netip.Addr, used bool) (free []netip.Addr, cooling int) {
+	if !used {
+		return nil, 0
+	}
+	for _, a := range all {
+		if b.holders[a] != nil {
+			continue
+		}
+		if until, ok := b.mem.Cooldowns[a]; ok && b.now.Before(until) {
+			cooling++
+			continue
+		}
+		free = append(free, a)
+	}
+	return free, cooling
+}
+
+// freeSlots is how many pods the ENI can take now.
+func (b *builder) freeSlots(e *eniState) int {
+	switch {
+	case b.v4 && b.v6:
+		return min(len(e.free4), len(e.free6))
+	case b.v6:
+		return len(e.free6)
+	}
+	return len(e.free4)
+}
+
+// units is how many pod address pairs the ENI holds in all.
+func (b *builder) units(e *observed.ENI) int {
+	if b.excl {
+		if b.v6 && len(e.IPv6) == 0 {
+			return 0
+		}
+		return 1
+	}
+	switch {
+	case b.v4 && b.v6:
+		return min(len(e.IPv4), len(e.IPv6))
+	case b.v6:
+		return len(e.IPv6)
+	}
+	return len(e.IPv4)
+}
+
+// slotCap is the most pod address pairs one ENI can hold.
+func (b *builder) slotCap() int {
+	if b.excl {
+		return 1
+	}
+	l := b.o.Instance.Limits
+	c4, c6 := l.IPv4PerENI-1, l.IPv6PerENI
+	switch {
+	case b.v4 && b.v6:
+		return max(0, min(c4, c6))
+	case b.v6:
+		return max(0, c6)
+	}
+	return max(0, c4)
+}
+
+// fillOrder is the order new pods are placed on ENIs: the ENI with the
+// most live pods first (packing, so idle ENIs can be released whole), then
+// the lowest device index, then the lowest ID.
+func (b *builder) fillOrder() []*eniState {
+	order := slices.Clone(b.usable)
+	slices.SortStableFunc(order, func(x, y *eniState) int { return y.used - x.used })
+	return order
+}
+
+// bindNew hands free addresses to live pods without a binding, in key
+// order, from ENIs in fill order, lowest address first. It returns the pods
+// left waiting.
+func (b *builder) bindNew() []*podState {
+	order := b.fillOrder()
+	var waiting []*podState
+	i := 0
+	for _, p := range b.pods {
+		if p.bound() || p.status != nil {
+			continue
+		}
+		for i < len(order) && b.freeSlots(order[i]) == 0 {
+			i++
+		}
+		if i == len(order) {
+			waiting = append(waiting, p)
+			continue
+		}
+		e := order[i]
+		var ip4, ip6 netip.Addr
+		if b.v4 {
+			ip4, e.free4 = e.free4[0], e.free4[1:]
+		}
+		if b.v6 {
+			ip6, e.free6 = e.free6[0], e.free6[1:]
+		}
+		src := ReasonNewBinding
+		if p.source != "" {
+			src = p.source
+		}
+		b.bindTo(p, ip4, ip6, e, src)
+	}
+	return waiting
+}

@@ -1,0 +1,311 @@
+package planner
+
+import (
+	"cmp"
+	"encoding/binary"
+	"hash/fnv"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/observed"
+)
+
+// Annotations that ask for a sticky address.
+const (
+	AnnotationStickyIP      = "enid.dev/sticky-ip"
+	AnnotationIPReservation = "k8s.aliyun.com/pod-ip-reservation"
+)
+
+// tableBase is added to an ENI's device index to name its route table.
+const tableBase = 1000
+
+// Cloud call limits.
+const (
+	maxAssignPerCall = 10 // Assign/Unassign: 1..10 addresses per call
+	maxIPsAtCreate   = 49 // CreateNetworkInterface SecondaryPrivateIpAddressCount
+)
+
+// Make computes the plan that brings o towards d. It is DESIGN.md's
+// planner.Plan (a function cannot share the name of the Plan type). It is
+// pure and deterministic: the same inputs give the same plan.
+func Make(d desired.State, o observed.State, opt Options) Plan {
+	b := newBuilder(d, o, opt)
+	b.shared()
+	return b.finish()
+}
+
+// builder holds one pass's working state. Its methods append actions in a
+// valid execution order.
+type builder struct {
+	d   desired.State
+	o   observed.State
+	opt Options
+	now time.Time
+	cfg desired.Config
+	mem Memory
+
+	v4, v6 bool // families pods get
+	// excl is exclusive-ENI mode: one unit is a whole ENI, named by its
+	// primary address (and first IPv6).
+	excl    bool
+	pairIdx map[netip.Addr]*eniState
+
+	plan     Plan
+	complete bool
+
+	// ENIs by role.
+	usable   []*eniState // owned, InUse on this instance, sorted by device index then ID
+	byID     map[string]*eniState
+	byMAC    map[string]*eniState
+	inflight []*observed.ENI // owned, Attaching to this instance
+	avail    []*observed.ENI // owned, Available
+	attached int             // ENIs attached or attaching to the instance, primary included
+	owned    int             // owned ENIs seen (any state)
+
+	devices map[string]observed.ENIDevice
+	vsw     map[string]observed.VSwitch
+
+	pods    []*podState // live entries, sorted by key
+	podByKey map[observed.AttachmentKey]*podState
+	problemKeys map[observed.AttachmentKey]bool
+	runtime     map[observed.AttachmentKey]bool
+	published   map[observed.AttachmentKey]observed.Binding
+
+	holders map[netip.Addr]*holder
+	// stickyHolders are the key strings named by sticky reservations: their
+	// addresses are held for the pod's return, not cooled down.
+	stickyHolders map[string]bool
+	// staleTeardown maps a stale key to its TeardownPod/ReturnENI action ID.
+	staleTeardown map[observed.AttachmentKey]int
+}
+
+// eniState is an attached owned ENI during planning.
+type eniState struct {
+	eni         *observed.ENI
+	free4       []netip.Addr // unheld, not cooling down, ascending
+	free6       []netip.Addr
+	used        int // live bindings
+	held        int // sticky, stale or cooling addresses (units)
+	configureID int // ConfigureENI action ID, -1 when none
+	gw, gw6     netip.Addr
+	bits        int // vSwitch prefix length
+}
+
+func (e *eniState) table() int { return tableBase + e.eni.DeviceIndex }
+
+// podState is one live entry.
+type podState struct {
+	entry   *desired.Entry
+	key     observed.AttachmentKey
+	sticky  string // sticky identity, "" when not sticky
+	ipv4    netip.Addr
+	ipv6    netip.Addr
+	eni     *eniState
+	source  ReasonCode // how the binding was found (new, sticky, ...)
+	deps    []int      // actions the pod's setup must wait for
+	status  *PodStatus // set when the pod cannot be served
+	waitFor string     // what a waiting pod waits for
+	waitRC  ReasonCode
+}
+
+// holder says who holds an address during planning.
+type holder struct {
+	key   observed.AttachmentKey
+	kind  holdKind
+	pod   *podState // live holders
+}
+
+type holdKind int
+
+const (
+	holdLive   holdKind = iota // a live entry
+	holdKeep                   // no usable entry, but kept (entry problem, runtime record)
+	holdStale                  // gone: torn down, then cooling down
+	holdSticky                 // held for a deleted sticky pod
+)
+
+func newBuilder(d desired.State, o observed.State, opt Options) *builder {
+	b := &builder{
+		d: d, o: o, opt: opt, now: opt.Now, cfg: d.Config,
+		mem:           opt.Memory.clone(),
+		complete:      o.Complete,
+		byID:          map[string]*eniState{},
+		byMAC:         map[string]*eniState{},
+		devices:       map[string]observed.ENIDevice{},
+		vsw:           map[string]observed.VSwitch{},
+		podByKey:      map[observed.AttachmentKey]*podState{},
+		problemKeys:   map[observed.AttachmentKey]bool{},
+		runtime:       map[observed.AttachmentKey]bool{},
+		published:     map[observed.AttachmentKey]observed.Binding{},
+		holders:       map[netip.Addr]*holder{},
+		staleTeardown: map[observed.AttachmentKey]int{},
+	}
+	if b.opt.LeakGrace <= 0 {
+		b.opt.LeakGrace = DefaultLeakGrace
+	}
+	if b.opt.ExhaustedFor <= 0 {
+		b.opt.ExhaustedFor = DefaultExhaustedFor
+	}
+	switch b.cfg.IPStack {
+	case desired.DualStack:
+		b.v4, b.v6 = true, true
+	case desired.IPv6Only:
+		b.v6 = true
+	default:
+		b.v4 = true
+	}
+	b.plan.Complete = o.Complete
+	b.plan.NodeName = opt.NodeName
+	b.plan.InstanceID = o.Instance.ID
+	b.plan.Problems = append(b.plan.Problems, o.Problems...)
+	for _, p := range d.ConfigProblems {
+		b.plan.Problems = append(b.plan.Problems, "config: "+p)
+	}
+	b.mem.prune(b.now)
+
+	for _, v := range o.VSwitches {
+		b.vsw[v.ID] = v
+	}
+	for _, dev := range o.Node.ENIDevices {
+		b.devices[dev.MAC] = dev
+	}
+	inst := o.Instance.ID
+	for i := range o.ENIs {
+		e := &o.ENIs[i]
+		if e.InstanceID == inst && inst != "" && e.Status != observed.ENIAvailable {
+			b.attached++
+		}
+		if e.ID == o.Instance.PrimaryENI || !e.Owned(inst) {
+			continue
+		}
+		b.owned++
+		switch {
+		case e.Status == observed.ENIInUse && e.InstanceID == inst:
+			s := &eniState{eni: e, configureID: -1}
+			if v, ok := b.vsw[e.VSwitchID]; ok {
+				s.gw, s.bits = v.Gateway(), v.CIDR.Bits()
+				if v.IPv6CIDR.IsValid() {
+					s.gw6 = v.IPv6CIDR.Masked().Addr().Next() // first address of the /64: the vSwitch's v6 gateway convention
+				}
+			}
+			b.usable = append(b.usable, s)
+		case e.Status == observed.ENIAttaching && e.InstanceID == inst:
+			b.inflight = append(b.inflight, e)
+		case e.Status == observed.ENIAvailable:
+			b.avail = append(b.avail, e)
+		}
+	}
+	slices.SortFunc(b.usable, func(x, y *eniState) int {
+		return cmp.Or(cmp.Compare(x.eni.DeviceIndex, y.eni.DeviceIndex), cmp.Compare(x.eni.ID, y.eni.ID))
+	})
+	b.excl = d.Config.Mode == desired.ModeExclusiveENI
+	b.pairIdx = map[netip.Addr]*eniState{}
+	for _, s := range b.usable {
+		b.byID[s.eni.ID] = s
+		b.byMAC[s.eni.MAC] = s
+		if b.excl {
+			b.pairIdx[s.eni.PrimaryIP] = s
+			if len(s.eni.IPv6) > 0 {
+				b.pairIdx[s.eni.IPv6[0]] = s
+			}
+		}
+	}
+	// Forget leak stamps of ENIs that are no longer Available.
+	for id := range b.mem.LeakedSince {
+		if !slices.ContainsFunc(b.avail, func(e *observed.ENI) bool { return e.ID == id }) {
+			delete(b.mem.LeakedSince, id)
+		}
+	}
+
+	for i := range d.Entries {
+		e := &d.Entries[i]
+		k := observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}
+		if _, dup := b.podByKey[k]; dup {
+			continue
+		}
+		p := &podState{entry: e, key: k}
+		if wantsSticky(e) && b.cfg.StickyIPHold > 0 {
+			p.sticky = e.PodNamespace + "/" + e.PodName + "/" + e.IfName
+		}
+		b.pods = append(b.pods, p)
+		b.podByKey[k] = p
+	}
+	slices.SortFunc(b.pods, func(x, y *podState) int { return cmpKey(x.key, y.key) })
+	for _, ep := range d.EntryProblems {
+		if ep.ContainerID != "" {
+			b.problemKeys[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
+		}
+	}
+	for _, r := range d.Hints.RuntimeAttachments {
+		b.runtime[observed.AttachmentKey{ContainerID: r.ContainerID, IfName: r.IfName}] = true
+	}
+	b.stickyHolders = map[string]bool{}
+	for _, r := range b.mem.Sticky {
+		if r.Key != "" {
+			b.stickyHolders[r.Key] = true
+		}
+	}
+	for _, pb := range o.Node.Published {
+		b.published[pb.Key] = pb
+	}
+	return b
+}
+
+// wantsSticky reports whether the entry asks to keep its address across a
+// delete and re-create under the same namespace/name.
+func wantsSticky(e *desired.Entry) bool {
+	return e.Annotations[AnnotationStickyIP] == "true" || e.Annotations[AnnotationIPReservation] == "true"
+}
+
+func cmpKey(a, b observed.AttachmentKey) int {
+	return cmp.Or(cmp.Compare(a.ContainerID, b.ContainerID), cmp.Compare(a.IfName, b.IfName))
+}
+
+// add appends an action, fills its ID and returns it.
+func (b *builder) add(a Action) int {
+	a.ID = len(b.plan.Actions)
+	slices.Sort(a.DependsOn)
+	a.DependsOn = slices.Compact(a.DependsOn)
+	b.plan.Actions = append(b.plan.Actions, a)
+	return a.ID
+}
+
+// destroyOK reports whether destructive actions may be planned.
+func (b *builder) destroyOK() bool { return b.complete }
+
+// token derives a ClientToken (<= 64 ASCII characters) from stable identity.
+func token(kind string, parts ...string) string {
+	h := fnv.New128a()
+	for _, p := range parts {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	s := h.Sum(nil)
+	const hexd = "0123456789abcdef"
+	out := make([]byte, 0, 6+len(kind)+32)
+	out = append(out, "enid-"...)
+	out = append(out, kind...)
+	out = append(out, '-')
+	for _, c := range s {
+		out = append(out, hexd[c>>4], hexd[c&15])
+	}
+	return string(out)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// finish completes the plan: statuses sorted, memory pruned.
+func (b *builder) finish() Plan {
+	slices.SortFunc(b.plan.Statuses, func(x, y PodStatus) int { return cmpKey(x.Key, y.Key) })
+	b.mem.prune(b.now)
+	b.mem.Version = MemoryVersion
+	b.plan.Memory = b.mem
+	return b.plan
+}
+
+const rfc3339 = time.RFC3339

@@ -1,0 +1,208 @@
+package planner
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/enidnet/enid/observed"
+)
+
+// This file plans node changes: ENI devices, pod network state, and the
+// statuses the CNI plugin waits on.
+
+// configureENIs plans ConfigureENI for every usable ENI whose device is not
+// (or not fully, or differently) configured.
+func (b *builder) configureENIs() {
+	if b.excl {
+		return
+	}
+	for _, e := range b.usable {
+		dev, ok := b.devices[e.eni.MAC]
+		text := "device not found"
+		switch {
+		case !ok:
+		case !dev.Configured:
+			text = "device " + dev.Name + " not configured"
+		case dev.Table != e.table():
+			text = "device " + dev.Name + " uses table " + itoa(dev.Table)
+		case b.cfg.ENI.MTU > 0 && dev.MTU != b.cfg.ENI.MTU:
+			text = "device " + dev.Name + " has MTU " + itoa(dev.MTU)
+		default:
+			continue
+		}
+		e.configureID = b.add(Action{
+			Kind: ConfigureENI, Target: e.eni.ID, Reason: Reason{ReasonENIUnconfigured, text},
+			ENIID: e.eni.ID, MAC: e.eni.MAC, Table: e.table(), Gateway: e.gw, GatewayV6: e.gw6,
+			MTU: b.cfg.ENI.MTU,
+		})
+	}
+}
+
+// teardown plans the removal of a gone attachment's kernel state.
+func (b *builder) teardown(pn observed.PodNet) {
+	if !b.destroyOK() || b.problemKeys[pn.Key] || b.runtime[pn.Key] {
+		return
+	}
+	if _, done := b.staleTeardown[pn.Key]; done {
+		return
+	}
+	kind, target := TeardownPod, &PodTarget{Key: pn.Key, NetNS: pn.NetNS, IfName: pn.Key.IfName, IPv4: pn.IPv4, IPv6: pn.IPv6, ENIMAC: pn.ENIMAC}
+	a := Action{Kind: kind, Target: pn.Key.String(), Reason: Reason{ReasonEntryGone, "no entry asks for this attachment"}, Pod: target}
+	if pn.Exclusive {
+		a.Kind = ReturnENI
+		if e := b.byMAC[pn.ENIMAC]; e != nil {
+			a.ENIID, target.ENIID = e.eni.ID, e.eni.ID
+		}
+		a.MAC = pn.ENIMAC
+	}
+	b.staleTeardown[pn.Key] = b.add(a)
+}
+
+// unpublish plans the removal of a gone attachment's status file.
+func (b *builder) unpublish(k observed.AttachmentKey) {
+	if !b.destroyOK() || b.problemKeys[k] || b.runtime[k] {
+		return
+	}
+	var deps []int
+	if id, ok := b.staleTeardown[k]; ok {
+		deps = append(deps, id)
+	}
+	b.add(Action{Kind: PublishStatus, Target: k.String(), Reason: Reason{ReasonEntryGone, "remove the status of a gone attachment"}, DependsOn: deps})
+}
+
+// podActions plans SetupPod (or MoveENI) where the kernel differs from the
+// binding and PublishStatus where the published status differs from the
+// answer, for every live entry and every entry problem.
+func (b *builder) podActions() {
+	kernel := make(map[observed.AttachmentKey]*observed.PodNet, len(b.o.Node.Pods))
+	for i := range b.o.Node.Pods {
+		kernel[b.o.Node.Pods[i].Key] = &b.o.Node.Pods[i]
+	}
+	exclusive := b.excl
+	for _, p := range b.pods {
+		if p.status != nil {
+			b.publish(*p.status, nil)
+			continue
+		}
+		if !p.bound() {
+			continue // cannot happen: every unbound pod gets a status
+		}
+		e := p.eni
+		st := PodStatus{
+			Key: p.key, Revision: p.entry.Revision, Phase: PhaseReady, ReasonCode: ReasonReady,
+			IPv4: p.ipv4, IPv6: p.ipv6, Gateway: e.gw, GatewayV6: e.gw6,
+			ENIID: e.eni.ID, ENIMAC: e.eni.MAC, IfName: p.key.IfName, Exclusive: exclusive,
+		}
+		if !b.v4 {
+			st.Gateway = netip.Addr{}
+		}
+		if !b.v6 {
+			st.GatewayV6 = netip.Addr{}
+		}
+		pn := kernel[p.key]
+		good := pn != nil && pn.Healthy && pn.Exclusive == exclusive && pn.IPv4 == p.ipv4 &&
+			pn.IPv6 == p.ipv6 && pn.ENIMAC == e.eni.MAC
+		var deps []int
+		if !good {
+			reason := Reason{p.source, sourceText(p.source)}
+			if pn != nil {
+				reason = Reason{ReasonKernelDiffers, kernelDiff(pn, p, exclusive)}
+			}
+			kind := SetupPod
+			if exclusive {
+				kind = MoveENI
+			}
+			a := Action{
+				Kind: kind, Target: p.key.String(), Reason: reason, DependsOn: p.deps,
+				ENIID: e.eni.ID, MAC: e.eni.MAC, Gateway: st.Gateway, GatewayV6: st.GatewayV6,
+				Pod: &PodTarget{
+					Key: p.key, Revision: p.entry.Revision, Namespace: p.entry.PodNamespace, Name: p.entry.PodName,
+					NetNS: p.entry.NetNS, IfName: p.key.IfName, IPv4: p.ipv4, IPv6: p.ipv6,
+					ENIID: e.eni.ID, ENIMAC: e.eni.MAC, Bandwidth: p.entry.Bandwidth, MTU: b.cfg.ENI.MTU,
+				},
+			}
+			if exclusive {
+				a.Prefix = prefixOf(p, e)
+			} else {
+				a.Pod.Table = e.table()
+				if e.configureID >= 0 {
+					a.DependsOn = append(a.DependsOn, e.configureID)
+				}
+			}
+			deps = append(deps, b.add(a))
+		}
+		b.publish(st, deps)
+	}
+	for _, ep := range b.d.EntryProblems {
+		if ep.ContainerID == "" {
+			continue
+		}
+		k := observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}
+		if b.podByKey[k] != nil {
+			continue
+		}
+		b.publish(PodStatus{Key: k, Phase: PhaseFailed, ReasonCode: ReasonEntryInvalid, Reason: "entry " + ep.File + ": " + ep.Err, IfName: ep.IfName}, nil)
+	}
+}
+
+// publish records st as the attachment's answer and plans PublishStatus
+// when the published one differs.
+func (b *builder) publish(st PodStatus, deps []int) {
+	b.plan.Statuses = append(b.plan.Statuses, st)
+	if pb, ok := b.published[st.Key]; ok && pb.Revision == st.Revision && pb.Phase == st.Phase &&
+		pb.Reason == st.Reason && pb.IPv4 == st.IPv4 && pb.IPv6 == st.IPv6 && pb.ENIID == st.ENIID {
+		return
+	}
+	s := st
+	b.add(Action{Kind: PublishStatus, Target: st.Key.String(), Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: &s})
+}
+
+func sourceText(c ReasonCode) string {
+	switch c {
+	case ReasonStickyRestore:
+		return "sticky address restored"
+	case ReasonStatusOutdated:
+		return "restored from the published status"
+	}
+	return "new binding"
+}
+
+func kernelDiff(pn *observed.PodNet, p *podState, exclusive bool) string {
+	var d []string
+	if pn.IPv4 != p.ipv4 || pn.IPv6 != p.ipv6 {
+		d = append(d, "addresses differ")
+	}
+	if pn.ENIMAC != p.eni.eni.MAC {
+		d = append(d, "ENI differs")
+	}
+	if pn.Exclusive != exclusive {
+		d = append(d, "mode differs")
+	}
+	if !pn.Healthy {
+		if len(pn.Problems) > 0 {
+			d = append(d, pn.Problems...)
+		} else {
+			d = append(d, "unhealthy")
+		}
+	}
+	return strings.Join(d, "; ")
+}
+
+// failStatus and waitStatus build the answer for a pod that cannot be
+// served now.
+func (b *builder) failStatus(p *podState, c ReasonCode, text string) *PodStatus {
+	return &PodStatus{Key: p.key, Revision: p.entry.Revision, Phase: PhaseFailed, ReasonCode: c, Reason: text, IfName: p.key.IfName}
+}
+
+func (b *builder) waitStatus(p *podState, c ReasonCode, text string) *PodStatus {
+	return &PodStatus{Key: p.key, Revision: p.entry.Revision, Phase: PhasePending, ReasonCode: c, Reason: text, IfName: p.key.IfName}
+}
+
+// prefixOf is the pod's IPv4 address with the vSwitch prefix length
+// (exclusive mode: the ENI's own address lives in the pod).
+func prefixOf(p *podState, e *eniState) netip.Prefix {
+	if !p.ipv4.IsValid() || e.bits == 0 {
+		return netip.Prefix{}
+	}
+	return netip.PrefixFrom(p.ipv4, e.bits)
+}

@@ -1,0 +1,271 @@
+package planner
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/observed"
+)
+
+// Options are the inputs of Make that are not desired or observed state.
+type Options struct {
+	// Now is the time of the pass; the planner never reads the clock.
+	Now time.Time
+	// Memory is what the previous pass remembered (zero value on first start).
+	Memory Memory
+	// NodeName is shown in the rendered plan only.
+	NodeName string
+	// LeakGrace is how long an owned ENI may stay Available before it is
+	// deleted when nothing adopts it (0: DefaultLeakGrace).
+	LeakGrace time.Duration
+	// ExhaustedFor is how long a vSwitch reported with no free address is
+	// skipped when creating ENIs (0: DefaultExhaustedFor).
+	ExhaustedFor time.Duration
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultLeakGrace    = 5 * time.Minute
+	DefaultExhaustedFor = 10 * time.Minute
+)
+
+// Plan is one pass's decision: what to do, in which order, what to tell each
+// pod, and what to remember. It is a value: rendering and executing it never
+// changes it.
+type Plan struct {
+	// Actions are in a valid execution order: every action's DependsOn names
+	// only earlier actions. Actions without a dependency path between them
+	// may run in parallel.
+	Actions []Action
+	// Statuses holds, for every entry (and every entry problem that names an
+	// attachment), the status that answers it now, sorted by key.
+	Statuses []PodStatus
+	// Complete is false when the observation was partial; the plan then
+	// holds no destructive action and creates nothing.
+	Complete bool
+	// Problems says why the plan is incomplete and what is wrong with the
+	// config, one line each.
+	Problems []string
+	// Memory is the next memory. It is safe to persist at once, before the
+	// actions run: every record in it is conservative (see docs/plan.md).
+	Memory Memory
+	// Pool summarises the shared-mode pool (in exclusive mode: ENIs).
+	Pool PoolSummary
+	// NodeName and InstanceID are copied from the inputs for display.
+	NodeName   string
+	InstanceID string
+}
+
+// PoolSummary counts pool units: pod addresses in shared mode (one unit is
+// one address of every family the stack uses), ENIs in exclusive mode.
+type PoolSummary struct {
+	// Total is what is held now on attached owned ENIs.
+	Total int `json:"total"`
+	// Used is bound to a live attachment.
+	Used int `json:"used"`
+	// Idle is free and may be handed out now.
+	Idle int `json:"idle"`
+	// Cooldown is free but released too recently to hand out.
+	Cooldown int `json:"cooldown"`
+	// Sticky is held for a deleted sticky pod that may come back.
+	Sticky int `json:"sticky"`
+	// Waiting counts attachments that have no address yet.
+	Waiting int `json:"waiting"`
+	// Target is the total the pool is steering towards.
+	Target int `json:"target"`
+	// Capacity is the most the instance can hold under its limits.
+	Capacity int `json:"capacity"`
+}
+
+// ActionKind names what an action does.
+type ActionKind string
+
+// Action kinds.
+const (
+	CreateENI     ActionKind = "CreateENI"
+	AttachENI     ActionKind = "AttachENI"
+	AssignIPs     ActionKind = "AssignIPs"
+	UnassignIPs   ActionKind = "UnassignIPs"
+	DetachENI     ActionKind = "DetachENI"
+	DeleteENI     ActionKind = "DeleteENI"
+	ConfigureENI  ActionKind = "ConfigureENI"
+	SetupPod      ActionKind = "SetupPod"
+	TeardownPod   ActionKind = "TeardownPod"
+	MoveENI       ActionKind = "MoveENI"
+	ReturnENI     ActionKind = "ReturnENI"
+	PublishStatus ActionKind = "PublishStatus"
+)
+
+// Symbol is the rune the rendered plan prints before the action: '+'
+// creates, '-' destroys, '~' changes in place.
+func (k ActionKind) Symbol() rune {
+	switch k {
+	case CreateENI, AttachENI, AssignIPs, SetupPod, MoveENI:
+		return '+'
+	case UnassignIPs, DetachENI, DeleteENI, TeardownPod, ReturnENI:
+		return '-'
+	}
+	return '~'
+}
+
+// Cloud reports whether the action is an ECS API call.
+func (k ActionKind) Cloud() bool {
+	switch k {
+	case CreateENI, AttachENI, AssignIPs, UnassignIPs, DetachENI, DeleteENI:
+		return true
+	}
+	return false
+}
+
+// Destructive reports whether the action gives something up; such actions
+// are never planned from an incomplete observation.
+func (k ActionKind) Destructive() bool { return k.Symbol() == '-' }
+
+// Reason explains an action or a status. Code is stable and typed for
+// machines (metrics, tests); Text is for people.
+type Reason struct {
+	Code ReasonCode `json:"code"`
+	Text string     `json:"text,omitempty"`
+}
+
+// ReasonCode is a stable, machine-readable reason.
+type ReasonCode string
+
+// Reason codes. The list is part of the JSON schema (docs/plan.schema.json).
+const (
+	// Pool and ENI reasons.
+	ReasonPoolBelowMinIdle  ReasonCode = "pool-below-min-idle"
+	ReasonPoolBelowMinTotal ReasonCode = "pool-below-min-total"
+	ReasonPodsWaiting       ReasonCode = "pods-waiting"
+	ReasonIdleAboveMax      ReasonCode = "idle-above-max"
+	ReasonBalanceFamilies   ReasonCode = "balance-families"
+	ReasonENIUnconfigured   ReasonCode = "eni-unconfigured"
+	ReasonAdoptENI          ReasonCode = "adopt-available-eni"
+	ReasonLeakedENI         ReasonCode = "leaked-eni"
+	// Pod reasons.
+	ReasonNewBinding     ReasonCode = "new-binding"
+	ReasonStickyRestore  ReasonCode = "sticky-restore"
+	ReasonKernelDiffers  ReasonCode = "kernel-differs"
+	ReasonEntryGone      ReasonCode = "entry-gone"
+	ReasonStatusOutdated ReasonCode = "status-outdated"
+	// Status reasons (PodStatus.ReasonCode).
+	ReasonReady             ReasonCode = "ready"
+	ReasonWaitingForAttach  ReasonCode = "waiting-for-attach"
+	ReasonWaitingForIPs     ReasonCode = "waiting-for-ips"
+	ReasonWaitingCooldown   ReasonCode = "ips-in-cooldown"
+	ReasonVSwitchExhausted  ReasonCode = "vswitch-exhausted"
+	ReasonInstanceENILimit  ReasonCode = "instance-eni-limit"
+	ReasonIPLimit           ReasonCode = "ip-limit"
+	ReasonConfigInvalid     ReasonCode = "config-invalid"
+	ReasonEntryInvalid      ReasonCode = "entry-invalid"
+	ReasonAddressConflict   ReasonCode = "address-conflict"
+	ReasonObservationFailed ReasonCode = "observation-incomplete"
+)
+
+// Action is one step of a plan. Only the parameters its Kind needs are set.
+type Action struct {
+	// ID is the action's index in Plan.Actions.
+	ID   int        `json:"id"`
+	Kind ActionKind `json:"kind"`
+	// Target names what the action changes: an ENI ID ("new#<ID>" for an ENI
+	// a CreateENI of this plan makes) or an attachment key.
+	Target string `json:"target"`
+	Reason Reason `json:"reason"`
+	// DependsOn lists the IDs of actions that must succeed first.
+	DependsOn []int `json:"dependsOn,omitempty"`
+
+	// ENIID is the ENI acted on, when it exists already.
+	ENIID string `json:"eniID,omitempty"`
+	// ENIRef is ID+1 of the CreateENI action of this plan whose ENI is
+	// meant, 0 for none; the executor substitutes the created ENI's ID, MAC
+	// (and, for ConfigureENI, its table from the device index).
+	ENIRef         int               `json:"eniRef,omitempty"`
+	MAC            string            `json:"mac,omitempty"`
+	InstanceID     string            `json:"instanceID,omitempty"`
+	VSwitchID      string            `json:"vSwitchID,omitempty"`
+	SecurityGroups []string          `json:"securityGroups,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
+	// IPv4Count and IPv6Count are how many addresses CreateENI or AssignIPs
+	// asks the cloud to choose.
+	IPv4Count int `json:"ipv4Count,omitempty"`
+	IPv6Count int `json:"ipv6Count,omitempty"`
+	// IPv4 and IPv6 are explicit addresses (UnassignIPs).
+	IPv4 []netip.Addr `json:"ipv4,omitempty"`
+	IPv6 []netip.Addr `json:"ipv6,omitempty"`
+	// ClientToken makes the cloud call idempotent; it is derived from
+	// stable identity, so a replayed action has the same token.
+	ClientToken string `json:"clientToken,omitempty"`
+	// Table is the ENI's route table (1000 + device index); 0 with ENIRef
+	// set means "1000 + the device index the attach gave".
+	Table     int        `json:"table,omitempty"`
+	Gateway   netip.Addr `json:"gateway,omitzero"`
+	GatewayV6 netip.Addr `json:"gatewayV6,omitzero"`
+	MTU       int        `json:"mtu,omitempty"`
+	// Prefix is the pod address with the vSwitch prefix length (MoveENI).
+	Prefix netip.Prefix `json:"prefix,omitzero"`
+	// Pod is the attachment for SetupPod, TeardownPod, MoveENI, ReturnENI.
+	Pod *PodTarget `json:"pod,omitempty"`
+	// Status is what PublishStatus writes; nil means remove the status file
+	// of Target (the attachment is gone).
+	Status *PodStatus `json:"status,omitempty"`
+}
+
+// PodTarget is the pod attachment a node action works on.
+type PodTarget struct {
+	Key       observed.AttachmentKey `json:"key"`
+	Revision  string                 `json:"revision,omitempty"`
+	Namespace string                 `json:"namespace,omitempty"`
+	Name      string                 `json:"name,omitempty"`
+	NetNS     string                 `json:"netns,omitempty"`
+	IfName    string                 `json:"ifName,omitempty"`
+	IPv4      netip.Addr             `json:"ipv4,omitzero"`
+	IPv6      netip.Addr             `json:"ipv6,omitzero"`
+	ENIID     string                 `json:"eniID,omitempty"`
+	ENIMAC    string                 `json:"eniMAC,omitempty"`
+	// Table is the ENI's route table the pod's rules point at (shared mode).
+	Table     int                `json:"table,omitempty"`
+	Bandwidth *desired.Bandwidth `json:"bandwidth,omitempty"`
+	MTU       int                `json:"mtu,omitempty"`
+}
+
+// Status phases.
+const (
+	PhasePending = "Pending"
+	PhaseReady   = "Ready"
+	PhaseFailed  = "Failed"
+)
+
+// PodStatus is the answer to one attachment.
+type PodStatus struct {
+	Key        observed.AttachmentKey `json:"key"`
+	Revision   string                 `json:"revision,omitempty"`
+	Phase      string                 `json:"phase"`
+	Reason     string                 `json:"reason,omitempty"`
+	ReasonCode ReasonCode             `json:"reasonCode"`
+	IPv4       netip.Addr             `json:"ipv4,omitzero"`
+	IPv6       netip.Addr             `json:"ipv6,omitzero"`
+	Gateway    netip.Addr             `json:"gateway,omitzero"`
+	GatewayV6  netip.Addr             `json:"gatewayV6,omitzero"`
+	ENIID      string                 `json:"eniID,omitempty"`
+	ENIMAC     string                 `json:"eniMAC,omitempty"`
+	IfName     string                 `json:"ifName,omitempty"`
+	Exclusive  bool                   `json:"exclusive,omitempty"`
+}
+
+// Empty reports whether the plan changes nothing.
+func (p Plan) Empty() bool { return len(p.Actions) == 0 }
+
+// CloudCalls counts the actions that are ECS API calls.
+func (p Plan) CloudCalls() int {
+	n := 0
+	for _, a := range p.Actions {
+		if a.Kind.Cloud() {
+			n++
+		}
+	}
+	return n
+}
+
+// NodeChanges counts the actions that change the node (kernel or status files).
+func (p Plan) NodeChanges() int { return len(p.Actions) - p.CloudCalls() }

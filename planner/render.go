@@ -1,0 +1,204 @@
+package planner
+
+import (
+	"encoding/json"
+	"net/netip"
+	"strings"
+)
+
+// FormatVersion is the version of the plan's JSON form (docs/plan.md,
+// docs/plan.schema.json). It changes only when a field changes meaning or
+// goes away; added fields keep it.
+const FormatVersion = 1
+
+// Render returns the plan as text, terraform style: actions grouped by ENI
+// and by pod, one line each with its symbol, its ID and dependencies and
+// its reason, then a summary line; "No changes." when there is nothing to do.
+func (p Plan) Render() string {
+	var w strings.Builder
+	w.WriteString("enid plan")
+	if p.NodeName != "" {
+		w.WriteString(" for node " + p.NodeName)
+	}
+	if p.InstanceID != "" {
+		w.WriteString(" (instance " + p.InstanceID + ")")
+	}
+	w.WriteString("\n")
+	if !p.Complete {
+		w.WriteString("Plan is INCOMPLETE: nothing is released or created until the observation is whole.\n")
+	}
+	for _, pr := range p.Problems {
+		w.WriteString("! " + pr + "\n")
+	}
+	if p.Empty() {
+		w.WriteString("No changes. The node matches the desired state.\n")
+	} else {
+		var order []string
+		groups := map[string][]Action{}
+		for _, a := range p.Actions {
+			g := groupOf(a)
+			if _, ok := groups[g]; !ok {
+				order = append(order, g)
+			}
+			groups[g] = append(groups[g], a)
+		}
+		for _, g := range order {
+			w.WriteString("\n  # " + g + "\n")
+			for _, a := range groups[g] {
+				w.WriteString("  " + string(a.Kind.Symbol()) + " " + describe(a))
+				w.WriteString("  [" + itoa(a.ID))
+				if len(a.DependsOn) > 0 {
+					w.WriteString(" after")
+					for i, d := range a.DependsOn {
+						if i > 0 {
+							w.WriteString(",")
+						}
+						w.WriteString(" " + itoa(d))
+					}
+				}
+				w.WriteString("]")
+				if a.Reason.Code != "" {
+					w.WriteString("  # " + string(a.Reason.Code))
+					if a.Reason.Text != "" {
+						w.WriteString(": " + a.Reason.Text)
+					}
+				}
+				w.WriteString("\n")
+			}
+		}
+		w.WriteString("\nPlan: " + itoa(p.CloudCalls()) + " cloud calls, " + itoa(p.NodeChanges()) + " node changes.\n")
+	}
+	s := p.Pool
+	w.WriteString("Pool: total " + itoa(s.Total) + ", used " + itoa(s.Used) + ", idle " + itoa(s.Idle) +
+		", cooldown " + itoa(s.Cooldown) + ", sticky " + itoa(s.Sticky) + ", waiting " + itoa(s.Waiting) +
+		", target " + itoa(s.Target) + ", capacity " + itoa(s.Capacity) + ".\n")
+	return w.String()
+}
+
+// groupOf names the section an action is shown in.
+func groupOf(a Action) string {
+	if a.Pod != nil || a.Kind == PublishStatus {
+		return "pod " + a.Target
+	}
+	if a.ENIRef > 0 {
+		return "eni new#" + itoa(a.ENIRef-1)
+	}
+	return "eni " + a.Target
+}
+
+// describe renders the action's kind, target and parameters.
+func describe(a Action) string {
+	var w strings.Builder
+	w.WriteString(string(a.Kind) + " " + a.Target)
+	switch a.Kind {
+	case CreateENI:
+		w.WriteString(" in " + a.VSwitchID)
+		counts(&w, a)
+	case AttachENI:
+		w.WriteString(" to " + a.InstanceID)
+	case AssignIPs:
+		counts(&w, a)
+	case UnassignIPs:
+		addrs(&w, a.IPv4)
+		addrs(&w, a.IPv6)
+	case ConfigureENI:
+		if a.Table == 0 {
+			w.WriteString(" table 1000+index")
+		} else {
+			w.WriteString(" table " + itoa(a.Table))
+		}
+		if a.Gateway.IsValid() {
+			w.WriteString(" via " + a.Gateway.String())
+		}
+		if a.GatewayV6.IsValid() {
+			w.WriteString(" via " + a.GatewayV6.String())
+		}
+	case SetupPod, MoveENI, TeardownPod, ReturnENI:
+		if a.Pod != nil {
+			pair(&w, a.Pod.IPv4, a.Pod.IPv6)
+			if a.Pod.ENIID != "" {
+				w.WriteString(" on " + a.Pod.ENIID)
+			} else if a.Pod.ENIMAC != "" {
+				w.WriteString(" on " + a.Pod.ENIMAC)
+			}
+		}
+	case PublishStatus:
+		if a.Status == nil {
+			w.WriteString(" remove")
+			break
+		}
+		w.WriteString(" " + a.Status.Phase)
+		pair(&w, a.Status.IPv4, a.Status.IPv6)
+		if a.Status.ENIID != "" {
+			w.WriteString(" on " + a.Status.ENIID)
+		}
+		if a.Status.Phase != PhaseReady {
+			w.WriteString(" (" + string(a.Status.ReasonCode) + ": " + a.Status.Reason + ")")
+		}
+	}
+	return w.String()
+}
+
+func counts(w *strings.Builder, a Action) {
+	if a.IPv4Count > 0 {
+		w.WriteString(" ipv4 +" + itoa(a.IPv4Count))
+	}
+	if a.IPv6Count > 0 {
+		w.WriteString(" ipv6 +" + itoa(a.IPv6Count))
+	}
+}
+
+func addrs(w *strings.Builder, l []netip.Addr) {
+	for _, x := range l {
+		w.WriteString(" " + x.String())
+	}
+}
+
+func pair(w *strings.Builder, a, b netip.Addr) {
+	if a.IsValid() {
+		w.WriteString(" " + a.String())
+	}
+	if b.IsValid() {
+		w.WriteString(" " + b.String())
+	}
+}
+
+// jsonPlan is the JSON form of a Plan (docs/plan.md).
+type jsonPlan struct {
+	FormatVersion int         `json:"formatVersion"`
+	Node          string      `json:"node,omitempty"`
+	InstanceID    string      `json:"instanceID,omitempty"`
+	Complete      bool        `json:"complete"`
+	Empty         bool        `json:"empty"`
+	CloudCalls    int         `json:"cloudCalls"`
+	NodeChanges   int         `json:"nodeChanges"`
+	Problems      []string    `json:"problems"`
+	Actions       []Action    `json:"actions"`
+	Statuses      []PodStatus `json:"statuses"`
+	Pool          PoolSummary `json:"pool"`
+	Memory        Memory      `json:"memory"`
+}
+
+// MarshalJSON writes the plan in its documented JSON form.
+func (p Plan) MarshalJSON() ([]byte, error) {
+	j := jsonPlan{
+		FormatVersion: FormatVersion, Node: p.NodeName, InstanceID: p.InstanceID,
+		Complete: p.Complete, Empty: p.Empty(), CloudCalls: p.CloudCalls(), NodeChanges: p.NodeChanges(),
+		Problems: p.Problems, Actions: p.Actions, Statuses: p.Statuses, Pool: p.Pool, Memory: p.Memory,
+	}
+	if j.Problems == nil {
+		j.Problems = []string{}
+	}
+	if j.Actions == nil {
+		j.Actions = []Action{}
+	}
+	if j.Statuses == nil {
+		j.Statuses = []PodStatus{}
+	}
+	return json.Marshal(j)
+}
+
+// JSON returns the plan's JSON form, indented for people.
+func (p Plan) JSON() ([]byte, error) {
+	return json.MarshalIndent(p, "", "  ")
+}
