@@ -158,10 +158,6 @@ func typeName(t reflect.Type) string {
 		return "a non-negative integer"
 	case reflect.Float32, reflect.Float64:
 		return "a number"
-	case reflect.Map:
-		return "a mapping of " + typeName(t.Elem())
-	case reflect.Slice:
-		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(typeName(t.Elem()), "a "), "an ") + "s"
 	}
 	return "a " + t.String()
 }
@@ -189,26 +185,19 @@ func describe(v any) string {
 }
 
 // isLeaf reports whether t is decoded whole by encoding/json: it decodes
-// itself, or it holds no structs whose keys need checking.
+// itself, or it is a scalar. Structs, maps and lists are walked so that a
+// problem names the exact key or index.
 func isLeaf(t reflect.Type) bool {
 	if reflect.PointerTo(t).Implements(jsonUnmarshalerType) {
 		return true
 	}
 	switch t.Kind() {
-	case reflect.Struct:
+	case reflect.Struct, reflect.Map, reflect.Slice:
 		return false
 	case reflect.Pointer:
-		return t.Elem().Kind() != reflect.Struct
+		return isLeaf(t.Elem())
 	}
-	return !isMapOfStruct(t) && !isSliceOfStruct(t)
-}
-
-func isMapOfStruct(t reflect.Type) bool {
-	return t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Struct
-}
-
-func isSliceOfStruct(t reflect.Type) bool {
-	return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct
+	return true
 }
 
 // jsonFields maps JSON names to field indexes; fields tagged "-" are not

@@ -193,7 +193,7 @@ func parseDocument(file string, data []byte) (document, []Problem) {
 	}
 	j, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return fail("not valid YAML: %v", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+		return fail("not valid YAML: %s", yamlMessage(err))
 	}
 	v, err := decodeGeneric(j)
 	if err != nil {
@@ -222,6 +222,16 @@ func parseDocument(file string, data []byte) (document, []Problem) {
 		ps = append(ps, p)
 	}
 	return doc, ps
+}
+
+// yamlMessage puts the YAML library's error on one line without its
+// prefixes: "line 4: key "pool" already set in map".
+func yamlMessage(err error) string {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	for _, p := range []string{"error converting YAML to JSON: ", "yaml: ", "unmarshal errors: "} {
+		msg = strings.TrimPrefix(msg, p)
+	}
+	return msg
 }
 
 // maxConfigSize bounds one config file; real ones are a few KiB.
@@ -344,6 +354,9 @@ func build(docs []document, facts NodeFacts, schema []Problem) (Config, error) {
 		m, ok := body.(map[string]any)
 		if err != nil || !ok {
 			continue // reported by parseDocument
+		}
+		for _, k := range []string{"apiVersion", "kind", "overrides"} {
+			delete(m, k) // not allowed in an override; reported by parseDocument
 		}
 		src := fmt.Sprintf("overrides[%d]", i)
 		if f := origin["overrides"]; f != "" {
