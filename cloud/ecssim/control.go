@@ -1,0 +1,71 @@
+package ecssim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// serveControl is the control API, on the ECS listener under /_sim/:
+//
+//	GET  /_sim/counters        action -> outcome -> count (JSON)
+//	POST /_sim/reset-counters  zero the counters
+//	GET  /_sim/state           the whole model (State, JSON)
+//	POST /_sim/faults          a Fault (JSON): one-shot, or a rate
+//	GET  /_sim/settings        the run-time Settings (JSON)
+//	POST /_sim/settings        replace the run-time Settings (JSON)
+//
+// It is not authenticated: the simulator is for loopback use.
+func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
+	var v any
+	switch r.Method + " " + r.URL.Path {
+	case "GET /_sim/counters":
+		v = s.Counters()
+	case "POST /_sim/reset-counters":
+		s.ResetCounters()
+		v = struct{}{}
+	case "GET /_sim/state":
+		v = s.Dump()
+	case "POST /_sim/faults":
+		var f Fault
+		if err := decodeBody(r, &f); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if f.Code == "" && f.Rate == 0 {
+			http.Error(w, "fault: needs Code (one-shot) or Rate", http.StatusBadRequest)
+			return
+		}
+		s.InjectFault(f)
+		v = struct{}{}
+	case "GET /_sim/settings":
+		v = s.CurrentSettings()
+	case "POST /_sim/settings":
+		var st Settings
+		if err := decodeBody(r, &st); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.SetSettings(st)
+		v = struct{}{}
+	default:
+		http.Error(w, fmt.Sprintf("no control endpoint %s %s", r.Method, r.URL.Path), http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		s.log.Debug("ecssim: control write", "err", err)
+	}
+}
+
+func decodeBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decode %s: %w", r.URL.Path, err)
+	}
+	return nil
+}

@@ -1,0 +1,252 @@
+package ecssim
+
+import (
+	"encoding/json"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+)
+
+func (s *Server) describeNetworkInterfaces(c call) (obj, error) {
+	p := c.p
+	ids := list(p, "NetworkInterfaceId")
+	if len(ids) > 100 {
+		return nil, apiErr("InvalidParameter", "At most 100 NetworkInterfaceId.N are allowed.")
+	}
+	want, err := tags(p)
+	if err != nil {
+		return nil, err
+	}
+	var addrs []netip.Addr
+	for _, a := range list(p, "PrivateIpAddress") {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return nil, apiErr("InvalidParameter", "PrivateIpAddress %q is not an address.", a)
+		}
+		addrs = append(addrs, ip)
+	}
+	inst, typ, status := p.Get("InstanceId"), p.Get("Type"), p.Get("Status")
+	vpc, vsw, sg, prim := p.Get("VpcId"), p.Get("VSwitchId"), p.Get("SecurityGroupId"), p.Get("PrimaryIpAddress")
+
+	s.mu.Lock()
+	var match []*ENIState
+	for _, e := range s.viewENIsLocked() {
+		switch {
+		case len(ids) > 0 && !slices.Contains(ids, e.ID),
+			inst != "" && e.InstanceID != inst,
+			typ != "" && e.Type != typ,
+			status != "" && e.Status != status,
+			vpc != "" && e.VPCID != vpc,
+			vsw != "" && e.VSwitchID != vsw,
+			sg != "" && !slices.Contains(e.SecurityGroups, sg),
+			prim != "" && e.PrimaryIP.String() != prim:
+			continue
+		}
+		if !tagsMatch(e.Tags, want) || !holdsAny(e, addrs) {
+			continue
+		}
+		match = append(match, e.clone())
+	}
+	s.mu.Unlock()
+
+	keys := make([]string, len(match))
+	for i, e := range match {
+		keys[i] = e.ID
+	}
+	pg, err := paginate(p, keys, 10, 500, true)
+	if err != nil {
+		return nil, err
+	}
+	if p.Get("MaxResults") != "" && pg.pageSize < 10 {
+		return nil, apiErr("InvalidParameter", "MaxResults must be from 10 to 500.")
+	}
+	items := []obj{}
+	for _, e := range match[pg.from:pg.to] {
+		items = append(items, renderENI(e))
+	}
+	out := obj{"TotalCount": len(match), "NextToken": pg.nextToken, "NetworkInterfaceSets": obj{"NetworkInterfaceSet": items}}
+	if pg.pageNumber > 0 {
+		out["PageNumber"], out["PageSize"] = pg.pageNumber, pg.pageSize
+	}
+	return out, nil
+}
+
+func tagsMatch(have, want map[string]string) bool {
+	for k, v := range want {
+		hv, ok := have[k]
+		if !ok || (v != "" && hv != v) {
+			return false
+		}
+	}
+	return true
+}
+
+func holdsAny(e *ENIState, addrs []netip.Addr) bool {
+	if len(addrs) == 0 {
+		return true
+	}
+	for _, a := range addrs {
+		if a == e.PrimaryIP || slices.Contains(e.IPv4, a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) describeInstances(c call) (obj, error) {
+	p := c.p
+	var ids []string
+	if raw := p.Get("InstanceIds"); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &ids); err != nil {
+			return nil, apiErr("InvalidParameter", "InstanceIds must be a JSON array of strings: %v.", err)
+		}
+		if len(ids) > 100 {
+			return nil, apiErr("InvalidParameter", "At most 100 InstanceIds are allowed.")
+		}
+	}
+	vpc, vsw, zone, typ := p.Get("VpcId"), p.Get("VSwitchId"), p.Get("ZoneId"), p.Get("InstanceType")
+
+	s.mu.Lock()
+	view := s.viewENIsLocked()
+	var match []obj
+	var keys []string
+	insts := s.m.snapshot().Instances
+	for _, in := range insts {
+		switch {
+		case len(ids) > 0 && !slices.Contains(ids, in.ID),
+			vpc != "" && vpc != s.m.vpcID,
+			vsw != "" && vsw != in.VSwitchID,
+			zone != "" && zone != in.ZoneID,
+			typ != "" && typ != in.InstanceType:
+			continue
+		}
+		match = append(match, s.renderInstanceLocked(in, view))
+		keys = append(keys, in.ID)
+	}
+	s.mu.Unlock()
+
+	pg, err := paginate(p, keys, 10, 100, true)
+	if err != nil {
+		return nil, err
+	}
+	items := append([]obj{}, match[pg.from:pg.to]...)
+	out := obj{"TotalCount": len(match), "NextToken": pg.nextToken, "Instances": obj{"Instance": items}}
+	if pg.pageNumber > 0 {
+		out["PageNumber"], out["PageSize"] = pg.pageNumber, pg.pageSize
+	}
+	return out, nil
+}
+
+func (s *Server) renderInstanceLocked(in InstanceState, view []*ENIState) obj {
+	t := s.m.types[in.InstanceType]
+	var nics []obj
+	primaryIP := ""
+	for _, e := range view {
+		if e.InstanceID != in.ID || (e.Status != "InUse" && e.Status != "Detaching") {
+			continue
+		}
+		if e.Type == "Primary" {
+			primaryIP = e.PrimaryIP.String()
+		}
+		r := renderENI(e)
+		nics = append(nics, obj{
+			"NetworkInterfaceId": e.ID, "MacAddress": e.MAC, "PrimaryIpAddress": e.PrimaryIP.String(), "Type": e.Type,
+			"PrivateIpSets": r["PrivateIpSets"], "Ipv6Sets": r["Ipv6Sets"],
+		})
+	}
+	sort.Slice(nics, func(i, j int) bool {
+		return nics[i]["Type"] == "Primary" && nics[j]["Type"] != "Primary"
+	})
+	return obj{
+		"InstanceId": in.ID, "InstanceName": in.ID, "HostName": strings.TrimPrefix(in.ID, "i-"),
+		"RegionId": s.m.region, "ZoneId": in.ZoneID, "InstanceType": in.InstanceType, "InstanceTypeFamily": t.Family,
+		"Cpu": t.CPUCores, "Memory": int(t.MemoryGiB * 1024), "Status": "Running", "InstanceNetworkType": "vpc",
+		"OSType": "linux", "CreationTime": fmtTime(in.CreatedAt),
+		"VpcAttributes": obj{"VpcId": s.m.vpcID, "VSwitchId": in.VSwitchID, "NatIpAddress": "",
+			"PrivateIpAddress": obj{"IpAddress": []string{primaryIP}}},
+		"SecurityGroupIds":  obj{"SecurityGroupId": orEmpty(in.SecurityGroups)},
+		"NetworkInterfaces": obj{"NetworkInterface": append([]obj{}, nics...)},
+		"Tags":              obj{"Tag": []obj{}},
+		"PublicIpAddress":   obj{"IpAddress": []string{}},
+		"InnerIpAddress":    obj{"IpAddress": []string{}},
+		"EipAddress":        obj{},
+	}
+}
+
+func (s *Server) describeInstanceTypes(c call) (obj, error) {
+	want := list(c.p, "InstanceTypes")
+	var keys []string
+	var items []obj
+	for _, t := range InstanceTypes() {
+		if len(want) > 0 && !slices.Contains(want, t.ID) {
+			continue
+		}
+		if f := c.p.Get("InstanceTypeFamily"); f != "" && f != t.Family {
+			continue
+		}
+		keys = append(keys, t.ID)
+		items = append(items, obj{
+			"InstanceTypeId": t.ID, "InstanceTypeFamily": t.Family, "CpuCoreCount": t.CPUCores, "MemorySize": t.MemoryGiB,
+			"EniQuantity": t.ENIs, "EniPrivateIpAddressQuantity": t.IPv4PerENI, "EniIpv6AddressQuantity": t.IPv6PerENI,
+			"EniTotalQuantity": t.ENITotal, "EniTrunkSupported": t.TrunkSupported, "EriQuantity": 0,
+			"InstanceCategory": "General-purpose", "CpuArchitecture": "X86", "InstanceFamilyLevel": "EnterpriseLevel",
+		})
+	}
+	// DescribeInstanceTypes pages by token only.
+	p := c.p
+	if p.Get("MaxResults") == "" {
+		p = cloneValues(p)
+		p.Set("MaxResults", "1600")
+	}
+	pg, err := paginate(p, keys, 1600, 1600, true)
+	if err != nil {
+		return nil, err
+	}
+	return obj{"NextToken": pg.nextToken, "InstanceTypes": obj{"InstanceType": append([]obj{}, items[pg.from:pg.to]...)}}, nil
+}
+
+func (s *Server) describeVSwitches(c call) (obj, error) {
+	p := c.p
+	var ids []string
+	if v := p.Get("VSwitchId"); v != "" {
+		ids = strings.Split(v, ",")
+	}
+	vpc, zone := p.Get("VpcId"), p.Get("ZoneId")
+	want, err := tags(p)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	st := s.m.snapshot()
+	s.mu.Unlock()
+	var keys []string
+	var items []obj
+	for _, v := range st.VSwitches {
+		switch {
+		case len(ids) > 0 && !slices.Contains(ids, v.ID),
+			vpc != "" && vpc != v.VPCID,
+			zone != "" && zone != v.ZoneID,
+			!tagsMatch(v.Tags, want):
+			continue
+		}
+		keys = append(keys, v.ID)
+		v6 := ""
+		if v.IPv6CIDR.IsValid() {
+			v6 = v.IPv6CIDR.String()
+		}
+		items = append(items, obj{
+			"VSwitchId": v.ID, "VpcId": v.VPCID, "ZoneId": v.ZoneID, "CidrBlock": v.CIDR.String(), "Ipv6CidrBlock": v6,
+			"EnabledIpv6": v6 != "", "AvailableIpAddressCount": v.AvailableIPs, "Status": "Available", "VSwitchName": v.ID,
+			"IsDefault": false, "CreationTime": "2024-01-01T00:00:00Z", "Description": "",
+			"RouteTable": obj{"RouteTableId": "vtb-sim", "RouteTableType": "System"},
+			"Tags":       obj{"Tag": renderTags(v.Tags, "Key", "Value")},
+		})
+	}
+	pg, err := paginate(p, keys, 10, 50, false)
+	if err != nil {
+		return nil, err
+	}
+	return obj{"TotalCount": len(items), "PageNumber": pg.pageNumber, "PageSize": pg.pageSize,
+		"VSwitches": obj{"VSwitch": append([]obj{}, items[pg.from:pg.to]...)}}, nil
+}

@@ -1,0 +1,151 @@
+package ecssim
+
+import (
+	"math"
+	"time"
+)
+
+// bucket is the account-wide token bucket (AccountRateLimit).
+type bucket struct {
+	qps    float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func (b *bucket) set(r RateLimit, now time.Time) {
+	b.qps = r.QPS
+	b.burst = float64(r.Burst)
+	if b.burst <= 0 {
+		b.burst = math.Max(1, r.QPS)
+	}
+	b.tokens, b.last = b.burst, now
+}
+
+// take reports whether a call may proceed now.
+func (b *bucket) take(now time.Time) bool {
+	if b.qps <= 0 {
+		return true
+	}
+	if el := now.Sub(b.last).Seconds(); el > 0 {
+		b.tokens = math.Min(b.burst, b.tokens+el*b.qps)
+		b.last = now
+	}
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// InjectFault scripts an error (see Fault).
+func (s *Server) InjectFault(f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f.Rate > 0 {
+		if f.Action == "" {
+			s.run.Faults.Rate = f.Rate
+			return
+		}
+		pa := make(map[string]float64, len(s.run.Faults.PerAction)+1)
+		for k, v := range s.run.Faults.PerAction {
+			pa[k] = v
+		}
+		pa[f.Action] = f.Rate
+		s.run.Faults.PerAction = pa
+		return
+	}
+	if f.Count <= 0 {
+		f.Count = 1
+	}
+	s.oneShot = append(s.oneShot, f)
+}
+
+// Settings are the behaviours that can be changed at run time.
+type Settings struct {
+	Faults           Faults
+	Latency          Latency
+	AccountRateLimit RateLimit
+	StaleReads       time.Duration
+}
+
+// SetSettings replaces the run-time behaviours (random faults, latency,
+// account rate limit, stale-read window) and clears scripted faults.
+func (s *Server) SetSettings(st Settings) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.run = runtimeSettings(st)
+	s.oneShot = nil
+	s.bucket.set(st.AccountRateLimit, s.now())
+}
+
+// CurrentSettings returns the run-time behaviours in force.
+func (s *Server) CurrentSettings() Settings {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Settings(s.run)
+}
+
+// admit decides, with mu held, whether a call proceeds: it applies the
+// account rate limit, then scripted faults, then random faults. It also
+// returns the latency to add.
+func (s *Server) admitLocked(action string) (time.Duration, *apiError) {
+	d := s.latencyLocked(action)
+	if !s.bucket.take(s.now()) {
+		return d, apiErr("Throttling.User", "%s", errorMessages["Throttling.User"])
+	}
+	for i, f := range s.oneShot {
+		if f.Action != "" && f.Action != action {
+			continue
+		}
+		f.Count--
+		if f.Count <= 0 {
+			s.oneShot = append(s.oneShot[:i:i], s.oneShot[i+1:]...)
+		} else {
+			s.oneShot[i] = f
+		}
+		e := apiErr(f.Code, "%s", f.Message)
+		if e.Message == "" {
+			e.Message = errorMessages[f.Code]
+			if e.Message == "" {
+				e.Message = "Injected fault."
+			}
+		}
+		if f.Status != 0 {
+			e.Status = f.Status
+		}
+		return d, e
+	}
+	rate, ok := s.run.Faults.PerAction[action]
+	if !ok {
+		rate = s.run.Faults.Rate
+	}
+	if rate > 0 && s.rng.Float64() < rate {
+		codes := s.run.Faults.Codes
+		if len(codes) == 0 {
+			codes = []string{"Throttling", "InternalError", "ServiceUnavailable"}
+		}
+		c := codes[s.rng.IntN(len(codes))]
+		msg := errorMessages[c]
+		if msg == "" {
+			msg = "Injected fault."
+		}
+		return d, apiErr(c, "%s", msg)
+	}
+	return d, nil
+}
+
+func (s *Server) latencyLocked(action string) time.Duration {
+	l := LatencyDist{Fixed: s.run.Latency.Fixed, Uniform: s.run.Latency.Uniform, Exponential: s.run.Latency.Exponential}
+	if pa, ok := s.run.Latency.PerAction[action]; ok {
+		l = pa
+	}
+	d := l.Fixed
+	if l.Uniform > 0 {
+		d += time.Duration(s.rng.Int64N(int64(l.Uniform)))
+	}
+	if l.Exponential > 0 {
+		d += time.Duration(s.rng.ExpFloat64() * float64(l.Exponential))
+	}
+	return d
+}

@@ -1,0 +1,471 @@
+package ecssim
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Limits of the API that do not depend on the instance type.
+const (
+	maxSecondaryAtCreate   = 49 // SecondaryPrivateIpAddressCount at CreateNetworkInterface
+	maxAssignOnAvailable   = 10 // addresses per Assign call on an Available ENI
+	maxIPv4Unattached      = 50 // private IPv4 of an ENI that is not attached (primary included)
+	maxIPv6Unattached      = 50 // IPv6 of an ENI that is not attached
+	maxSecurityGroupsOnENI = 10
+)
+
+// model is the simulated account. Its methods are called with Server.mu
+// held; they change nothing when they return an error.
+type model struct {
+	region    string
+	vpcID     string
+	vpcCIDR   netip.Prefix
+	types     map[string]InstanceType
+	sgs       map[string]bool
+	instances map[string]*InstanceState
+	enis      map[string]*ENIState
+	vsw       map[string]*VSwitchState
+	pools     map[string]*pool
+	seq       uint64
+	maxENIs   int
+}
+
+func (m *model) nextID(prefix string) string {
+	m.seq++
+	return fmt.Sprintf("%s%014x", prefix, m.seq)
+}
+
+func (m *model) nextMAC() string {
+	m.seq++
+	n := m.seq
+	return fmt.Sprintf("00:16:3e:%02x:%02x:%02x", byte(n>>16), byte(n>>8), byte(n))
+}
+
+func (m *model) addVSwitch(c VSwitchConfig) error {
+	if c.ID == "" {
+		return fmt.Errorf("vswitch without id")
+	}
+	if _, dup := m.vsw[c.ID]; dup {
+		return fmt.Errorf("vswitch %s defined twice", c.ID)
+	}
+	if !c.CIDR.IsValid() || !c.CIDR.Addr().Is4() || c.CIDR.Bits() > 29 {
+		return fmt.Errorf("vswitch %s: cidr %s is not an IPv4 prefix of /29 or larger", c.ID, c.CIDR)
+	}
+	if !m.vpcCIDR.Contains(c.CIDR.Addr()) || c.CIDR.Bits() < m.vpcCIDR.Bits() {
+		return fmt.Errorf("vswitch %s: cidr %s outside vpc %s", c.ID, c.CIDR, m.vpcCIDR)
+	}
+	for _, o := range m.vsw {
+		if o.CIDR.Overlaps(c.CIDR) {
+			return fmt.Errorf("vswitch %s: cidr %s overlaps %s", c.ID, c.CIDR, o.ID)
+		}
+	}
+	if c.IPv6CIDR.IsValid() && (c.IPv6CIDR.Addr().Is4() || c.IPv6CIDR.Bits() > 120) {
+		return fmt.Errorf("vswitch %s: ipv6 cidr %s is not an IPv6 prefix of /120 or larger", c.ID, c.IPv6CIDR)
+	}
+	p := newPool(c.CIDR, c.IPv6CIDR)
+	m.pools[c.ID] = p
+	m.vsw[c.ID] = &VSwitchState{ID: c.ID, ZoneID: c.Zone, VPCID: m.vpcID, CIDR: c.CIDR.Masked(), IPv6CIDR: c.IPv6CIDR.Masked(), AvailableIPs: p.available(), Tags: map[string]string{}}
+	return nil
+}
+
+func (m *model) syncAvailable(vswID string) {
+	m.vsw[vswID].AvailableIPs = m.pools[vswID].available()
+}
+
+// eventOf renders an ENI for a hook.
+func (m *model) eventOf(e *ENIState) ENIEvent {
+	ev := ENIEvent{InstanceID: e.InstanceID, ENIID: e.ID, MAC: e.MAC, PrimaryIP: e.PrimaryIP,
+		IPv4: slices.Clone(e.IPv4), IPv6: slices.Clone(e.IPv6), DeviceIndex: e.DeviceIndex}
+	if v := m.vsw[e.VSwitchID]; v != nil {
+		ev.CIDR = v.CIDR
+		ev.Gateway = gatewayOf(v.CIDR)
+	}
+	return ev
+}
+
+// gatewayOf is the vSwitch gateway: the address at index -3 of the CIDR.
+func gatewayOf(p netip.Prefix) netip.Addr {
+	if !p.IsValid() || !p.Addr().Is4() || p.Bits() > 29 {
+		return netip.Addr{}
+	}
+	return newPool(p, netip.Prefix{}).addr4((uint64(1) << (32 - p.Bits())) - 3)
+}
+
+// newENIParams are the checked inputs of createENI.
+type newENIParams struct {
+	vswID       string
+	sgs         []string
+	tags        map[string]string
+	secondary   int
+	addrs       []netip.Addr
+	ipv6Count   int
+	description string
+	trafficMode string
+	eniType     string
+	now         time.Time
+}
+
+func (m *model) createENI(p newENIParams) (*ENIState, error) {
+	v := m.vsw[p.vswID]
+	if v == nil {
+		return nil, apiErr("InvalidVSwitchId.NotFound", "The specified VSwitchId %q does not exist.", p.vswID)
+	}
+	for _, sg := range p.sgs {
+		if !m.sgs[sg] {
+			return nil, apiErr("InvalidSecurityGroupId.NotFound", "The specified SecurityGroupId %q does not exist.", sg)
+		}
+	}
+	if m.maxENIs > 0 && len(m.enis) >= m.maxENIs {
+		return nil, apiErr("MaxEniCountExceeded", "The maximum number of ENIs in this account (%d) is reached.", m.maxENIs)
+	}
+	if p.secondary+len(p.addrs) > maxSecondaryAtCreate {
+		return nil, apiErr("InvalidOperation.Ipv4CountExceeded", "At most %d secondary private IP addresses can be assigned at creation.", maxSecondaryAtCreate)
+	}
+	if p.ipv6Count > maxIPv6Unattached {
+		return nil, apiErr("InvalidOperation.Ipv6CountExceeded", "At most %d IPv6 addresses can be assigned at creation.", maxIPv6Unattached)
+	}
+	pl := m.pools[p.vswID]
+	if p.ipv6Count > 0 && !pl.cidr6.IsValid() {
+		return nil, apiErr("InvalidVSwitchId.NotSupportIpv6", "The vSwitch %s has no IPv6 CIDR.", p.vswID)
+	}
+	if err := m.checkFree(pl, p.addrs); err != nil {
+		return nil, err
+	}
+	if pl.available() < 1+p.secondary+len(p.addrs) {
+		return nil, apiErr("InvalidVSwitchId.IpNotEnough", "The specified VSwitch %q has not enough IpAddress.", p.vswID)
+	}
+	id := m.nextID("eni-sim")
+	e := &ENIState{ID: id, MAC: m.nextMAC(), Status: "Available", Type: p.eniType, VSwitchID: v.ID, ZoneID: v.ZoneID, VPCID: v.VPCID,
+		SecurityGroups: slices.Clone(p.sgs), Tags: p.tags, Description: p.description, TrafficMode: p.trafficMode, CreatedAt: p.now}
+	if e.Tags == nil {
+		e.Tags = map[string]string{}
+	}
+	for _, a := range p.addrs {
+		pl.claim(id, a)
+	}
+	prim, _ := pl.take4(id, 1) // checked: enough are free
+	e.PrimaryIP = prim[0]
+	sec, _ := pl.take4(id, p.secondary)
+	e.IPv4 = sortAddrs(append(slices.Clone(p.addrs), sec...))
+	e.IPv6 = sortAddrs(pl.take6(id, p.ipv6Count))
+	m.enis[id] = e
+	m.syncAvailable(v.ID)
+	return e, nil
+}
+
+// checkFree checks that addrs are distinct, usable and free in pl.
+func (m *model) checkFree(pl *pool, addrs []netip.Addr) error {
+	seen := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			return apiErr("InvalidPrivateIpAddress.Duplicated", "The IP address %s is given twice.", a)
+		}
+		seen[a] = true
+		if !pl.usable4(a) {
+			return apiErr("InvalidParameter", "The IP address %s is not a usable address of vSwitch CIDR %s.", a, pl.cidr)
+		}
+		if _, used := pl.used[a]; used {
+			return apiErr("InvalidIp.IpAssigned", "The IP address %s is already assigned.", a)
+		}
+	}
+	return nil
+}
+
+func (m *model) eni(id string) (*ENIState, error) {
+	e := m.enis[id]
+	if e == nil {
+		return nil, apiErr("InvalidEniId.NotFound", "The specified NetworkInterfaceId %q does not exist.", id)
+	}
+	return e, nil
+}
+
+func (m *model) instance(id string) (*InstanceState, error) {
+	in := m.instances[id]
+	if in == nil {
+		return nil, apiErr("InvalidInstanceId.NotFound", "The specified InstanceId %q does not exist.", id)
+	}
+	return in, nil
+}
+
+// attached lists the ENIs attached or attaching to an instance.
+func (m *model) attached(instanceID string) []*ENIState {
+	var out []*ENIState
+	for _, e := range m.enis {
+		if e.InstanceID == instanceID {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].DeviceIndex < out[j].DeviceIndex })
+	return out
+}
+
+func (m *model) startAttach(eniID, instanceID string) (*ENIState, error) {
+	e, err := m.eni(eniID)
+	if err != nil {
+		return nil, err
+	}
+	in, err := m.instance(instanceID)
+	if err != nil {
+		return nil, err
+	}
+	if e.Status != "Available" {
+		return nil, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is %s; it must be Available to attach.", e.ID, e.Status)
+	}
+	if e.ZoneID != in.ZoneID {
+		return nil, apiErr("InvalidOperation.AvailabilityZoneMismatch", "The ENI %s is in zone %s, the instance in %s.", e.ID, e.ZoneID, in.ZoneID)
+	}
+	t := m.types[in.InstanceType]
+	att := m.attached(in.ID)
+	if len(att) >= t.ENIs {
+		return nil, apiErr("EniPerInstanceLimitExceeded", "The instance %s (%s) can hold at most %d ENIs.", in.ID, t.ID, t.ENIs)
+	}
+	if e.ipCount() > t.IPv4PerENI {
+		return nil, apiErr("InvalidOperation.Ipv4CountExceeded", "The ENI %s has %d private IPv4 addresses; %s allows %d per ENI.", e.ID, e.ipCount(), t.ID, t.IPv4PerENI)
+	}
+	if len(e.IPv6) > t.IPv6PerENI {
+		return nil, apiErr("InvalidOperation.Ipv6CountExceeded", "The ENI %s has %d IPv6 addresses; %s allows %d per ENI.", e.ID, len(e.IPv6), t.ID, t.IPv6PerENI)
+	}
+	used := map[int]bool{}
+	for _, o := range att {
+		used[o.DeviceIndex] = true
+	}
+	idx := 1
+	for used[idx] {
+		idx++
+	}
+	e.Status, e.InstanceID, e.DeviceIndex = "Attaching", in.ID, idx
+	return e, nil
+}
+
+func (m *model) startDetach(eniID, instanceID string) (*ENIState, error) {
+	e, err := m.eni(eniID)
+	if err != nil {
+		return nil, err
+	}
+	if instanceID != "" {
+		if _, err := m.instance(instanceID); err != nil {
+			return nil, err
+		}
+	}
+	if e.Type == "Primary" {
+		return nil, apiErr("InvalidOperation.DetachPrimaryEniNotAllowed", "The primary ENI %s cannot be detached.", e.ID)
+	}
+	if e.Status != "InUse" {
+		return nil, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is %s; it must be InUse to detach.", e.ID, e.Status)
+	}
+	if instanceID != "" && e.InstanceID != instanceID {
+		return nil, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is not attached to instance %s.", e.ID, instanceID)
+	}
+	e.Status = "Detaching"
+	return e, nil
+}
+
+func (m *model) startDelete(eniID string) (*ENIState, error) {
+	e, err := m.eni(eniID)
+	if err != nil {
+		return nil, err
+	}
+	if e.Status != "Available" || e.Type == "Primary" {
+		return nil, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is %s; it must be Available to delete.", e.ID, e.Status)
+	}
+	e.Status = "Deleting"
+	return e, nil
+}
+
+// remove deletes an ENI and returns its addresses to the vSwitch.
+func (m *model) remove(e *ENIState) {
+	pl := m.pools[e.VSwitchID]
+	pl.release(e.ID, e.PrimaryIP)
+	for _, a := range e.IPv4 {
+		pl.release(e.ID, a)
+	}
+	for _, a := range e.IPv6 {
+		pl.release(e.ID, a)
+	}
+	delete(m.enis, e.ID)
+	m.syncAvailable(e.VSwitchID)
+}
+
+// ipv4Limit is how many private IPv4 addresses (primary included) the ENI
+// may hold in its current state, and the most one call may add.
+func (m *model) ipv4Limit(e *ENIState) (total, perCall int) {
+	if e.InstanceID != "" {
+		t := m.types[m.instances[e.InstanceID].InstanceType]
+		return t.IPv4PerENI, t.IPv4PerENI
+	}
+	return maxIPv4Unattached, maxAssignOnAvailable
+}
+
+func (m *model) ipv6Limit(e *ENIState) (total, perCall int) {
+	if e.InstanceID != "" {
+		t := m.types[m.instances[e.InstanceID].InstanceType]
+		return t.IPv6PerENI, t.IPv6PerENI
+	}
+	return maxIPv6Unattached, maxAssignOnAvailable
+}
+
+func assignable(e *ENIState) error {
+	if e.Status != "Available" && e.Status != "InUse" {
+		return apiErr("InvalidOperation.InvalidEniState", "The ENI %s is %s; addresses can change only when it is Available or InUse.", e.ID, e.Status)
+	}
+	return nil
+}
+
+func (m *model) assign4(eniID string, count int, addrs []netip.Addr) (*ENIState, []netip.Addr, error) {
+	e, err := m.eni(eniID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := assignable(e); err != nil {
+		return nil, nil, err
+	}
+	n := count + len(addrs)
+	total, perCall := m.ipv4Limit(e)
+	if n > perCall || e.ipCount()+n > total {
+		return nil, nil, apiErr("InvalidOperation.Ipv4CountExceeded", "The ENI %s holds %d private IPv4 addresses; adding %d exceeds its limit of %d (at most %d per call).", e.ID, e.ipCount(), n, total, perCall)
+	}
+	pl := m.pools[e.VSwitchID]
+	if err := m.checkFree(pl, addrs); err != nil {
+		return nil, nil, err
+	}
+	if pl.available() < n {
+		return nil, nil, apiErr("InvalidVSwitchId.IpNotEnough", "The specified VSwitch %q has not enough IpAddress.", e.VSwitchID)
+	}
+	for _, a := range addrs {
+		pl.claim(e.ID, a)
+	}
+	got, _ := pl.take4(e.ID, count)
+	got = append(slices.Clone(addrs), got...)
+	e.IPv4 = sortAddrs(append(e.IPv4, got...))
+	m.syncAvailable(e.VSwitchID)
+	return e, got, nil
+}
+
+// unassign4 removes addrs; addresses the ENI does not hold are ignored
+// when some are held, and refused (InvalidIp.IpUnassigned) when none is.
+func (m *model) unassign4(eniID string, addrs []netip.Addr) (*ENIState, []netip.Addr, error) {
+	e, err := m.eni(eniID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := assignable(e); err != nil {
+		return nil, nil, err
+	}
+	for _, a := range addrs {
+		if a == e.PrimaryIP {
+			return nil, nil, apiErr("InvalidParameter", "The primary IP address %s of ENI %s cannot be unassigned.", a, e.ID)
+		}
+	}
+	gone := removeAddrs(&e.IPv4, addrs)
+	if len(gone) == 0 {
+		return nil, nil, apiErr("InvalidIp.IpUnassigned", "The IP addresses are not assigned to ENI %s.", e.ID)
+	}
+	pl := m.pools[e.VSwitchID]
+	for _, a := range gone {
+		pl.release(e.ID, a)
+	}
+	m.syncAvailable(e.VSwitchID)
+	return e, gone, nil
+}
+
+func (m *model) assign6(eniID string, count int, addrs []netip.Addr) (*ENIState, []netip.Addr, error) {
+	e, err := m.eni(eniID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := assignable(e); err != nil {
+		return nil, nil, err
+	}
+	pl := m.pools[e.VSwitchID]
+	if !pl.cidr6.IsValid() {
+		return nil, nil, apiErr("InvalidVSwitchId.NotSupportIpv6", "The vSwitch %s has no IPv6 CIDR.", e.VSwitchID)
+	}
+	n := count + len(addrs)
+	total, perCall := m.ipv6Limit(e)
+	if n > perCall || len(e.IPv6)+n > total {
+		return nil, nil, apiErr("InvalidOperation.Ipv6CountExceeded", "The ENI %s holds %d IPv6 addresses; adding %d exceeds its limit of %d.", e.ID, len(e.IPv6), n, total)
+	}
+	seen := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			return nil, nil, apiErr("InvalidPrivateIpAddress.Duplicated", "The IPv6 address %s is given twice.", a)
+		}
+		seen[a] = true
+		if !pl.usable6(a) {
+			return nil, nil, apiErr("InvalidParameter", "The IPv6 address %s is not in vSwitch IPv6 CIDR %s.", a, pl.cidr6)
+		}
+		if _, used := pl.used[a]; used {
+			return nil, nil, apiErr("InvalidIp.IpAssigned", "The IPv6 address %s is already assigned.", a)
+		}
+	}
+	for _, a := range addrs {
+		pl.claim(e.ID, a)
+	}
+	got := append(slices.Clone(addrs), pl.take6(e.ID, count)...)
+	e.IPv6 = sortAddrs(append(e.IPv6, got...))
+	return e, got, nil
+}
+
+func (m *model) unassign6(eniID string, addrs []netip.Addr) (*ENIState, []netip.Addr, error) {
+	e, err := m.eni(eniID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := assignable(e); err != nil {
+		return nil, nil, err
+	}
+	gone := removeAddrs(&e.IPv6, addrs)
+	if len(gone) == 0 {
+		return nil, nil, apiErr("InvalidIp.IpUnassigned", "The IPv6 addresses are not assigned to ENI %s.", e.ID)
+	}
+	pl := m.pools[e.VSwitchID]
+	for _, a := range gone {
+		pl.release(e.ID, a)
+	}
+	return e, gone, nil
+}
+
+// removeAddrs deletes addrs from *have and returns those it removed.
+func removeAddrs(have *[]netip.Addr, addrs []netip.Addr) []netip.Addr {
+	var gone []netip.Addr
+	for _, a := range addrs {
+		if i := slices.Index(*have, a); i >= 0 {
+			*have = slices.Delete(*have, i, i+1)
+			gone = append(gone, a)
+		}
+	}
+	return gone
+}
+
+func sortAddrs(a []netip.Addr) []netip.Addr {
+	slices.SortFunc(a, netip.Addr.Compare)
+	return a
+}
+
+// snapshot copies the model into a State.
+func (m *model) snapshot() State {
+	st := State{Region: m.region, VPCID: m.vpcID, VPCCIDR: m.vpcCIDR, Seq: m.seq}
+	for _, in := range m.instances {
+		c := *in
+		c.SecurityGroups = slices.Clone(in.SecurityGroups)
+		st.Instances = append(st.Instances, c)
+	}
+	for _, e := range m.enis {
+		st.ENIs = append(st.ENIs, *e.clone())
+	}
+	for _, v := range m.vsw {
+		c := *v
+		c.Tags = make(map[string]string, len(v.Tags))
+		for k, val := range v.Tags {
+			c.Tags[k] = val
+		}
+		st.VSwitches = append(st.VSwitches, c)
+	}
+	sort.Slice(st.Instances, func(i, j int) bool { return st.Instances[i].ID < st.Instances[j].ID })
+	sort.Slice(st.ENIs, func(i, j int) bool { return st.ENIs[i].ID < st.ENIs[j].ID })
+	sort.Slice(st.VSwitches, func(i, j int) bool { return st.VSwitches[i].ID < st.VSwitches[j].ID })
+	return st
+}

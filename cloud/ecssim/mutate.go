@@ -1,0 +1,325 @@
+package ecssim
+
+import (
+	"net/netip"
+	"time"
+)
+
+func parseAddrs(p []string, name string, v6 bool) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, s := range p {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Is4() == v6 {
+			return nil, apiErr("InvalidParameter", "%s %q is not a valid address.", name, s)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func (s *Server) createNetworkInterface(c call) (obj, error) {
+	p := c.p
+	vsw, err := required(p, "VSwitchId")
+	if err != nil {
+		return nil, err
+	}
+	sgs := list(p, "SecurityGroupIds")
+	if sg := p.Get("SecurityGroupId"); sg != "" {
+		sgs = append([]string{sg}, sgs...)
+	}
+	if len(sgs) == 0 {
+		return nil, apiErr("MissingParameter", "The input parameter \"SecurityGroupId\" that is mandatory for processing this request is not supplied.")
+	}
+	if len(sgs) > maxSecurityGroupsOnENI {
+		return nil, apiErr("InvalidParameter", "At most %d security groups are allowed.", maxSecurityGroupsOnENI)
+	}
+	tg, err := tags(p)
+	if err != nil {
+		return nil, err
+	}
+	sec, err := intParam(p, "SecondaryPrivateIpAddressCount", 0, 0, maxSecondaryAtCreate)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := parseAddrs(list(p, "PrivateIpAddress"), "PrivateIpAddress", false)
+	if err != nil {
+		return nil, err
+	}
+	if sec > 0 && len(addrs) > 0 {
+		return nil, apiErr("InvalidParameter", "SecondaryPrivateIpAddressCount and PrivateIpAddress.N are mutually exclusive.")
+	}
+	v6, err := intParam(p, "Ipv6AddressCount", 0, 0, maxIPv6Unattached)
+	if err != nil {
+		return nil, err
+	}
+	eniType := "Secondary"
+	switch t := p.Get("InstanceType"); t {
+	case "", "Secondary":
+	case "Trunk":
+		eniType = "Trunk"
+	default:
+		return nil, apiErr("InvalidParameter", "InstanceType %q must be Secondary or Trunk.", t)
+	}
+	mode := p.Get("NetworkInterfaceTrafficMode")
+	switch mode {
+	case "":
+		mode = "Standard"
+	case "Standard", "HighPerformance":
+	default:
+		return nil, apiErr("InvalidParameter", "NetworkInterfaceTrafficMode %q must be Standard or HighPerformance.", mode)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, err := s.m.createENI(newENIParams{vswID: vsw, sgs: sgs, tags: tg, secondary: sec, addrs: addrs, ipv6Count: v6,
+		description: p.Get("Description"), trafficMode: mode, eniType: eniType, now: s.now()})
+	if err != nil {
+		return nil, err
+	}
+	// Reads lag a creation too: for a while the new ENI is not listed.
+	if s.run.StaleReads > 0 {
+		s.stale[e.ID] = staleENI{until: s.now().Add(s.run.StaleReads)}
+	}
+	s.saveLocked()
+	return renderENI(e), nil
+}
+
+func (s *Server) attachNetworkInterface(c call) (obj, error) {
+	eniID, err := required(c.p, "NetworkInterfaceId")
+	if err != nil {
+		return nil, err
+	}
+	inst, err := required(c.p, "InstanceId")
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touchLocked(eniID)
+	if _, err := s.m.startAttach(eniID, inst); err != nil {
+		return nil, err
+	}
+	s.saveLocked()
+	s.after(s.cfg.Delays.Attach, func() { s.finishAttach(eniID) })
+	return obj{}, nil
+}
+
+// finishAttach runs the OnAttach hook, then makes the ENI InUse.
+func (s *Server) finishAttach(eniID string) {
+	s.mu.Lock()
+	e := s.m.enis[eniID]
+	if e == nil || e.Status != "Attaching" {
+		s.mu.Unlock()
+		return
+	}
+	ev, hook := s.m.eventOf(e), s.hooks.OnAttach
+	s.mu.Unlock()
+	if hook != nil {
+		hook(ev)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m.enis[eniID]; e != nil && e.Status == "Attaching" {
+		s.touchLocked(eniID)
+		e.Status, e.InUseAt = "InUse", s.now()
+		s.saveLocked()
+	}
+}
+
+func (s *Server) detachNetworkInterface(c call) (obj, error) {
+	eniID, err := required(c.p, "NetworkInterfaceId")
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.touchLocked(eniID)
+	e, err := s.m.startDetach(eniID, c.p.Get("InstanceId"))
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	ev, hook := s.m.eventOf(e), s.hooks.OnDetach
+	s.saveLocked()
+	s.mu.Unlock()
+	if hook != nil {
+		hook(ev)
+	}
+	s.after(s.cfg.Delays.Detach, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if e := s.m.enis[eniID]; e != nil && e.Status == "Detaching" {
+			s.touchLocked(eniID)
+			e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "Available", "", 0, time.Time{}
+			s.saveLocked()
+		}
+	})
+	return obj{}, nil
+}
+
+func (s *Server) deleteNetworkInterface(c call) (obj, error) {
+	eniID, err := required(c.p, "NetworkInterfaceId")
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touchLocked(eniID)
+	if _, err := s.m.startDelete(eniID); err != nil {
+		return nil, err
+	}
+	s.saveLocked()
+	s.after(s.cfg.Delays.Delete, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if e := s.m.enis[eniID]; e != nil && e.Status == "Deleting" {
+			s.touchLocked(eniID)
+			s.m.remove(e)
+			s.saveLocked()
+		}
+	})
+	return obj{}, nil
+}
+
+// countOrList reads "count xor list" parameters.
+func countOrList(c call, countName, listName string, v6 bool) (int, []netip.Addr, error) {
+	addrs, err := parseAddrs(list(c.p, listName), listName, v6)
+	if err != nil {
+		return 0, nil, err
+	}
+	n, err := intParam(c.p, countName, 0, 1, 1<<20)
+	if err != nil {
+		return 0, nil, err
+	}
+	switch {
+	case n > 0 && len(addrs) > 0:
+		return 0, nil, apiErr("InvalidParameter", "%s and %s.N are mutually exclusive.", countName, listName)
+	case n == 0 && len(addrs) == 0:
+		return 0, nil, apiErr("MissingParameter", "One of %s and %s.N must be given.", countName, listName)
+	}
+	return n, addrs, nil
+}
+
+// addrEventLocked prepares the address hook for an attached ENI; the
+// caller runs the returned func after releasing mu.
+func (s *Server) addrEventLocked(e *ENIState, changed []netip.Addr, v6 bool, assign bool) func() {
+	hook := s.hooks.OnUnassign
+	if assign {
+		hook = s.hooks.OnAssign
+	}
+	if hook == nil || e.InstanceID == "" || e.Status != "InUse" {
+		return func() {}
+	}
+	ev := s.m.eventOf(e)
+	ev.IPv4, ev.IPv6 = nil, nil
+	if v6 {
+		ev.IPv6 = changed
+	} else {
+		ev.IPv4 = changed
+	}
+	return func() { hook(ev) }
+}
+
+func (s *Server) assignPrivateIPs(c call) (obj, error) {
+	eniID, err := required(c.p, "NetworkInterfaceId")
+	if err != nil {
+		return nil, err
+	}
+	n, addrs, err := countOrList(c, "SecondaryPrivateIpAddressCount", "PrivateIpAddress", false)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.touchLocked(eniID)
+	e, got, err := s.m.assign4(eniID, n, addrs)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	run := s.addrEventLocked(e, got, false, true)
+	s.saveLocked()
+	s.mu.Unlock()
+	run()
+	return obj{"AssignedPrivateIpAddressesSet": obj{"NetworkInterfaceId": eniID, "PrivateIpSet": obj{"PrivateIpAddress": strs(got)}}}, nil
+}
+
+func (s *Server) unassignPrivateIPs(c call) (obj, error) {
+	eniID, err := required(c.p, "NetworkInterfaceId")
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := parseAddrs(list(c.p, "PrivateIpAddress"), "PrivateIpAddress", false)
+	if err != nil {
+		return nil, err
+	}
+	if len(addrs) == 0 {
+		return nil, apiErr("MissingParameter", "The input parameter \"PrivateIpAddress.N\" that is mandatory for processing this request is not supplied.")
+	}
+	s.mu.Lock()
+	s.touchLocked(eniID)
+	e, gone, err := s.m.unassign4(eniID, addrs)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	run := s.addrEventLocked(e, gone, false, false)
+	s.saveLocked()
+	s.mu.Unlock()
+	run()
+	return obj{}, nil
+}
+
+func (s *Server) assignIPv6(c call) (obj, error) {
+	eniID, err := required(c.p, "NetworkInterfaceId")
+	if err != nil {
+		return nil, err
+	}
+	n, addrs, err := countOrList(c, "Ipv6AddressCount", "Ipv6Address", true)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.touchLocked(eniID)
+	e, got, err := s.m.assign6(eniID, n, addrs)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	run := s.addrEventLocked(e, got, true, true)
+	s.saveLocked()
+	s.mu.Unlock()
+	run()
+	return obj{"NetworkInterfaceId": eniID, "Ipv6Sets": obj{"Ipv6Address": strs(got)}}, nil
+}
+
+func (s *Server) unassignIPv6(c call) (obj, error) {
+	eniID, err := required(c.p, "NetworkInterfaceId")
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := parseAddrs(list(c.p, "Ipv6Address"), "Ipv6Address", true)
+	if err != nil {
+		return nil, err
+	}
+	if len(addrs) == 0 {
+		return nil, apiErr("MissingParameter", "The input parameter \"Ipv6Address.N\" that is mandatory for processing this request is not supplied.")
+	}
+	s.mu.Lock()
+	s.touchLocked(eniID)
+	e, gone, err := s.m.unassign6(eniID, addrs)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	run := s.addrEventLocked(e, gone, true, false)
+	s.saveLocked()
+	s.mu.Unlock()
+	run()
+	return obj{}, nil
+}
+
+func strs(a []netip.Addr) []string {
+	out := make([]string, len(a))
+	for i, x := range a {
+		out[i] = x.String()
+	}
+	return out
+}

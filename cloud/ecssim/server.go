@@ -1,0 +1,469 @@
+package ecssim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Server is a running simulator: the model, the ECS/VPC API handler, the
+// metadata handler and the control API. All methods are safe for
+// concurrent use.
+type Server struct {
+	cfg Config // defaults applied; never changed after New
+	log *slog.Logger
+	now func() time.Time
+
+	// mu guards everything below down to the lifecycle fields.
+	mu       sync.Mutex
+	m        *model
+	stale    map[string]staleENI    // ENI id -> what reads still show
+	tokens   map[string]tokenRecord // action + ClientToken -> first answer
+	keys     map[string]credential  // access key id -> secret (+ STS token)
+	hooks    Hooks
+	run      runtimeSettings // faults, latency, rate limit: settable at run time
+	oneShot  []Fault
+	bucket   bucket
+	rng      *rand.Rand
+	counters map[string]map[string]int
+	mdTokens map[string]time.Time // metadata token -> expiry
+	// seqReq numbers request IDs.
+	seqReq uint64
+
+	// Lifecycle: transitions run on goroutines owned by the Server; Close
+	// closes done and waits for them (wg) and for the HTTP servers.
+	bgMu   sync.Mutex // guards closed, and wg.Add against Close
+	closed bool
+	done   chan struct{}
+	wg     sync.WaitGroup
+	srvs   []*http.Server
+	ecsLn  net.Listener
+	mdLn   net.Listener
+}
+
+// runtimeSettings are the behaviours the control API may change.
+type runtimeSettings struct {
+	Faults           Faults
+	Latency          Latency
+	AccountRateLimit RateLimit
+	StaleReads       time.Duration
+}
+
+// credential is an accepted access key.
+type credential struct {
+	secret  string
+	token   string    // STS security token ("" for a plain key)
+	expires time.Time // zero for a plain key
+}
+
+// staleENI is what reads show for an ENI during the stale window after a
+// mutation: prev is the ENI before the mutation (nil: it did not exist).
+type staleENI struct {
+	prev  *ENIState
+	until time.Time
+}
+
+// tokenRecord is the first successful answer to a call with a ClientToken.
+type tokenRecord struct {
+	params string
+	body   []byte
+}
+
+// New builds a simulator from cfg, loading cfg.StateFile if it exists.
+// It serves nothing until Start (or use Handler and MetadataHandler).
+func New(cfg Config) (*Server, error) {
+	if err := applyDefaults(&cfg); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg: cfg, log: cfg.Logger, now: cfg.Clock,
+		stale: map[string]staleENI{}, tokens: map[string]tokenRecord{}, keys: map[string]credential{},
+		run:      runtimeSettings{Faults: cfg.Faults, Latency: cfg.Latency, AccountRateLimit: cfg.AccountRateLimit, StaleReads: cfg.StaleReads},
+		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		counters: map[string]map[string]int{}, mdTokens: map[string]time.Time{},
+		done: make(chan struct{}),
+	}
+	s.bucket.set(cfg.AccountRateLimit, s.now())
+	for id, sec := range cfg.AccessKeys {
+		s.keys[id] = credential{secret: sec}
+	}
+	vpc, err := netip.ParsePrefix(cfg.VPCCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("vpc cidr %q: %w", cfg.VPCCIDR, err)
+	}
+	s.m = &model{region: cfg.Region, vpcID: cfg.VPCID, vpcCIDR: vpc.Masked(), types: instanceTypes(),
+		sgs: map[string]bool{}, instances: map[string]*InstanceState{}, enis: map[string]*ENIState{},
+		vsw: map[string]*VSwitchState{}, pools: map[string]*pool{}, maxENIs: cfg.MaxENIs}
+	for _, sg := range cfg.SecurityGroups {
+		s.m.sgs[sg] = true
+	}
+	loaded, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	if !loaded {
+		for _, v := range cfg.VSwitches {
+			if err := s.m.addVSwitch(v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s, nil
+}
+
+func applyDefaults(c *Config) error {
+	if c.Region == "" {
+		c.Region = DefaultRegion
+	}
+	if c.VPCID == "" {
+		c.VPCID = DefaultVPCID
+	}
+	if c.VPCCIDR == "" {
+		c.VPCCIDR = DefaultVPCCIDR
+	}
+	if len(c.Zones) == 0 {
+		c.Zones = []string{c.Region + "-h", c.Region + "-i"}
+	}
+	if len(c.VSwitches) == 0 {
+		for i, z := range c.Zones {
+			c.VSwitches = append(c.VSwitches, VSwitchConfig{
+				ID: fmt.Sprintf("vsw-sim-%s", strings.TrimPrefix(z, c.Region+"-")), Zone: z,
+				CIDR:     netip.MustParsePrefix(fmt.Sprintf("192.168.%d.0/24", i)),
+				IPv6CIDR: netip.MustParsePrefix(fmt.Sprintf("2408:4005:300:%x::/64", i)),
+			})
+		}
+		if c.VPCCIDR != DefaultVPCCIDR {
+			return errors.New("config: a vpc cidr other than the default needs explicit vswitches")
+		}
+	}
+	zones := map[string]bool{}
+	for _, z := range c.Zones {
+		zones[z] = true
+	}
+	for _, v := range c.VSwitches {
+		if !zones[v.Zone] {
+			return fmt.Errorf("config: vswitch %s in unknown zone %q", v.ID, v.Zone)
+		}
+	}
+	if len(c.SecurityGroups) == 0 {
+		c.SecurityGroups = []string{DefaultSecurityGroup}
+	}
+	if len(c.AccessKeys) == 0 {
+		c.AccessKeys = map[string]string{DefaultAccessKeyID: DefaultAccessKeySecret}
+	}
+	if c.Delays.Attach == 0 {
+		c.Delays.Attach = DefaultAttachDelay
+	}
+	if c.Delays.Detach == 0 {
+		c.Delays.Detach = DefaultDetachDelay
+	}
+	if c.Delays.Delete == 0 {
+		c.Delays.Delete = DefaultDeleteDelay
+	}
+	if c.RAMRole == "" {
+		c.RAMRole = DefaultRAMRole
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	return nil
+}
+
+// AddInstance creates an instance with its primary ENI (one primary IP in
+// the vSwitch), InUse at once.
+func (s *Server) AddInstance(spec InstanceSpec) (InstanceInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.m
+	if spec.InstanceType == "" {
+		spec.InstanceType = DefaultInstanceType
+	}
+	t, ok := m.types[spec.InstanceType]
+	if !ok {
+		return InstanceInfo{}, fmt.Errorf("add instance: unknown instance type %q", spec.InstanceType)
+	}
+	if spec.VSwitchID == "" {
+		for _, v := range s.m.snapshot().VSwitches {
+			if spec.Zone == "" || v.ZoneID == spec.Zone {
+				spec.VSwitchID = v.ID
+				break
+			}
+		}
+	}
+	v := m.vsw[spec.VSwitchID]
+	if v == nil {
+		return InstanceInfo{}, fmt.Errorf("add instance: no vswitch %q (zone %q)", spec.VSwitchID, spec.Zone)
+	}
+	if spec.Zone != "" && spec.Zone != v.ZoneID {
+		return InstanceInfo{}, fmt.Errorf("add instance: vswitch %s is in zone %s, not %s", v.ID, v.ZoneID, spec.Zone)
+	}
+	if spec.ID == "" {
+		spec.ID = m.nextID("i-sim")
+	}
+	if _, dup := m.instances[spec.ID]; dup {
+		return InstanceInfo{}, fmt.Errorf("add instance: %s exists", spec.ID)
+	}
+	now := s.now()
+	e, err := m.createENI(newENIParams{vswID: v.ID, sgs: []string{s.cfg.SecurityGroups[0]}, eniType: "Primary", trafficMode: "Standard", now: now})
+	if err != nil {
+		return InstanceInfo{}, fmt.Errorf("add instance: primary eni: %w", err)
+	}
+	e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "InUse", spec.ID, 0, now.Add(-s.cfg.MetadataLag)
+	m.instances[spec.ID] = &InstanceState{ID: spec.ID, InstanceType: t.ID, ZoneID: v.ZoneID, VSwitchID: v.ID,
+		PrimaryENI: e.ID, SecurityGroups: []string{s.cfg.SecurityGroups[0]}, CreatedAt: now}
+	s.saveLocked()
+	return InstanceInfo{ID: spec.ID, InstanceType: t.ID, Zone: v.ZoneID, VSwitchID: v.ID, PrimaryENI: e.ID, MAC: e.MAC, PrimaryIP: e.PrimaryIP}, nil
+}
+
+// SetHooks replaces the hooks.
+func (s *Server) SetHooks(h Hooks) {
+	s.mu.Lock()
+	s.hooks = h
+	s.mu.Unlock()
+}
+
+// Dump returns a copy of the whole model.
+func (s *Server) Dump() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.snapshot()
+}
+
+// Counters returns a copy of the call counters: action -> outcome ("ok" or
+// the error code) -> count.
+func (s *Server) Counters() map[string]map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]map[string]int, len(s.counters))
+	for a, m := range s.counters {
+		c := make(map[string]int, len(m))
+		for k, v := range m {
+			c[k] = v
+		}
+		out[a] = c
+	}
+	return out
+}
+
+// ResetCounters sets every counter to zero.
+func (s *Server) ResetCounters() {
+	s.mu.Lock()
+	s.counters = map[string]map[string]int{}
+	s.mu.Unlock()
+}
+
+func (s *Server) count(action, outcome string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counters[action] == nil {
+		s.counters[action] = map[string]int{}
+	}
+	s.counters[action][outcome]++
+}
+
+// Start serves the ECS/VPC API and control API on ecsAddr and the metadata
+// service on metadataAddr (":0" ports are fine) until Close.
+func (s *Server) Start(ecsAddr, metadataAddr string) error {
+	ecsLn, err := net.Listen("tcp", ecsAddr)
+	if err != nil {
+		return fmt.Errorf("listen ecs %s: %w", ecsAddr, err)
+	}
+	mdLn, err := net.Listen("tcp", metadataAddr)
+	if err != nil {
+		ecsLn.Close() // the listen error is the one to report
+		return fmt.Errorf("listen metadata %s: %w", metadataAddr, err)
+	}
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.closed {
+		ecsLn.Close()
+		mdLn.Close()
+		return errors.New("start: server closed")
+	}
+	s.ecsLn, s.mdLn = ecsLn, mdLn
+	for _, p := range []struct {
+		ln net.Listener
+		h  http.Handler
+	}{{ecsLn, s.Handler()}, {mdLn, s.MetadataHandler()}} {
+		srv := &http.Server{Handler: p.h, ReadHeaderTimeout: 10 * time.Second}
+		s.srvs = append(s.srvs, srv)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := srv.Serve(p.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("ecssim: serve", "addr", p.ln.Addr(), "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// Endpoint is the host:port of the ECS/VPC API (after Start).
+func (s *Server) Endpoint() string {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.ecsLn == nil {
+		return ""
+	}
+	return s.ecsLn.Addr().String()
+}
+
+// MetadataURL is the base URL of the metadata service as seen by the
+// instance (after Start); /latest/meta-data/... lies under it.
+func (s *Server) MetadataURL(instanceID string) string {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.mdLn == nil {
+		return ""
+	}
+	return "http://" + s.mdLn.Addr().String() + "/" + instanceID
+}
+
+// Close stops the listeners and the pending transitions, and waits for
+// every goroutine of the Server to end. In-flight transitions are dropped.
+func (s *Server) Close() error {
+	s.bgMu.Lock()
+	if s.closed {
+		s.bgMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	srvs := s.srvs
+	s.bgMu.Unlock()
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, srv := range srvs {
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown: %w", err))
+		}
+	}
+	s.wg.Wait()
+	return errors.Join(errs...)
+}
+
+// after runs fn after d on a goroutine owned by the Server, unless the
+// Server closes first.
+func (s *Server) after(d time.Duration, fn func()) {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.closed {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			fn()
+		case <-s.done:
+		}
+	}()
+}
+
+// sleep waits d or until ctx ends or the Server closes.
+func (s *Server) sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.done:
+	}
+}
+
+// saveLocked writes the state file, if configured. Called with mu held.
+func (s *Server) saveLocked() {
+	if s.cfg.StateFile == "" {
+		return
+	}
+	b, err := json.MarshalIndent(s.m.snapshot(), "", "  ")
+	if err == nil {
+		tmp := s.cfg.StateFile + ".tmp"
+		if err = os.WriteFile(tmp, b, 0o600); err == nil {
+			err = os.Rename(tmp, s.cfg.StateFile)
+		}
+	}
+	if err != nil {
+		s.log.Error("ecssim: save state", "file", s.cfg.StateFile, "err", err)
+	}
+}
+
+// load reads the state file into the model. Transitions in flight when it
+// was written complete at once. It reports whether a file was loaded.
+func (s *Server) load() (bool, error) {
+	if s.cfg.StateFile == "" {
+		return false, nil
+	}
+	b, err := os.ReadFile(s.cfg.StateFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("load state: %w", err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return false, fmt.Errorf("load state %s: %w", s.cfg.StateFile, err)
+	}
+	m := s.m
+	m.region, m.vpcID, m.vpcCIDR, m.seq = st.Region, st.VPCID, st.VPCCIDR, st.Seq
+	for _, v := range st.VSwitches {
+		if err := m.addVSwitch(VSwitchConfig{ID: v.ID, Zone: v.ZoneID, CIDR: v.CIDR, IPv6CIDR: v.IPv6CIDR}); err != nil {
+			return false, fmt.Errorf("load state: %w", err)
+		}
+		m.vsw[v.ID].Tags = v.Tags
+	}
+	for _, in := range st.Instances {
+		c := in
+		m.instances[in.ID] = &c
+	}
+	for _, e := range st.ENIs {
+		e := e.clone()
+		pl := m.pools[e.VSwitchID]
+		if pl == nil {
+			return false, fmt.Errorf("load state: eni %s in unknown vswitch %s", e.ID, e.VSwitchID)
+		}
+		for _, a := range append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6...) {
+			if o, used := pl.used[a]; used {
+				return false, fmt.Errorf("load state: %s held by both %s and %s", a, o, e.ID)
+			}
+			pl.claim(e.ID, a)
+		}
+		switch e.Status {
+		case "Attaching":
+			e.Status, e.InUseAt = "InUse", s.now()
+		case "Detaching":
+			e.Status, e.InstanceID, e.DeviceIndex = "Available", "", 0
+		}
+		m.enis[e.ID] = e
+		if e.Status == "Deleting" {
+			m.remove(e)
+		}
+		m.syncAvailable(e.VSwitchID)
+	}
+	return true, nil
+}

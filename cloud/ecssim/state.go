@@ -1,0 +1,81 @@
+package ecssim
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// State is the whole model, as Dump returns it and the state file holds it.
+type State struct {
+	Region    string
+	VPCID     string
+	VPCCIDR   netip.Prefix
+	Instances []InstanceState
+	ENIs      []ENIState
+	VSwitches []VSwitchState
+	// Seq is the last sequence number used for IDs and MACs.
+	Seq uint64
+}
+
+// InstanceState is one simulated ECS instance.
+type InstanceState struct {
+	ID             string
+	InstanceType   string
+	ZoneID         string
+	VSwitchID      string
+	PrimaryENI     string
+	SecurityGroups []string
+	CreatedAt      time.Time
+}
+
+// ENIState is one simulated ENI.
+type ENIState struct {
+	ID         string
+	MAC        string
+	Status     string // Available, Attaching, InUse, Detaching, Deleting
+	Type       string // Primary or Secondary
+	InstanceID string
+	VSwitchID  string
+	ZoneID     string
+	VPCID      string
+	PrimaryIP  netip.Addr
+	// IPv4 holds the secondary private IPv4 addresses, sorted.
+	IPv4 []netip.Addr
+	// IPv6 holds the IPv6 addresses, sorted.
+	IPv6           []netip.Addr
+	SecurityGroups []string
+	Tags           map[string]string
+	DeviceIndex    int
+	Description    string
+	TrafficMode    string
+	CreatedAt      time.Time
+	// InUseAt is when the ENI last became InUse (metadata lag counts from it).
+	InUseAt time.Time
+}
+
+// VSwitchState is one simulated vSwitch.
+type VSwitchState struct {
+	ID       string
+	ZoneID   string
+	VPCID    string
+	CIDR     netip.Prefix
+	IPv6CIDR netip.Prefix
+	// AvailableIPs is AvailableIpAddressCount: usable IPv4 addresses not
+	// held by any ENI.
+	AvailableIPs int
+	Tags         map[string]string
+}
+
+func (e *ENIState) clone() *ENIState {
+	c := *e
+	c.IPv4 = slices.Clone(e.IPv4)
+	c.IPv6 = slices.Clone(e.IPv6)
+	c.SecurityGroups = slices.Clone(e.SecurityGroups)
+	c.Tags = maps.Clone(e.Tags)
+	return &c
+}
+
+// ipCount is the number of private IPv4 addresses, the primary included.
+func (e *ENIState) ipCount() int { return 1 + len(e.IPv4) }

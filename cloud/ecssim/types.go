@@ -1,0 +1,45 @@
+package ecssim
+
+import "sort"
+
+// InstanceType holds the figures of an instance type that ENI management
+// depends on, as DescribeInstanceTypes reports them.
+type InstanceType struct {
+	ID             string
+	Family         string
+	CPUCores       int
+	MemoryGiB      float64
+	ENIs           int  // EniQuantity, primary ENI included
+	IPv4PerENI     int  // EniPrivateIpAddressQuantity, primary IP included
+	IPv6PerENI     int  // EniIpv6AddressQuantity
+	ENITotal       int  // EniTotalQuantity (trunk member ENIs included)
+	TrunkSupported bool // EniTrunkSupported
+}
+
+// instanceTypes is the table the simulator knows. Figures are the
+// published limits of these types.
+func instanceTypes() map[string]InstanceType {
+	ts := []InstanceType{
+		{ID: "ecs.g7.large", Family: "ecs.g7", CPUCores: 2, MemoryGiB: 8, ENIs: 3, IPv4PerENI: 6, IPv6PerENI: 6, ENITotal: 6, TrunkSupported: true},
+		{ID: "ecs.g7.xlarge", Family: "ecs.g7", CPUCores: 4, MemoryGiB: 16, ENIs: 4, IPv4PerENI: 15, IPv6PerENI: 15, ENITotal: 12, TrunkSupported: true},
+		{ID: "ecs.g7.2xlarge", Family: "ecs.g7", CPUCores: 8, MemoryGiB: 32, ENIs: 4, IPv4PerENI: 15, IPv6PerENI: 15, ENITotal: 25, TrunkSupported: true},
+		{ID: "ecs.g7.4xlarge", Family: "ecs.g7", CPUCores: 16, MemoryGiB: 64, ENIs: 8, IPv4PerENI: 30, IPv6PerENI: 30, ENITotal: 50, TrunkSupported: true},
+		{ID: "ecs.u1-c1m4.xlarge", Family: "ecs.u1", CPUCores: 4, MemoryGiB: 16, ENIs: 3, IPv4PerENI: 10, IPv6PerENI: 1, ENITotal: 6, TrunkSupported: true},
+	}
+	m := make(map[string]InstanceType, len(ts))
+	for _, t := range ts {
+		m[t.ID] = t
+	}
+	return m
+}
+
+// InstanceTypes returns the instance types the simulator knows, sorted by ID.
+func InstanceTypes() []InstanceType {
+	m := instanceTypes()
+	out := make([]InstanceType, 0, len(m))
+	for _, t := range m {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
