@@ -140,12 +140,17 @@ func (a Attachment) Validate() error {
 	return nil
 }
 
-// CheckKey reports whether containerID and ifName can name a file: the
-// container ID as CNI allows it (letters, digits, "_", ".", "-", not
-// starting with a punctuation mark) and an interface name Linux accepts.
+// CheckKey reports whether containerID and ifName can name a file, by the
+// same grammar as pod entries: the container ID as CNI allows it (letters,
+// digits, "_", ".", "-", not starting with a punctuation mark, at most 128
+// bytes) and an interface name Linux accepts without "_", which keeps
+// "<containerID>_<ifName>" unambiguous.
 func CheckKey(containerID, ifName string) error {
 	if containerID == "" {
 		return errors.New("container ID is empty")
+	}
+	if len(containerID) > 128 {
+		return fmt.Errorf("container ID is longer than 128 bytes (%d)", len(containerID))
 	}
 	for i, c := range containerID {
 		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
@@ -162,8 +167,10 @@ func CheckKey(containerID, ifName string) error {
 	if ifName == "." || ifName == ".." {
 		return fmt.Errorf("interface name %q is not allowed", ifName)
 	}
-	if strings.ContainsAny(ifName, "/: \t\n\v\f\r") {
-		return fmt.Errorf("interface name %q contains '/', ':' or white space", ifName)
+	for _, r := range ifName {
+		if r <= ' ' || r >= 0x7f || r == '/' || r == ':' || r == '_' {
+			return fmt.Errorf("interface name %q: must be printable ASCII without '/', ':', '_' or spaces", ifName)
+		}
 	}
 	return nil
 }

@@ -180,6 +180,7 @@ func TestValidate(t *testing.T) {
 		{"wrong version", mod(func(a *status.Attachment) { a.APIVersion = "v2" }), false},
 		{"slash in container", mod(func(a *status.Attachment) { a.ContainerID = "a/b" }), false},
 		{"dot-dot ifname", mod(func(a *status.Attachment) { a.IfName = ".." }), false},
+		{"underscore in ifname", mod(func(a *status.Attachment) { a.IfName = "eth_0" }), false},
 		{"long ifname", mod(func(a *status.Attachment) { a.IfName = "abcdefghijklmnop" }), false},
 		{"invalid address", mod(func(a *status.Attachment) { a.IPs[0].Address = netip.Prefix{} }), false},
 		{"gateway family", mod(func(a *status.Attachment) { a.IPs[0].Gateway = netip.MustParseAddr("fe80::1") }), false},

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// Status polling: start fast because a warm pool answers in milliseconds,
+// back off to a bound so a slow setup (a new ENI) costs little CPU.
+const (
+	pollFirst = 20 * time.Millisecond
+	pollMax   = 100 * time.Millisecond
+)
+
+// add writes the entry and waits for a Ready status answering its revision.
+func (p *plugin) add(args *skel.CmdArgs) error {
+	conf, err := parseConf(args.StdinData)
+	if err != nil {
+		return err
+	}
+	if err := attachmentArgs(args, true); err != nil {
+		return err
+	}
+	pod, err := parseArgs(args.Args)
+	if err != nil {
+		return err
+	}
+	if pod.Namespace == "" || pod.Name == "" {
+		return types.NewError(types.ErrInvalidEnvironmentVariables,
+			fmt.Sprintf("CNI_ARGS must carry %s and %s (enid serves Kubernetes pods)", argPodNamespace, argPodName), "")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
+	defer cancel()
+	start := time.Now()
+
+	bw := conf.RuntimeConfig.Bandwidth
+	if bw != nil && *bw == (desired.Bandwidth{}) {
+		bw = nil
+	}
+	rev, err := conf.entries().Write(desired.Entry{
+		APIVersion:   desired.EntryAPIVersion,
+		ContainerID:  args.ContainerID,
+		IfName:       args.IfName,
+		NetNS:        args.Netns,
+		PodNamespace: pod.Namespace,
+		PodName:      pod.Name,
+		PodUID:       pod.UID,
+		Annotations:  conf.RuntimeConfig.PodAnnotations,
+		Bandwidth:    bw,
+		Created:      p.now().UTC(),
+	})
+	if err != nil {
+		return entryError("write pod entry", err)
+	}
+	st, err := p.waitReady(ctx, conf, args.ContainerID, args.IfName, rev)
+	if err != nil {
+		return err
+	}
+	p.log.Debug("attachment ready", "container", args.ContainerID, "ifname", args.IfName,
+		"revision", rev, "waited", time.Since(start))
+	return types.PrintResult(result(st, args), conf.CNIVersion)
+}
+
+// waitReady polls the attachment's status until it answers revision rev
+// with Ready (returned) or Failed (error 11), or ctx ends (error 11 with
+// the last thing the agent said).
+func (p *plugin) waitReady(ctx context.Context, conf *netConf, containerID, ifName, rev string) (status.Attachment, error) {
+	store := conf.statuses()
+	interval := pollFirst
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	last := "no status published yet"
+	for {
+		select {
+		case <-ctx.Done():
+			return status.Attachment{}, types.NewError(types.ErrTryAgainLater,
+				fmt.Sprintf("enid agent did not set up %s_%s within %s: %s", containerID, ifName, conf.timeout, last),
+				agentState(conf, p.now()))
+		case <-timer.C:
+		}
+		st, err := store.Read(containerID, ifName)
+		switch {
+		case err == nil && st.Revision == rev:
+			switch st.Phase {
+			case status.Ready:
+				return st, nil
+			case status.Failed:
+				return status.Attachment{}, types.NewError(types.ErrTryAgainLater,
+					fmt.Sprintf("enid agent cannot set up %s_%s: %s", containerID, ifName, reason(st)), "")
+			default:
+				last = "Pending: " + reason(st)
+			}
+		case err == nil:
+			last = fmt.Sprintf("the status answers entry revision %q, not %q (%s: %s)", st.Revision, rev, st.Phase, reason(st))
+		case errors.Is(err, fs.ErrNotExist):
+			last = "no status published yet"
+		default:
+			// An unreadable status may be rewritten: keep waiting, and say
+			// what was wrong if it never is.
+			last = err.Error()
+		}
+		timer.Reset(interval)
+		interval = min(interval*3/2, pollMax)
+	}
+}
+
+// reason renders a status's reason and code.
+func reason(st status.Attachment) string {
+	switch {
+	case st.Reason == "" && st.ReasonCode == "":
+		return "no reason given"
+	case st.ReasonCode == "":
+		return st.Reason
+	default:
+		return st.Reason + " (" + st.ReasonCode + ")"
+	}
+}
+
+// agentState says whether the agent looks alive, for error details.
+func agentState(conf *netConf, now time.Time) string {
+	a, err := status.ReadAgent(conf.AgentFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("no agent heartbeat at %s: is the enid agent running?", conf.AgentFile)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	if err := a.Serving(now, conf.heartbeatMaxAge); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("agent pid %d is ready (pool: %d idle of %d)", a.PID, a.Pool.Idle, a.Pool.Total)
+}
+
+// entryError maps an entry store error to a CNI error: an invalid entry
+// comes from the runtime's input (environment, CNI_ARGS, runtimeConfig);
+// anything else is the file system.
+func entryError(what string, err error) error {
+	if errors.Is(err, desired.ErrInvalidEntry) {
+		return types.NewError(types.ErrInvalidEnvironmentVariables, what, err.Error())
+	}
+	return types.NewError(types.ErrIOFailure, what, err.Error())
+}
+
+// result renders a Ready status as the CNI result. When the status lists
+// no routes, each address gets a default route via its gateway.
+func result(st status.Attachment, args *skel.CmdArgs) *current.Result {
+	iface := &current.Interface{Name: st.Interface.Name, Mac: st.Interface.MAC, Sandbox: st.Interface.Sandbox}
+	if iface.Name == "" {
+		iface.Name = args.IfName
+	}
+	if iface.Sandbox == "" {
+		iface.Sandbox = args.Netns
+	}
+	res := &current.Result{CNIVersion: current.ImplementedSpecVersion, Interfaces: []*current.Interface{iface}}
+	defaults := map[bool]bool{} // family (is4) -> default route added
+	for _, ip := range st.IPs {
+		cfg := &current.IPConfig{Interface: current.Int(0), Address: *ipNet(ip.Address)}
+		if ip.Gateway.IsValid() {
+			cfg.Gateway = net.IP(ip.Gateway.AsSlice())
+		}
+		res.IPs = append(res.IPs, cfg)
+		is4 := ip.Address.Addr().Is4()
+		if len(st.Routes) == 0 && ip.Gateway.IsValid() && !defaults[is4] {
+			defaults[is4] = true
+			dst := netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+			if is4 {
+				dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+			}
+			res.Routes = append(res.Routes, &types.Route{Dst: *ipNet(dst), GW: cfg.Gateway})
+		}
+	}
+	for _, r := range st.Routes {
+		rt := &types.Route{Dst: *ipNet(r.Dst.Masked())}
+		if r.GW.IsValid() {
+			rt.GW = net.IP(r.GW.AsSlice())
+		}
+		res.Routes = append(res.Routes, rt)
+	}
+	return res
+}
+
+// ipNet converts a prefix, keeping the host bits of the address.
+func ipNet(p netip.Prefix) *net.IPNet {
+	bits := 128
+	if p.Addr().Is4() {
+		bits = 32
+	}
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), bits)}
+}

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// wantCode fails unless err is a CNI error with code and a message or
+// details containing sub.
+func wantCode(t *testing.T, err error, code uint, sub string) {
+	t.Helper()
+	var e *types.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error %v (%T), want a CNI error with code %d", err, err, code)
+	}
+	if e.Code != code || !contains(e.Msg+" | "+e.Details, sub) {
+		t.Fatalf("error code %d %q (details %q), want code %d containing %q", e.Code, e.Msg, e.Details, code, sub)
+	}
+}
+
+func TestAddCheckDel(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		version  string
+		versions []string
+		want     string // result version
+	}{
+		{"1.0.0 only", "1.0.0", nil, "1.0.0"},
+		{"1.0.0 offering 1.1.0", "1.0.0", []string{"1.0.0", "1.1.0"}, "1.1.0"},
+		{"1.1.0", "1.1.0", nil, "1.1.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t)
+			pod := newNetNS(t)
+			n.heartbeat(time.Now(), true, "")
+			n.startAgent(readyIn(t, "192.168.1.10/32", "169.254.1.1", true), true)
+			list := n.listOf(tc.version, tc.versions, nil)
+			rt := runtimeConf("c1", pod.Path())
+			ctx := context.Background()
+
+			res, err := n.cni.AddNetworkList(ctx, list, rt)
+			if err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			st, err := n.statuses.Read("c1", "eth0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]any{
+				"cniVersion": tc.want,
+				"interfaces": []any{map[string]any{"name": "eth0", "mac": st.Interface.MAC, "sandbox": pod.Path()}},
+				"ips":        []any{map[string]any{"address": "192.168.1.10/32", "gateway": "169.254.1.1", "interface": float64(0)}},
+				"routes":     []any{map[string]any{"dst": "0.0.0.0/0", "gw": "169.254.1.1"}},
+			}
+			// res is the result as the plugin printed it, in the list's version.
+			if d := cmp.Diff(want, asJSON(t, res)); d != "" {
+				t.Errorf("ADD result (-want +got):\n%s", d)
+			}
+
+			e, err := n.entries.Read(desired.Key{ContainerID: "c1", IfName: "eth0"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEntry := desired.Entry{
+				APIVersion: desired.EntryAPIVersion, ContainerID: "c1", IfName: "eth0", NetNS: pod.Path(),
+				PodNamespace: "default", PodName: "web-c1", PodUID: "uid-c1",
+				Annotations: map[string]string{"enid.dev/sticky": "true"},
+				Bandwidth:   &desired.Bandwidth{IngressRate: 1000000, IngressBurst: 2000000},
+			}
+			if d := cmp.Diff(wantEntry, e, cmpopts.IgnoreFields(desired.Entry{}, "Created", "Revision")); d != "" {
+				t.Errorf("entry (-want +got):\n%s", d)
+			}
+			if e.Revision != st.Revision {
+				t.Errorf("status answers revision %q, entry is %q", st.Revision, e.Revision)
+			}
+
+			if err := n.cni.CheckNetworkList(ctx, list, rt); err != nil {
+				t.Fatalf("CHECK after ADD: %v", err)
+			}
+			delAddr(t, pod.Path(), "eth0", "192.168.1.10/32")
+			wantCode(t, n.cni.CheckNetworkList(ctx, list, rt), errCheckFailed, "lacks 192.168.1.10")
+
+			if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+			if _, err := n.entries.Read(desired.Key{ContainerID: "c1", IfName: "eth0"}); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("entry after DEL: %v, want fs.ErrNotExist", err)
+			}
+			if _, err := n.statuses.Read("c1", "eth0"); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("DEL returned before the agent's teardown: status %v", err)
+			}
+			// DEL again, and DEL with the netns gone (empty CNI_NETNS).
+			if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
+				t.Fatalf("second DEL: %v", err)
+			}
+			rt.NetNS = ""
+			if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
+				t.Fatalf("DEL without netns: %v", err)
+			}
+		})
+	}
+}
+
+func asJSON(t *testing.T, v any) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestAddAgentAnswersNotReady(t *testing.T) {
+	pod := newNetNS(t)
+	for _, tc := range []struct {
+		name    string
+		answer  answerFunc
+		timeout string
+		code    uint
+		sub     string
+		maxTime time.Duration
+	}{
+		{"pending times out with the reason", phaseAnswer(status.Pending, "waiting for ENI eni-2 to attach", "ENIAttaching"),
+			"300ms", types.ErrTryAgainLater, "within 300ms: Pending: waiting for ENI eni-2 to attach (ENIAttaching)", 3 * time.Second},
+		{"no answer times out", func(desired.Entry) *status.Attachment { return nil },
+			"300ms", types.ErrTryAgainLater, "no status published yet", 3 * time.Second},
+		{"failed returns at once with the reason", phaseAnswer(status.Failed, "vSwitch vsw-1 has no free address", "VSwitchExhausted"),
+			"30s", types.ErrTryAgainLater, "cannot set up c2_eth0: vSwitch vsw-1 has no free address (VSwitchExhausted)", 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t)
+			n.heartbeat(time.Now(), true, "")
+			n.startAgent(tc.answer, true)
+			start := time.Now()
+			_, err := n.cni.AddNetworkList(context.Background(), n.list("1.0.0", map[string]any{"timeout": tc.timeout}), runtimeConf("c2", pod.Path()))
+			wantCode(t, err, tc.code, tc.sub)
+			if d := time.Since(start); d > tc.maxTime {
+				t.Errorf("ADD took %s, want under %s", d, tc.maxTime)
+			}
+		})
+	}
+}
+
+// TestAddIgnoresStaleStatus: a Ready status left from an older entry
+// revision must not be taken as the answer to a new ADD.
+func TestAddIgnoresStaleStatus(t *testing.T) {
+	pod := newNetNS(t)
+	n := newNode(t)
+	n.heartbeat(time.Now(), true, "")
+	old := status.Attachment{ContainerID: "c3", IfName: "eth0", Revision: "an-older-revision", Phase: status.Ready,
+		IPs: []status.IPConfig{{Address: netip.MustParsePrefix("10.9.9.9/32"), Gateway: netip.MustParseAddr("169.254.1.1")}}}
+	if err := n.statuses.Write(old); err != nil {
+		t.Fatal(err)
+	}
+	list := n.list("1.0.0", map[string]any{"timeout": "300ms"})
+	_, err := n.cni.AddNetworkList(context.Background(), list, runtimeConf("c3", pod.Path()))
+	wantCode(t, err, types.ErrTryAgainLater, `answers entry revision "an-older-revision"`)
+
+	// Now an agent that answers the current revision, late.
+	ready := readyIn(t, "192.168.1.11/32", "169.254.1.1", false)
+	n.startAgent(func(e desired.Entry) *status.Attachment {
+		time.Sleep(150 * time.Millisecond)
+		return ready(e)
+	}, true)
+	res, err := n.cni.AddNetworkList(context.Background(), n.list("1.0.0", nil), runtimeConf("c3", pod.Path()))
+	if err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	got, err := current.NewResultFromResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.IPs) != 1 || got.IPs[0].Address.String() != "192.168.1.11/32" {
+		t.Errorf("ADD result IPs %v, want the current revision's 192.168.1.11/32", got.IPs)
+	}
+}
+
+func TestDelAgentDown(t *testing.T) {
+	n := newNode(t)
+	// An entry and a status the (absent) agent will never tear down.
+	rev, err := n.entries.Write(desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: "c4", IfName: "eth0",
+		NetNS: "/var/run/netns/gone", PodNamespace: "default", PodName: "p4", Created: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.statuses.Write(status.Attachment{ContainerID: "c4", IfName: "eth0", Revision: rev, Phase: status.Pending}); err != nil {
+		t.Fatal(err)
+	}
+	list := n.list("1.0.0", map[string]any{"delTimeout": "5s"})
+	rt := &libcni.RuntimeConf{ContainerID: "c4", IfName: "eth0"}
+	for _, tc := range []struct {
+		name string
+		prep func()
+		max  time.Duration
+		min  time.Duration
+	}{
+		{"no heartbeat", func() {}, time.Second, 0},
+		{"stale heartbeat", func() { n.heartbeat(time.Now().Add(-time.Hour), true, "") }, time.Second, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.prep()
+			start := time.Now()
+			if err := n.cni.DelNetworkList(context.Background(), list, rt); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+			if d := time.Since(start); d > tc.max {
+				t.Errorf("DEL took %s with the agent down, want under %s", d, tc.max)
+			}
+			if _, err := n.entries.Read(desired.Key{ContainerID: "c4", IfName: "eth0"}); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("entry after DEL: %v, want fs.ErrNotExist", err)
+			}
+		})
+	}
+	// A live agent that does not finish: DEL waits delTimeout, then succeeds.
+	n.heartbeat(time.Now(), true, "")
+	start := time.Now()
+	if err := n.cni.DelNetworkList(context.Background(), n.list("1.0.0", map[string]any{"delTimeout": "300ms"}), rt); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
+		t.Errorf("DEL with a live, slow agent took %s, want about delTimeout 300ms", d)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	n := newNode(t)
+	list := n.list("1.1.0", map[string]any{"heartbeatMaxAge": "10s"})
+	ctx := context.Background()
+	wantCode(t, n.cni.GetStatusNetworkList(ctx, list), types.ErrPluginNotAvailable, "no heartbeat")
+	n.heartbeat(time.Now(), true, "")
+	if err := n.cni.GetStatusNetworkList(ctx, list); err != nil {
+		t.Fatalf("STATUS with a ready agent: %v", err)
+	}
+	n.heartbeat(time.Now(), false, "config /etc/enid/config.yaml invalid")
+	wantCode(t, n.cni.GetStatusNetworkList(ctx, list), types.ErrPluginNotAvailable, "not ready: config /etc/enid/config.yaml invalid")
+	n.heartbeat(time.Now().Add(-time.Minute), true, "")
+	wantCode(t, n.cni.GetStatusNetworkList(ctx, list), types.ErrPluginNotAvailable, "heartbeat is 1m")
+	if err := os.WriteFile(n.agent, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, n.cni.GetStatusNetworkList(ctx, list), types.ErrPluginNotAvailable, "unreadable")
+}
+
+func TestGC(t *testing.T) {
+	n := newNode(t)
+	for _, id := range []string{"keep", "drop1", "drop2"} {
+		if _, err := n.entries.Write(desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: id, IfName: "eth0",
+			NetNS: "/var/run/netns/" + id, PodNamespace: "default", PodName: id, Created: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A broken entry of an attachment that is no longer valid.
+	if err := os.WriteFile(filepath.Join(n.dir, "pods", "broken_eth0.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	list := n.list("1.1.0", nil)
+	ctx := context.Background()
+	// Without a list (args nil: libcni sends none) nothing is removed.
+	if err := n.cni.GCNetworkList(ctx, list, nil); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if got := entryKeys(t, n); len(got) != 3 {
+		t.Fatalf("GC without a valid list removed entries: left %v", got)
+	}
+	err := n.cni.GCNetworkList(ctx, list, &libcni.GCArgs{ValidAttachments: []types.GCAttachment{{ContainerID: "keep", IfName: "eth0"}}})
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if d := cmp.Diff([]string{"keep_eth0"}, entryKeys(t, n)); d != "" {
+		t.Errorf("entries after GC (-want +got):\n%s", d)
+	}
+	files, err := os.ReadDir(filepath.Join(n.dir, "pods"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 {
+		t.Errorf("pods dir holds %d files after GC, want 1 (broken entry left?)", len(files))
+	}
+}
+
+func entryKeys(t *testing.T, n *node) []string {
+	t.Helper()
+	es, _, err := n.entries.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, e := range es {
+		keys = append(keys, desired.Key{ContainerID: e.ContainerID, IfName: e.IfName}.String())
+	}
+	return keys
+}
+
+func TestVersion(t *testing.T) {
+	n := newNode(t)
+	info, err := n.cni.GetVersionInfo(context.Background(), "enid-cni")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"1.0.0", "1.1.0"}, info.SupportedVersions()); d != "" {
+		t.Errorf("supported versions (-want +got):\n%s", d)
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	pod := newNetNS(t)
+	n := newNode(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		extra map[string]any
+		rt    func(*libcni.RuntimeConf)
+		code  uint
+		sub   string
+	}{
+		{"bad timeout", map[string]any{"timeout": "soon"}, nil, types.ErrInvalidNetworkConfig, "invalid duration"},
+		{"zero timeout", map[string]any{"timeout": "0s"}, nil, types.ErrInvalidNetworkConfig, `"timeout" is 0s`},
+		{"timeout not a string", map[string]any{"timeout": 5}, nil, types.ErrInvalidNetworkConfig, "duration must be a string"},
+		{"relative podsDir", map[string]any{"podsDir": "run/pods"}, nil, types.ErrInvalidNetworkConfig, `"podsDir" must be an absolute path`},
+		{"no pod name", nil, func(rt *libcni.RuntimeConf) { rt.Args = nil }, types.ErrInvalidEnvironmentVariables, "K8S_POD_NAMESPACE"},
+		{"relative netns", nil, func(rt *libcni.RuntimeConf) { rt.NetNS = "netns/x" }, types.ErrInvalidEnvironmentVariables, "CNI_NETNS must be an absolute path"},
+		{"bad ifname", nil, func(rt *libcni.RuntimeConf) { rt.IfName = "a/b" }, types.ErrInvalidEnvironmentVariables, "interface name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := runtimeConf("c5", pod.Path())
+			if tc.rt != nil {
+				tc.rt(rt)
+			}
+			_, err := n.cni.AddNetworkList(ctx, n.list("1.0.0", tc.extra), rt)
+			wantCode(t, err, tc.code, tc.sub)
+		})
+	}
+	if files, err := os.ReadDir(filepath.Join(n.dir, "pods")); err == nil && len(files) > 0 {
+		t.Errorf("invalid ADDs wrote %d entries", len(files))
+	}
+	t.Run("old cniVersion", func(t *testing.T) {
+		_, err := n.cni.AddNetworkList(ctx, n.list("0.4.0", nil), runtimeConf("c5", pod.Path()))
+		wantCode(t, err, types.ErrIncompatibleCNIVersion, "incompatible")
+	})
+}
