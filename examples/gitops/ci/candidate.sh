@@ -7,7 +7,7 @@
 #
 # Needs kubectl (for "kubectl kustomize") and yq; the filters are the subset
 # that both yq implementations (mikefarah's v4 and the jq wrapper) accept.
-# Then: enid plan --config OUTDIR/config.yaml --detailed-exitcode
+# Then, on a node: enid plan --config OUTDIR/config.yaml --config-dir OUTDIR/config.d --detailed-exitcode
 set -eu
 
 if [ $# -ne 2 ]; then
