@@ -1,0 +1,147 @@
+// Package linuxtest builds throwaway network topologies for tests, the
+// demo and benchmarks of package linux: a "vpc" namespace playing the VPC
+// router, a "node" namespace playing the host, ENIs plugged between them as
+// veth pairs, pod namespaces, and an ICMP echo helper. Everything lives in
+// namespaces it creates under /run/netns and removes again. It needs root.
+package linuxtest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// nsDir is where named namespaces are bind-mounted (as `ip netns` does).
+const nsDir = "/run/netns"
+
+// createNS creates a new network namespace bind-mounted at
+// /run/netns/<prefix>-<random> with lo up, and returns its path.
+func createNS(prefix string) (string, error) {
+	if err := os.MkdirAll(nsDir, 0o755); err != nil {
+		return "", fmt.Errorf("create %s: %w", nsDir, err)
+	}
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random netns name: %w", err)
+	}
+	path := filepath.Join(nsDir, prefix+"-"+hex.EncodeToString(b))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
+	if err != nil {
+		return "", fmt.Errorf("create netns mount point: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("create netns mount point: %w", err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		// This thread is switched to the new namespace and never unlocked:
+		// it exits with the goroutine, so nothing else runs in it.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare: %w", err)
+			return
+		}
+		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
+		if err := unix.Mount(self, path, "none", unix.MS_BIND, ""); err != nil {
+			errc <- fmt.Errorf("bind mount netns: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		_ = os.Remove(path) // best effort: the mount failed, the file is ours
+		return "", fmt.Errorf("create netns %s: %w", path, err)
+	}
+	if err := withHandle(path, func(h *netlink.Handle) error {
+		lo, err := h.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		return h.LinkSetUp(lo)
+	}); err != nil {
+		return "", errors.Join(fmt.Errorf("set lo up in %s: %w", path, err), deleteNS(path))
+	}
+	return path, nil
+}
+
+// deleteNS unmounts and removes a namespace created by createNS. A
+// namespace already gone is fine.
+func deleteNS(path string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount netns %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove netns %s: %w", path, err)
+	}
+	return nil
+}
+
+// withHandle runs fn with a route netlink handle inside the namespace.
+func withHandle(path string, fn func(h *netlink.Handle) error) error {
+	fd, err := netns.GetFromPath(path)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", path, err)
+	}
+	defer func() { _ = fd.Close() }() // read-only descriptor
+	h, err := netlink.NewHandleAt(fd, unix.NETLINK_ROUTE)
+	if err != nil {
+		return fmt.Errorf("netlink handle in %s: %w", path, err)
+	}
+	defer h.Close()
+	return fn(h)
+}
+
+// inNS runs fn on a locked thread inside the namespace. fn must not start
+// goroutines. If the thread cannot return, it stays locked and dies.
+func inNS(path string, fn func() error) error {
+	target, err := netns.GetFromPath(path)
+	if err != nil {
+		return fmt.Errorf("open netns %s: %w", path, err)
+	}
+	defer func() { _ = target.Close() }() // read-only descriptor
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- err
+			return
+		}
+		defer func() { _ = orig.Close() }() // read-only descriptor
+		if err := netns.Set(target); err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("enter netns %s: %w", path, err)
+			return
+		}
+		ferr := fn()
+		if err := netns.Set(orig); err != nil {
+			errc <- errors.Join(ferr, err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}
+
+// writeSysctls sets /proc/sys entries (paths below /proc/sys) in the
+// namespace.
+func writeSysctls(path string, kv map[string]string) error {
+	return inNS(path, func() error {
+		for k, v := range kv {
+			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+				return fmt.Errorf("sysctl %s: %w", k, err)
+			}
+		}
+		return nil
+	})
+}

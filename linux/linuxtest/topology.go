@@ -1,0 +1,342 @@
+package linuxtest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// GatewayV6 is the IPv6 gateway the vpc side of every plugged ENI
+// answers: a link-local address, so the ENI table's IPv6 default route is
+// "default via fe80::fffe dev ethN".
+const GatewayV6 = "fe80::fffe"
+
+// VPCHostV6 is a global IPv6 address on the vpc namespace's lo: something
+// in the VPC that pods can reach over IPv6 (and that the vpc pings from).
+const VPCHostV6 = "fd00:ffff::1"
+
+// Topology is a vpc namespace and a node namespace with ENIs plugged
+// between them. Its methods are safe for concurrent use (the simulator's
+// attach hook calls them from its own goroutines).
+type Topology struct {
+	// VPCNS and NodeNS are the namespaces' paths.
+	VPCNS, NodeNS string
+
+	mu sync.Mutex // guards the fields below
+	// plugs maps a lower-case MAC to its plugged ENI.
+	plugs map[string]*plug
+	// next is the number of the next node-side device name (eth<next>).
+	next int
+	// pods are the pod namespaces created by NewPodNS and not yet removed.
+	pods map[string]bool
+	// closed is set by Close.
+	closed bool
+}
+
+// plug is one ENI: a veth whose node end has the ENI's MAC.
+type plug struct {
+	mac      net.HardwareAddr
+	nodeName string
+	vpcName  string
+}
+
+// New creates the two namespaces; name tags their paths
+// (/run/netns/<name>-vpc-<random>). Close removes everything.
+func New(name string) (*Topology, error) {
+	vpc, err := createNS(name + "-vpc")
+	if err != nil {
+		return nil, err
+	}
+	node, err := createNS(name + "-node")
+	if err != nil {
+		return nil, errors.Join(err, deleteNS(vpc))
+	}
+	tp := &Topology{VPCNS: vpc, NodeNS: node, plugs: map[string]*plug{}, next: 1, pods: map[string]bool{}}
+	// The vpc namespace routes between vSwitches like the VPC does.
+	if err := writeSysctls(vpc, map[string]string{
+		"net/ipv4/ip_forward":          "1",
+		"net/ipv6/conf/all/forwarding": "1",
+	}); err != nil {
+		return nil, errors.Join(err, tp.Close())
+	}
+	if err := withHandle(vpc, func(h *netlink.Handle) error {
+		lo, err := h.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		a := netip.MustParseAddr(VPCHostV6)
+		return h.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD})
+	}); err != nil {
+		return nil, errors.Join(fmt.Errorf("vpc address: %w", err), tp.Close())
+	}
+	return tp, nil
+}
+
+// NewTopology is New for tests: it fails t on error and removes the
+// topology when the test ends.
+func NewTopology(t testing.TB) *Topology {
+	t.Helper()
+	name := strings.ToLower(t.Name())
+	name = strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return -1
+	}, name)
+	if len(name) > 20 {
+		name = name[:20]
+	}
+	tp, err := New("enidt" + name)
+	if err != nil {
+		t.Fatalf("new topology: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tp.Close(); err != nil {
+			t.Errorf("close topology: %v", err)
+		}
+	})
+	return tp
+}
+
+// Close removes the pod namespaces, the node and the vpc namespace (and so
+// every link in them). Calling it again does nothing.
+func (tp *Topology) Close() error {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.closed {
+		return nil
+	}
+	tp.closed = true
+	var errs []error
+	for p := range tp.pods {
+		errs = append(errs, deleteNS(p))
+	}
+	errs = append(errs, deleteNS(tp.NodeNS), deleteNS(tp.VPCNS))
+	return errors.Join(errs...)
+}
+
+// NewPodNS creates a pod namespace (lo up). cleanup removes it and may be
+// called more than once; Close removes it too.
+func (tp *Topology) NewPodNS(name string) (path string, cleanup func(), err error) {
+	path, err = createNS("enidt-pod-" + name)
+	if err != nil {
+		return "", nil, err
+	}
+	tp.mu.Lock()
+	tp.pods[path] = true
+	tp.mu.Unlock()
+	return path, func() {
+		tp.mu.Lock()
+		defer tp.mu.Unlock()
+		if tp.pods[path] {
+			delete(tp.pods, path)
+			// Best effort, like t.Cleanup work: the namespace is gone or
+			// Close reports nothing more useful.
+			_ = deleteNS(path)
+		}
+	}, nil
+}
+
+// DeletePodNS removes a pod namespace now (as a runtime does before CNI
+// DEL when a sandbox dies).
+func (tp *Topology) DeletePodNS(path string) error {
+	tp.mu.Lock()
+	delete(tp.pods, path)
+	tp.mu.Unlock()
+	return deleteNS(path)
+}
+
+// PlugENI attaches an ENI: a veth pair whose node end (named eth1, eth2, ...
+// in order of plugging, down) has the MAC, and whose vpc end holds the
+// vSwitch gateway (as /32) and GatewayV6, with /32 (or /128) routes and
+// permanent neighbours for primary and ips, as the VPC's own tables know
+// where each address lives.
+func (tp *Topology) PlugENI(mac string, primary netip.Addr, cidr netip.Prefix, gateway netip.Addr, ips ...netip.Addr) error {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return fmt.Errorf("plug eni: %w", err)
+	}
+	if !gateway.Is4() || !cidr.Contains(gateway) {
+		return fmt.Errorf("plug eni %s: gateway %v not in %v", mac, gateway, cidr)
+	}
+	tp.mu.Lock()
+	if tp.plugs[hw.String()] != nil {
+		tp.mu.Unlock()
+		return fmt.Errorf("plug eni %s: already plugged", mac)
+	}
+	p := &plug{mac: hw, nodeName: fmt.Sprintf("eth%d", tp.next), vpcName: "v" + strings.ReplaceAll(hw.String(), ":", "")}
+	tp.next++
+	tp.plugs[hw.String()] = p
+	tp.mu.Unlock()
+
+	nodeFD, err := netns.GetFromPath(tp.NodeNS)
+	if err != nil {
+		return fmt.Errorf("plug eni %s: %w", mac, err)
+	}
+	defer func() { _ = nodeFD.Close() }() // read-only descriptor
+	err = withHandle(tp.VPCNS, func(h *netlink.Handle) error {
+		v := &netlink.Veth{
+			LinkAttrs:        netlink.LinkAttrs{Name: p.vpcName},
+			PeerName:         p.nodeName,
+			PeerHardwareAddr: hw,
+			PeerNamespace:    netlink.NsFd(int(nodeFD)),
+		}
+		if err := h.LinkAdd(v); err != nil {
+			return fmt.Errorf("add veth: %w", err)
+		}
+		l, err := h.LinkByName(p.vpcName)
+		if err != nil {
+			return err
+		}
+		gw6 := netip.MustParseAddr(GatewayV6)
+		for _, a := range []*netlink.Addr{
+			{IPNet: &net.IPNet{IP: gateway.AsSlice(), Mask: net.CIDRMask(32, 32)}},
+			{IPNet: &net.IPNet{IP: gw6.AsSlice(), Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD},
+		} {
+			if err := h.AddrAdd(l, a); err != nil {
+				return fmt.Errorf("add address %s: %w", a.IPNet, err)
+			}
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			return err
+		}
+		return routeIPs(h, l, hw, append([]netip.Addr{primary}, ips...))
+	})
+	if err != nil {
+		tp.mu.Lock()
+		delete(tp.plugs, hw.String())
+		tp.mu.Unlock()
+		return fmt.Errorf("plug eni %s: %w", mac, err)
+	}
+	return nil
+}
+
+// routeIPs routes each valid address to the ENI's link with a permanent
+// neighbour naming the ENI's MAC.
+func routeIPs(h *netlink.Handle, l netlink.Link, mac net.HardwareAddr, ips []netip.Addr) error {
+	for _, ip := range ips {
+		if !ip.IsValid() {
+			continue
+		}
+		fam := unix.AF_INET
+		if ip.Is6() {
+			fam = unix.AF_INET6
+		}
+		r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}, Scope: netlink.SCOPE_LINK}
+		if err := h.RouteReplace(r); err != nil {
+			return fmt.Errorf("route %s: %w", ip, err)
+		}
+		n := &netlink.Neigh{LinkIndex: l.Attrs().Index, Family: fam, State: netlink.NUD_PERMANENT, IP: ip.AsSlice(), HardwareAddr: mac}
+		if err := h.NeighSet(n); err != nil {
+			return fmt.Errorf("neighbour %s: %w", ip, err)
+		}
+	}
+	return nil
+}
+
+func (tp *Topology) plugOf(mac string) (*plug, error) {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return nil, err
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	p := tp.plugs[hw.String()]
+	if p == nil {
+		return nil, fmt.Errorf("eni %s is not plugged", mac)
+	}
+	return p, nil
+}
+
+// NodeName returns the node-side device name of a plugged ENI.
+func (tp *Topology) NodeName(mac string) (string, error) {
+	p, err := tp.plugOf(mac)
+	if err != nil {
+		return "", err
+	}
+	return p.nodeName, nil
+}
+
+// RouteIPs makes the vpc route more addresses to a plugged ENI (IPs
+// assigned after the attach).
+func (tp *Topology) RouteIPs(mac string, ips ...netip.Addr) error {
+	p, err := tp.plugOf(mac)
+	if err != nil {
+		return fmt.Errorf("route ips: %w", err)
+	}
+	return withHandle(tp.VPCNS, func(h *netlink.Handle) error {
+		l, err := h.LinkByName(p.vpcName)
+		if err != nil {
+			return fmt.Errorf("route ips to %s: %w", mac, err)
+		}
+		return routeIPs(h, l, p.mac, ips)
+	})
+}
+
+// UnrouteIPs removes the vpc's routes and neighbours for the addresses;
+// ones already gone are fine.
+func (tp *Topology) UnrouteIPs(mac string, ips ...netip.Addr) error {
+	p, err := tp.plugOf(mac)
+	if err != nil {
+		return fmt.Errorf("unroute ips: %w", err)
+	}
+	return withHandle(tp.VPCNS, func(h *netlink.Handle) error {
+		l, err := h.LinkByName(p.vpcName)
+		if err != nil {
+			return fmt.Errorf("unroute ips from %s: %w", mac, err)
+		}
+		for _, ip := range ips {
+			if !ip.IsValid() {
+				continue
+			}
+			fam := unix.AF_INET
+			if ip.Is6() {
+				fam = unix.AF_INET6
+			}
+			r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}, Scope: netlink.SCOPE_LINK}
+			if err := h.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("unroute %s: %w", ip, err)
+			}
+			n := &netlink.Neigh{LinkIndex: l.Attrs().Index, Family: fam, IP: ip.AsSlice()}
+			if err := h.NeighDel(n); err != nil && !errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("remove neighbour %s: %w", ip, err)
+			}
+		}
+		return nil
+	})
+}
+
+// UnplugENI detaches a plugged ENI: its veth is deleted wherever its node
+// end is (node or a pod namespace). Unplugging an unknown MAC is an error.
+func (tp *Topology) UnplugENI(mac string) error {
+	p, err := tp.plugOf(mac)
+	if err != nil {
+		return fmt.Errorf("unplug eni: %w", err)
+	}
+	err = withHandle(tp.VPCNS, func(h *netlink.Handle) error {
+		l, err := h.LinkByName(p.vpcName)
+		if err != nil {
+			var nf netlink.LinkNotFoundError
+			if errors.As(err, &nf) {
+				return nil
+			}
+			return err
+		}
+		return h.LinkDel(l)
+	})
+	if err != nil {
+		return fmt.Errorf("unplug eni %s: %w", mac, err)
+	}
+	tp.mu.Lock()
+	delete(tp.plugs, p.mac.String())
+	tp.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,169 @@
+package linux
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// listRules dumps the node's policy rules of one family.
+func (d *Datapath) listRules(fam int) ([]netlink.Rule, error) {
+	return dump("list rules", func() ([]netlink.Rule, error) { return d.node.h.RuleList(fam) })
+}
+
+// ruleString renders a rule the way `ip rule` does, briefly.
+func ruleString(r netlink.Rule) string {
+	s := fmt.Sprintf("prio %d", r.Priority)
+	if r.Src != nil {
+		s += " from " + prefixOf(r.Src).Addr().String()
+	}
+	if r.Dst != nil {
+		s += " to " + prefixOf(r.Dst).Addr().String()
+	}
+	if r.Table == unix.RT_TABLE_MAIN {
+		return s + " lookup main"
+	}
+	return fmt.Sprintf("%s lookup %d", s, r.Table)
+}
+
+// delRule deletes the rule; one already gone is fine.
+func (d *Datapath) delRule(r netlink.Rule, ch *Changes) error {
+	del := netlink.NewRule()
+	del.Family = r.Family
+	del.Priority = r.Priority
+	del.Table = r.Table
+	del.Src = r.Src
+	del.Dst = r.Dst
+	del.Protocol = r.Protocol
+	if err := d.node.h.RuleDel(del); err != nil {
+		if isNotFound(mapErr(err)) {
+			return nil
+		}
+		return fmt.Errorf("delete rule %s: %w", ruleString(r), mapErr(err))
+	}
+	ch.add("delete rule %s", ruleString(r))
+	return nil
+}
+
+// podRules are the two rules for one pod address: "to ip lookup main" at
+// PrioToPod and "from ip lookup table" at PrioFromPod.
+func podRules(ip netip.Addr, table int) (to, from *netlink.Rule) {
+	to = netlink.NewRule()
+	to.Family = familyOf(ip)
+	to.Priority = PrioToPod
+	to.Dst = hostPrefix(ip)
+	to.Table = unix.RT_TABLE_MAIN
+	to.Protocol = Proto
+	from = netlink.NewRule()
+	from.Family = familyOf(ip)
+	from.Priority = PrioFromPod
+	from.Src = hostPrefix(ip)
+	from.Table = table
+	from.Protocol = Proto
+	return to, from
+}
+
+// ensurePodRules makes the node hold exactly the two rules for ip (given
+// the current rule list of ip's family): missing ones are added, ones at
+// enid's priorities for the same address with a wrong table are deleted.
+func (d *Datapath) ensurePodRules(rules []netlink.Rule, ip netip.Addr, table int, ch *Changes) error {
+	to, from := podRules(ip, table)
+	for _, want := range []*netlink.Rule{to, from} {
+		found := false
+		for _, r := range rules {
+			var same bool
+			if want.Dst != nil {
+				same = r.Priority == PrioToPod && isHost(r.Dst, ip) && r.Src == nil
+			} else {
+				same = r.Priority == PrioFromPod && isHost(r.Src, ip) && r.Dst == nil
+			}
+			if !same {
+				continue
+			}
+			if !found && r.Table == want.Table && r.Protocol == Proto {
+				found = true
+				continue
+			}
+			if err := d.delRule(r, ch); err != nil {
+				return err
+			}
+		}
+		if found {
+			continue
+		}
+		if err := d.node.h.RuleAdd(want); err != nil && !isExist(err) {
+			return fmt.Errorf("add rule %s: %w", ruleString(*want), mapErr(err))
+		}
+		ch.add("add rule %s", ruleString(*want))
+	}
+	return nil
+}
+
+// removePodRules deletes enid's rules for ip, whatever their table.
+func (d *Datapath) removePodRules(rules []netlink.Rule, ip netip.Addr, ch *Changes) error {
+	for _, r := range rules {
+		if r.Protocol != Proto {
+			continue
+		}
+		if (r.Priority == PrioToPod && isHost(r.Dst, ip)) || (r.Priority == PrioFromPod && isHost(r.Src, ip)) {
+			if err := d.delRule(r, ch); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sweepRules deletes enid's pod rules whose address no longer has enid's
+// host route in the main table: what is left when a pod's veth vanished
+// with its netns before teardown. EnsurePod adds the host route before the
+// rules and teardown deletes the rules before the veth, and the rules are
+// listed before the routes here, so a pod being set up is never swept.
+func (d *Datapath) sweepRules(ch *Changes) error {
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rules, err := d.listRules(fam)
+		if err != nil {
+			return err
+		}
+		routes, err := d.hostRoutes(fam)
+		if err != nil {
+			return err
+		}
+		live := map[netip.Addr]bool{}
+		for _, r := range routes {
+			live[prefixOf(r.Dst).Addr()] = true
+		}
+		for _, r := range rules {
+			if r.Protocol != Proto {
+				continue
+			}
+			var ip netip.Addr
+			switch {
+			case r.Priority == PrioToPod && r.Dst != nil:
+				ip = prefixOf(r.Dst).Addr()
+			case r.Priority == PrioFromPod && r.Src != nil:
+				ip = prefixOf(r.Src).Addr()
+			default:
+				continue
+			}
+			if live[ip] {
+				continue
+			}
+			if err := d.delRule(r, ch); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hostRoutes lists enid's routes of one family in the main table (the
+// host routes to pods).
+func (d *Datapath) hostRoutes(fam int) ([]netlink.Route, error) {
+	return dump("list routes", func() ([]netlink.Route, error) {
+		return d.node.h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: Proto},
+			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+	})
+}
