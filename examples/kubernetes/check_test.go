@@ -99,6 +99,7 @@ type podSpec struct {
 	PriorityClassName  string
 	HostNetwork        bool
 	HostPID            bool
+	DNSPolicy          string
 	Tolerations        []struct{ Key, Operator, Effect string }
 	InitContainers     []container
 	Containers         []container
@@ -327,6 +328,9 @@ func (c *checker) checkDaemonSet(ds daemonSet) {
 	}
 	if !spec.HostPID {
 		c.errorf("DaemonSet: hostPID must be true (netns paths under /proc name host PIDs)")
+	}
+	if spec.DNSPolicy != "Default" {
+		c.errorf("DaemonSet: dnsPolicy %q, want Default: cluster DNS runs in pods that need this agent first", spec.DNSPolicy)
 	}
 	if spec.PriorityClassName != "system-node-critical" {
 		c.errorf("DaemonSet: priorityClassName %q, want system-node-critical", spec.PriorityClassName)

@@ -219,6 +219,7 @@ func TestCheckerCatches(t *testing.T) {
 		{"netns without propagation", "daemonset.yaml",
 			"mountPath: /var/run/netns\n              mountPropagation: HostToContainer\n", "mountPath: /var/run/netns\n",
 			"/var/run/netns readOnly false propagation \"\""},
+		{"cluster DNS", "daemonset.yaml", "dnsPolicy: Default", "dnsPolicy: ClusterFirstWithHostNet", "dnsPolicy"},
 		{"node name missing", "daemonset.yaml", "fieldPath: spec.nodeName", "fieldPath: metadata.name", "NODE_NAME"},
 		{"no readiness", "daemonset.yaml", `command: ["enid", "status", "--ready"]`, `command: ["true"]`, "readiness"},
 		{"cannot watch nodes", "rbac.yaml", `verbs: ["get", "list", "watch"]`, `verbs: ["get"]`, "cannot watch nodes"},
