@@ -50,6 +50,7 @@ would do, like "terraform plan".`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCmd())
+	root.AddCommand(newSimCmd())
 	return root
 }
 
