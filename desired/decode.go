@@ -276,9 +276,6 @@ func joinPath(path, k string) string {
 // one, which would let a second "containerID" hide behind the first) and
 // trailing data.
 func decodeGeneric(data []byte) (any, error) {
-	if err := checkDuplicateKeys(data); err != nil {
-		return nil, err
-	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var v any
@@ -290,6 +287,9 @@ func decodeGeneric(data []byte) (any, error) {
 	}
 	if _, err := dec.Token(); err == nil {
 		return nil, fmt.Errorf("not valid JSON: data after the end of the document")
+	}
+	if err := checkDuplicateKeys(data); err != nil {
+		return nil, err
 	}
 	return v, nil
 }

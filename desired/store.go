@@ -127,10 +127,14 @@ func (s *EntryStore) Read(key Key) (Entry, error) {
 	if err := key.Validate(); err != nil {
 		return Entry{}, err
 	}
-	return s.readFile(EntryFileName(key))
+	e, err := s.readFile(EntryFileName(key))
+	if err != nil {
+		return Entry{}, fmt.Errorf("read entry %s: %w", key, err)
+	}
+	return e, nil
 }
 
-// readFile opens name without following symlinks and without blocking on a
+// readFile opens name (an entry file name; never a path) without following symlinks and without blocking on a
 // FIFO, insists on a regular file, and reads at most MaxEntrySize bytes.
 func (s *EntryStore) readFile(name string) (Entry, error) {
 	f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
@@ -138,23 +142,23 @@ func (s *EntryStore) readFile(name string) (Entry, error) {
 		if errors.Is(err, syscall.ELOOP) {
 			return Entry{}, fmt.Errorf("%w: %s is a symlink; entries are regular files", ErrInvalidEntry, name)
 		}
-		return Entry{}, fmt.Errorf("read entry: %w", err)
+		return Entry{}, err
 	}
 	defer f.Close() //nolint:errcheck // read-only: nothing to flush
 	st, err := f.Stat()
 	if err != nil {
-		return Entry{}, fmt.Errorf("read entry %s: %w", name, err)
+		return Entry{}, err
 	}
 	if !st.Mode().IsRegular() {
 		return Entry{}, fmt.Errorf("%w: %s is not a regular file (%s)", ErrInvalidEntry, name, st.Mode().Type())
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxEntrySize+1))
 	if err != nil {
-		return Entry{}, fmt.Errorf("read entry %s: %w", name, err)
+		return Entry{}, err
 	}
 	e, err := ParseEntry(data)
 	if err != nil {
-		return Entry{}, fmt.Errorf("%s: %w", name, err)
+		return Entry{}, err
 	}
 	if want := EntryFileName(e.Key()); want != name {
 		return Entry{}, fmt.Errorf("%w: %s holds the entry for %s (file name must be %s)", ErrInvalidEntry, name, e.Key(), want)
@@ -179,6 +183,10 @@ func (s *EntryStore) ReadAll() ([]Entry, []EntryProblem, error) {
 	for _, de := range dirents {
 		name := de.Name()
 		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		if _, ok := KeyFromFileName(name); !ok {
+			problems = append(problems, EntryProblem{File: name, Err: "not an entry file name: want <containerID>_<ifName>.json"})
 			continue
 		}
 		e, err := s.readFile(name)

@@ -1,0 +1,237 @@
+package desired
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestStoreWriteReadRemove(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run", "pods")
+	s := NewEntryStore(dir)
+	e := validEntry()
+	rev, err := s.Write(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Read(e.Key())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Revision != rev {
+		t.Errorf("read revision %q, write returned %q", got.Revision, rev)
+	}
+	e.Revision = rev
+	if diff := cmp.Diff(e, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, EntryFileName(e.Key())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Revision(data) != rev {
+		t.Errorf("revision is not the hash of the file's bytes")
+	}
+	for path, want := range map[string]fs.FileMode{dir: 0o700, filepath.Join(dir, EntryFileName(e.Key())): 0o600} {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != want {
+			t.Errorf("%s: mode %v, want %v", path, st.Mode().Perm(), want)
+		}
+	}
+	names := dirNames(t, dir)
+	if diff := cmp.Diff([]string{EntryFileName(e.Key())}, names); diff != "" {
+		t.Errorf("files left in the dir (-want +got):\n%s", diff)
+	}
+
+	// Rewriting with other content gives another revision.
+	e.PodUID = "other"
+	rev2, err := s.Write(e)
+	if err != nil || rev2 == rev {
+		t.Errorf("rewrite: rev %q (was %q), err %v", rev2, rev, err)
+	}
+
+	if err := s.Remove(e.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(e.Key()); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("read after remove: want fs.ErrNotExist, got %v", err)
+	}
+	if err := s.Remove(e.Key()); err != nil {
+		t.Errorf("removing an absent entry: %v", err)
+	}
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
+}
+
+func TestStoreRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	s := NewEntryStore(dir)
+	e := validEntry()
+	e.IfName = "../../x"
+	if _, err := s.Write(e); !errors.Is(err, ErrInvalidEntry) {
+		t.Errorf("write with traversal in ifName: want ErrInvalidEntry, got %v", err)
+	}
+	for _, k := range []Key{{"../etc", "eth0"}, {"c1", "../x"}, {"c1", ""}} {
+		if _, err := s.Read(k); !errors.Is(err, ErrInvalidEntry) {
+			t.Errorf("Read(%v): want ErrInvalidEntry, got %v", k, err)
+		}
+		if err := s.Remove(k); !errors.Is(err, ErrInvalidEntry) {
+			t.Errorf("Remove(%v): want ErrInvalidEntry, got %v", k, err)
+		}
+	}
+	if len(dirNames(t, dir)) != 0 {
+		t.Errorf("bad writes left files: %v", dirNames(t, dir))
+	}
+}
+
+func TestStoreRefusesSymlinkedDir(t *testing.T) {
+	base := t.TempDir()
+	if err := os.Mkdir(filepath.Join(base, "real"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("real", filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewEntryStore(filepath.Join(base, "link")).Write(validEntry()); err == nil {
+		t.Error("write through a symlinked dir succeeded")
+	}
+}
+
+// TestStoreReadAllReportsBadFilesAlone writes good entries next to every
+// kind of bad file and checks that each bad file is one problem and every
+// good entry is still read.
+func TestStoreReadAllReportsBadFilesAlone(t *testing.T) {
+	dir := t.TempDir()
+	s := NewEntryStore(dir)
+	var want []Entry
+	for _, id := range []string{"aaa", "ccc", "eee"} {
+		e := validEntry()
+		e.ContainerID = id
+		rev, err := s.Write(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Revision = rev
+		want = append(want, e)
+	}
+	good, err := os.ReadFile(filepath.Join(dir, "ccc_eth0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(name string, data []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("bbb_eth0.json", good[:len(good)/2])                                                 // truncated
+	put("ddd_eth0.json", []byte("\x00\xff garbage"))                                         // garbage
+	put("fff_eth0.json", good)                                                               // content for ccc under another name
+	put("notes.txt", []byte("hello"))                                                        // not an entry name
+	put(".tmp-ggg_eth0.json-123", good[:10])                                                 // a write in progress
+	if err := os.Symlink("ccc_eth0.json", filepath.Join(dir, "hhh_eth0.json")); err != nil { // symlink
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "iii_eth0.json"), 0o600); err != nil { // a FIFO must not hang the reader
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "jjj_eth0.json"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	got, problems, err := s.ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("entries (-want +got):\n%s", diff)
+	}
+	type short struct{ File, ContainerID, IfName, Err string }
+	var gotP []short
+	for _, p := range problems {
+		gotP = append(gotP, short{p.File, p.ContainerID, p.IfName, p.Err})
+	}
+	wantP := []short{
+		{"bbb_eth0.json", "bbb", "eth0", "invalid entry: not valid JSON: unexpected EOF"},
+		{"ddd_eth0.json", "ddd", "eth0", "invalid entry: not valid JSON: invalid character '\\x00' looking for beginning of value"},
+		{"fff_eth0.json", "fff", "eth0", "invalid entry: fff_eth0.json holds the entry for ccc_eth0 (file name must be ccc_eth0.json)"},
+		{"hhh_eth0.json", "hhh", "eth0", "invalid entry: hhh_eth0.json is a symlink; entries are regular files"},
+		{"iii_eth0.json", "iii", "eth0", "invalid entry: iii_eth0.json is not a regular file (p---------)"},
+		{"jjj_eth0.json", "jjj", "eth0", "invalid entry: jjj_eth0.json is not a regular file (d---------)"},
+		{"notes.txt", "", "", "not an entry file name: want <containerID>_<ifName>.json"},
+	}
+	if diff := cmp.Diff(wantP, gotP); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+func TestStoreReadAllMissingDir(t *testing.T) {
+	got, problems, err := NewEntryStore(filepath.Join(t.TempDir(), "absent")).ReadAll()
+	if got != nil || problems != nil || err != nil {
+		t.Errorf("missing dir: %v %v %v", got, problems, err)
+	}
+}
+
+// TestStoreConcurrentWrites writes 200 entries from 200 goroutines, some
+// keys twice, and reads every one back intact.
+func TestStoreConcurrentWrites(t *testing.T) {
+	dir := t.TempDir()
+	s := NewEntryStore(dir)
+	const n = 200
+	want := make([]Entry, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := range n {
+		e := validEntry()
+		e.ContainerID = fmt.Sprintf("c%03d", i)
+		e.PodName = fmt.Sprintf("pod-%d", i)
+		e.Annotations = map[string]string{"x": strings.Repeat(string(rune('a'+i%26)), 1000+i)}
+		want[i] = e
+		for range 2 { // the same content twice, racing on one name
+			wg.Go(func() {
+				if _, err := s.Write(e); err != nil {
+					errs <- err
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got, problems, err := s.ReadAll()
+	if err != nil || len(problems) > 0 {
+		t.Fatalf("ReadAll: %v %v", problems, err)
+	}
+	for i := range got {
+		got[i].Revision = ""
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if names := dirNames(t, dir); len(names) != n {
+		t.Errorf("%d files in the dir, want %d (temp files left?)", len(names), n)
+	}
+}
