@@ -1,0 +1,531 @@
+// Package plannertest is a model of the world the planner steers: an
+// in-memory cloud (ENIs, addresses, vSwitch pools, instance limits) and node
+// (ENI devices, pod network state, published statuses), with an executor
+// that applies a plan to it the way reconcile applies one to the real cloud
+// and kernel. While applying it checks DESIGN.md's invariants and records
+// every breach in Violations, so tests can drive the planner through many
+// rounds and crashes and then ask whether anything went wrong.
+package plannertest
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
+)
+
+// World is the model. Its fields are the whole state; tests set them
+// directly and the executor changes them.
+type World struct {
+	Desired  desired.State
+	Instance observed.Instance
+	// ENIs are every ENI of the account the node can see (primary, foreign,
+	// owned; attached here or Available).
+	ENIs      []observed.ENI
+	VSwitches []observed.VSwitch
+	Node      observed.Node
+	Now       time.Time
+	Memory    planner.Memory
+	// Complete and Problems are copied into every observation.
+	Complete bool
+	Problems []string
+
+	// Violations lists every invariant breach seen while applying plans.
+	Violations []string
+	// Calls counts cloud calls made (idempotent replays included).
+	Calls int
+
+	released map[netip.Addr]release
+	identity map[observed.AttachmentKey]string // pod identity set up per key
+	allocd   map[string]map[netip.Addr]bool    // per vSwitch: addresses in use
+	tokens   map[string]string                 // ClientToken -> ENI ID
+	nextENI  int
+}
+
+type release struct {
+	at       time.Time
+	identity string
+}
+
+// New returns an empty world at now for instance inst.
+func New(now time.Time, inst observed.Instance) *World {
+	return &World{Now: now, Instance: inst, Complete: true,
+		released: map[netip.Addr]release{}, identity: map[observed.AttachmentKey]string{},
+		allocd: map[string]map[netip.Addr]bool{}, tokens: map[string]string{}}
+}
+
+// Observe returns what the agent would observe now (a deep copy).
+func (w *World) Observe() observed.State {
+	s := observed.State{Instance: w.Instance, Complete: w.Complete, Problems: slices.Clone(w.Problems), At: w.Now}
+	for _, e := range w.ENIs {
+		if e.InstanceID != w.Instance.ID && !e.Owned(w.Instance.ID) {
+			continue
+		}
+		e.IPv4, e.IPv6, e.Tags = slices.Clone(e.IPv4), slices.Clone(e.IPv6), maps.Clone(e.Tags)
+		s.ENIs = append(s.ENIs, e)
+	}
+	slices.SortFunc(s.ENIs, func(a, b observed.ENI) int { return strings.Compare(a.ID, b.ID) })
+	s.VSwitches = slices.Clone(w.VSwitches)
+	s.Node.ENIDevices = slices.Clone(w.Node.ENIDevices)
+	s.Node.Pods = slices.Clone(w.Node.Pods)
+	s.Node.Published = slices.Clone(w.Node.Published)
+	return s
+}
+
+// Plan plans one pass over the world.
+func (w *World) Plan() planner.Plan {
+	return planner.Make(w.Desired, w.Observe(), planner.Options{Now: w.Now, Memory: w.Memory, NodeName: "node-1"})
+}
+
+// Apply executes the whole plan and keeps its memory.
+func (w *World) Apply(p planner.Plan) []error { return w.ApplyN(p, len(p.Actions)) }
+
+// ApplyN persists the plan's memory (as reconcile does, before acting) and
+// executes only its first n actions, as if the agent crashed then. Actions
+// whose dependencies failed are skipped. It returns the errors.
+func (w *World) ApplyN(p planner.Plan, n int) []error {
+	w.Memory = p.Memory
+	var errs []error
+	failed := map[int]bool{}
+	created := map[int]string{} // CreateENI action ID -> ENI ID
+	for _, a := range p.Actions[:min(n, len(p.Actions))] {
+		if slices.ContainsFunc(a.DependsOn, func(d int) bool { return failed[d] }) {
+			failed[a.ID] = true
+			continue
+		}
+		if a.ENIRef > 0 {
+			id, ok := created[a.ENIRef-1]
+			if !ok {
+				failed[a.ID] = true
+				continue
+			}
+			a.ENIID = id
+		}
+		id, err := w.do(a)
+		if err != nil {
+			failed[a.ID] = true
+			errs = append(errs, fmt.Errorf("action %d %s %s: %w", a.ID, a.Kind, a.Target, err))
+			continue
+		}
+		if a.Kind == planner.CreateENI {
+			created[a.ID] = id
+		}
+	}
+	w.checkPublished()
+	return errs
+}
+
+func (w *World) violate(format string, args ...any) {
+	w.Violations = append(w.Violations, w.Now.Format("15:04:05")+" "+fmt.Sprintf(format, args...))
+}
+
+func (w *World) eni(id string) *observed.ENI {
+	for i := range w.ENIs {
+		if w.ENIs[i].ID == id {
+			return &w.ENIs[i]
+		}
+	}
+	return nil
+}
+
+func (w *World) vswitch(id string) *observed.VSwitch {
+	for i := range w.VSwitches {
+		if w.VSwitches[i].ID == id {
+			return &w.VSwitches[i]
+		}
+	}
+	return nil
+}
+
+// mayDestroy checks invariant 1 for a destructive call on e.
+func (w *World) mayDestroy(a planner.Action, e *observed.ENI) {
+	if e.ID == w.Instance.PrimaryENI || e.Type == observed.ENITypePrimary {
+		w.violate("%s on the primary ENI %s", a.Kind, e.ID)
+	} else if !e.Owned(w.Instance.ID) {
+		w.violate("%s on foreign ENI %s", a.Kind, e.ID)
+	}
+}
+
+func (w *World) do(a planner.Action) (string, error) {
+	if a.Kind.Cloud() {
+		w.Calls++
+	}
+	switch a.Kind {
+	case planner.CreateENI:
+		return w.create(a)
+	case planner.AttachENI:
+		return "", w.attach(a)
+	case planner.AssignIPs:
+		return "", w.assign(a)
+	case planner.UnassignIPs:
+		return "", w.unassign(a)
+	case planner.DetachENI:
+		return "", w.detach(a)
+	case planner.DeleteENI:
+		return "", w.delete(a)
+	case planner.ConfigureENI:
+		return "", w.configure(a)
+	case planner.SetupPod, planner.MoveENI:
+		return "", w.setup(a)
+	case planner.TeardownPod, planner.ReturnENI:
+		return "", w.teardown(a)
+	case planner.PublishStatus:
+		w.publish(a)
+		return "", nil
+	}
+	return "", fmt.Errorf("unknown action kind %q", a.Kind)
+}
+
+// alloc takes n free addresses of vSwitch v (IPv6 from its IPv6 CIDR).
+func (w *World) alloc(v *observed.VSwitch, n int, v6 bool) ([]netip.Addr, error) {
+	if !v6 && v.AvailableIPs < n {
+		return nil, fmt.Errorf("InvalidVSwitchId.IpNotEnough: %s has %d free", v.ID, v.AvailableIPs)
+	}
+	if w.allocd[v.ID] == nil {
+		w.allocd[v.ID] = map[netip.Addr]bool{}
+	}
+	used := w.allocd[v.ID]
+	p := v.CIDR
+	if v6 {
+		p = v.IPv6CIDR
+		if !p.IsValid() {
+			return nil, fmt.Errorf("%s has no IPv6 CIDR", v.ID)
+		}
+	}
+	var out []netip.Addr
+	for a := p.Masked().Addr().Next().Next().Next().Next(); p.Contains(a) && len(out) < n; a = a.Next() {
+		if !used[a] && a != v.Gateway() {
+			used[a] = true
+			out = append(out, a)
+		}
+	}
+	if len(out) < n {
+		return nil, fmt.Errorf("InvalidVSwitchId.IpNotEnough: %s is full", v.ID)
+	}
+	if !v6 {
+		v.AvailableIPs -= n
+	}
+	return out, nil
+}
+
+func (w *World) free(vswID string, addrs ...netip.Addr) {
+	v := w.vswitch(vswID)
+	for _, a := range addrs {
+		if w.allocd[vswID][a] {
+			delete(w.allocd[vswID], a)
+			if v != nil && a.Is4() {
+				v.AvailableIPs++
+			}
+		}
+	}
+}
+
+// Reserve marks addresses of a vSwitch as taken (for ENIs a test creates).
+func (w *World) Reserve(vswID string, addrs ...netip.Addr) {
+	if w.allocd[vswID] == nil {
+		w.allocd[vswID] = map[netip.Addr]bool{}
+	}
+	for _, a := range addrs {
+		w.allocd[vswID][a] = true
+	}
+}
+
+func (w *World) create(a planner.Action) (string, error) {
+	if id, ok := w.tokens[a.ClientToken]; ok && a.ClientToken != "" {
+		return id, nil
+	}
+	v := w.vswitch(a.VSwitchID)
+	if v == nil {
+		return "", fmt.Errorf("InvalidVSwitchId.NotFound: %s", a.VSwitchID)
+	}
+	if a.IPv4Count > 49 {
+		return "", fmt.Errorf("SecondaryPrivateIpAddressCount %d > 49", a.IPv4Count)
+	}
+	all, err := w.alloc(v, 1+a.IPv4Count, false)
+	if err != nil {
+		w.Memory = w.Memory.MarkExhausted(v.ID, w.Now.Add(planner.DefaultExhaustedFor))
+		return "", err
+	}
+	var v6 []netip.Addr
+	if a.IPv6Count > 0 {
+		if v6, err = w.alloc(v, a.IPv6Count, true); err != nil {
+			return "", err
+		}
+	}
+	w.nextENI++
+	n := w.nextENI
+	e := observed.ENI{
+		ID: fmt.Sprintf("eni-n%d", n), MAC: fmt.Sprintf("02:00:00:00:%02x:%02x", n>>8, n&255),
+		Status: observed.ENIAvailable, Type: observed.ENITypeSecondary, VSwitchID: v.ID, ZoneID: v.ZoneID,
+		VPCID: v.VPCID, PrimaryIP: all[0], IPv4: all[1:], IPv6: v6,
+		SecurityGroups: slices.Clone(a.SecurityGroups), Tags: maps.Clone(a.Tags), CreatedAt: w.Now,
+	}
+	w.ENIs = append(w.ENIs, e)
+	w.tokens[a.ClientToken] = e.ID
+	return e.ID, nil
+}
+
+func (w *World) attach(a planner.Action) error {
+	e := w.eni(a.ENIID)
+	if e == nil {
+		return fmt.Errorf("InvalidEniId.NotFound: %s", a.ENIID)
+	}
+	if e.Status == observed.ENIInUse && e.InstanceID == a.InstanceID {
+		return nil // replay
+	}
+	if e.Status != observed.ENIAvailable {
+		return fmt.Errorf("InvalidOperation.InvalidEniState: %s is %s", e.ID, e.Status)
+	}
+	idx := map[int]bool{}
+	for _, x := range w.ENIs {
+		if x.InstanceID == w.Instance.ID && x.Status != observed.ENIAvailable {
+			idx[x.DeviceIndex] = true
+		}
+	}
+	if len(idx) >= w.Instance.Limits.ENIs {
+		return fmt.Errorf("EniPerInstanceLimitExceeded")
+	}
+	d := 1
+	for idx[d] {
+		d++
+	}
+	e.Status, e.InstanceID, e.DeviceIndex = observed.ENIInUse, a.InstanceID, d
+	return nil
+}
+
+func (w *World) assign(a planner.Action) error {
+	e := w.eni(a.ENIID)
+	if e == nil {
+		return fmt.Errorf("InvalidEniId.NotFound: %s", a.ENIID)
+	}
+	if _, ok := w.tokens[a.ClientToken]; ok {
+		return nil
+	}
+	if a.IPv4Count > 10 || a.IPv6Count > 10 {
+		return fmt.Errorf("more than 10 addresses in one call")
+	}
+	v := w.vswitch(e.VSwitchID)
+	if a.IPv4Count > 0 {
+		if len(e.IPv4)+a.IPv4Count > w.Instance.Limits.IPv4PerENI-1 {
+			return fmt.Errorf("InvalidOperation.Ipv4CountExceeded: %s", e.ID)
+		}
+		got, err := w.alloc(v, a.IPv4Count, false)
+		if err != nil {
+			return err
+		}
+		e.IPv4 = sorted(append(e.IPv4, got...))
+	}
+	if a.IPv6Count > 0 {
+		if len(e.IPv6)+a.IPv6Count > w.Instance.Limits.IPv6PerENI {
+			return fmt.Errorf("InvalidOperation.Ipv6CountExceeded: %s", e.ID)
+		}
+		got, err := w.alloc(v, a.IPv6Count, true)
+		if err != nil {
+			return err
+		}
+		e.IPv6 = sorted(append(e.IPv6, got...))
+	}
+	w.tokens[a.ClientToken] = e.ID
+	return nil
+}
+
+func sorted(l []netip.Addr) []netip.Addr { slices.SortFunc(l, netip.Addr.Compare); return l }
+
+// inUse reports whether a pod on the node or a Ready status holds ip.
+func (w *World) inUse(ip netip.Addr) string {
+	for _, p := range w.Node.Pods {
+		if p.IPv4 == ip || p.IPv6 == ip {
+			return p.Key.String()
+		}
+	}
+	for _, b := range w.Node.Published {
+		if b.Phase == planner.PhaseReady && (b.IPv4 == ip || b.IPv6 == ip) {
+			return b.Key.String() + " (published)"
+		}
+	}
+	return ""
+}
+
+func (w *World) unassign(a planner.Action) error {
+	e := w.eni(a.ENIID)
+	if e == nil {
+		return nil // gone: success for Unassign
+	}
+	w.mayDestroy(a, e)
+	for _, ip := range append(slices.Clone(a.IPv4), a.IPv6...) {
+		if k := w.inUse(ip); k != "" {
+			w.violate("unassign %s of %s while %s uses it", ip, e.ID, k)
+		}
+	}
+	rm := func(l []netip.Addr, drop []netip.Addr) []netip.Addr {
+		return slices.DeleteFunc(l, func(x netip.Addr) bool { return slices.Contains(drop, x) })
+	}
+	e.IPv4, e.IPv6 = rm(e.IPv4, a.IPv4), rm(e.IPv6, a.IPv6)
+	w.free(e.VSwitchID, a.IPv4...)
+	w.free(e.VSwitchID, a.IPv6...)
+	return nil
+}
+
+func (w *World) detach(a planner.Action) error {
+	e := w.eni(a.ENIID)
+	if e == nil {
+		return nil
+	}
+	w.mayDestroy(a, e)
+	for _, ip := range append(slices.Clone(e.IPv4), e.IPv6...) {
+		if k := w.inUse(ip); k != "" {
+			w.violate("detach %s while %s uses %s", e.ID, k, ip)
+		}
+	}
+	w.Node.ENIDevices = slices.DeleteFunc(w.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == e.MAC })
+	e.Status, e.InstanceID, e.DeviceIndex = observed.ENIAvailable, "", 0
+	return nil
+}
+
+func (w *World) delete(a planner.Action) error {
+	e := w.eni(a.ENIID)
+	if e == nil {
+		return nil
+	}
+	w.mayDestroy(a, e)
+	if e.Status != observed.ENIAvailable {
+		return fmt.Errorf("InvalidOperation.InvalidEniState: %s is %s", e.ID, e.Status)
+	}
+	w.free(e.VSwitchID, append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6...)...)
+	w.ENIs = slices.DeleteFunc(w.ENIs, func(x observed.ENI) bool { return x.ID == a.ENIID })
+	return nil
+}
+
+func (w *World) configure(a planner.Action) error {
+	e := w.eni(a.ENIID)
+	if e == nil || e.Status != observed.ENIInUse || e.InstanceID != w.Instance.ID {
+		return fmt.Errorf("configure %s: not attached here", a.ENIID)
+	}
+	t := a.Table
+	if t == 0 {
+		t = 1000 + e.DeviceIndex
+	}
+	if t != 1000+e.DeviceIndex {
+		w.violate("ConfigureENI %s with table %d, device index %d", e.ID, t, e.DeviceIndex)
+	}
+	w.Node.ENIDevices = slices.DeleteFunc(w.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == e.MAC })
+	w.Node.ENIDevices = append(w.Node.ENIDevices, observed.ENIDevice{MAC: e.MAC, Name: fmt.Sprintf("eth%d", e.DeviceIndex),
+		Index: 10 + e.DeviceIndex, MTU: max(a.MTU, 1500), Up: true, Table: t, Configured: true})
+	if a.MTU == 0 {
+		w.Node.ENIDevices[len(w.Node.ENIDevices)-1].MTU = 1500
+	}
+	return nil
+}
+
+func (w *World) setup(a planner.Action) error {
+	p := a.Pod
+	e := w.eni(p.ENIID)
+	if e == nil || e.InstanceID != w.Instance.ID || e.Status != observed.ENIInUse {
+		w.violate("%s %s on ENI %s that is not attached here", a.Kind, p.Key, p.ENIID)
+		return fmt.Errorf("eni %s not attached", p.ENIID)
+	}
+	if !e.Owned(w.Instance.ID) {
+		w.violate("%s %s on foreign ENI %s", a.Kind, p.Key, e.ID)
+	}
+	excl := a.Kind == planner.MoveENI
+	identity := p.Namespace + "/" + p.Name + "/" + p.IfName
+	for _, ip := range []netip.Addr{p.IPv4, p.IPv6} {
+		if !ip.IsValid() {
+			continue
+		}
+		if excl {
+			if ip != e.PrimaryIP && !slices.Contains(e.IPv6, ip) {
+				w.violate("MoveENI %s: %s is not %s's address", p.Key, ip, e.ID)
+			}
+		} else if !e.HasIP(ip) {
+			w.violate("SetupPod %s: %s is not on %s", p.Key, ip, e.ID)
+		}
+		if k := w.inUse(ip); k != "" && !strings.HasPrefix(k, p.Key.String()) {
+			w.violate("SetupPod %s with %s held by %s", p.Key, ip, k)
+		}
+		if r, ok := w.released[ip]; ok && r.identity != identity && w.Now.Sub(r.at) < w.Desired.Config.Pool.Cooldown.D() {
+			w.violate("SetupPod %s with %s released %s ago by %s (cooldown %s)", p.Key, ip, w.Now.Sub(r.at), r.identity, w.Desired.Config.Pool.Cooldown.D())
+		}
+	}
+	if !excl {
+		i := slices.IndexFunc(w.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == e.MAC })
+		if i < 0 || !w.Node.ENIDevices[i].Configured {
+			return fmt.Errorf("eni %s device not configured", e.ID)
+		}
+	} else {
+		w.Node.ENIDevices = slices.DeleteFunc(w.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == e.MAC })
+	}
+	w.Node.Pods = slices.DeleteFunc(w.Node.Pods, func(x observed.PodNet) bool { return x.Key == p.Key })
+	pn := observed.PodNet{Key: p.Key, NetNS: p.NetNS, IPv4: p.IPv4, IPv6: p.IPv6, ENIMAC: e.MAC, Exclusive: excl, Healthy: true}
+	if !excl {
+		pn.HostVeth = "enid" + p.Key.ContainerID
+	}
+	w.Node.Pods = append(w.Node.Pods, pn)
+	slices.SortFunc(w.Node.Pods, func(x, y observed.PodNet) int { return strings.Compare(x.Key.String(), y.Key.String()) })
+	w.identity[p.Key] = identity
+	return nil
+}
+
+func (w *World) teardown(a planner.Action) error {
+	i := slices.IndexFunc(w.Node.Pods, func(x observed.PodNet) bool { return x.Key == a.Pod.Key })
+	if i < 0 {
+		return nil // already gone
+	}
+	pn := w.Node.Pods[i]
+	for _, ip := range []netip.Addr{pn.IPv4, pn.IPv6} {
+		if ip.IsValid() {
+			w.released[ip] = release{at: w.Now, identity: w.identity[pn.Key]}
+		}
+	}
+	w.Node.Pods = slices.Delete(w.Node.Pods, i, i+1)
+	return nil
+}
+
+func (w *World) publish(a planner.Action) {
+	k := a.Target
+	w.Node.Published = slices.DeleteFunc(w.Node.Published, func(b observed.Binding) bool { return b.Key.String() == k })
+	if a.Status == nil {
+		return
+	}
+	s := a.Status
+	w.Node.Published = append(w.Node.Published, observed.Binding{Key: s.Key, Revision: s.Revision, Phase: s.Phase,
+		Reason: s.Reason, IPv4: s.IPv4, IPv6: s.IPv6, ENIID: s.ENIID})
+	slices.SortFunc(w.Node.Published, func(x, y observed.Binding) int { return strings.Compare(x.Key.String(), y.Key.String()) })
+}
+
+// checkPublished checks invariant 2 over Ready statuses and kernel pods.
+func (w *World) checkPublished() {
+	seen := map[netip.Addr]string{}
+	for _, b := range w.Node.Published {
+		if b.Phase != planner.PhaseReady {
+			continue
+		}
+		for _, ip := range []netip.Addr{b.IPv4, b.IPv6} {
+			if !ip.IsValid() {
+				continue
+			}
+			if o, ok := seen[ip]; ok {
+				w.violate("%s published Ready for both %s and %s", ip, o, b.Key)
+			}
+			seen[ip] = b.Key.String()
+		}
+	}
+	seen = map[netip.Addr]string{}
+	for _, p := range w.Node.Pods {
+		for _, ip := range []netip.Addr{p.IPv4, p.IPv6} {
+			if !ip.IsValid() {
+				continue
+			}
+			if o, ok := seen[ip]; ok {
+				w.violate("%s set up for both %s and %s", ip, o, p.Key)
+			}
+			seen[ip] = p.Key.String()
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package planner_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
+	"github.com/enidnet/enid/planner/plannertest"
+)
+
+// start is the time every script begins at.
+var start = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+
+// TestScripts runs planner/testdata/*: each file builds a world in the
+// compact text form (plannertest.World.Exec, docs/plan.md), plans, applies,
+// and compares the rendered output with the expected text. Update the
+// expectations with -rewrite.
+func TestScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		w := plannertest.New(start, observed.Instance{})
+		var last planner.Plan
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return run(t, w, &last, d)
+		})
+	})
+}
+
+func run(t *testing.T, w *plannertest.World, last *planner.Plan, d *datadriven.TestData) string {
+	t.Helper()
+	var out strings.Builder
+	body := func() {
+		for _, l := range strings.Split(d.Input, "\n") {
+			if err := w.Exec(l); err != nil {
+				d.Fatalf(t, "%s: %v", l, err)
+			}
+		}
+	}
+	violations := func() {
+		for _, v := range w.Violations {
+			out.WriteString("VIOLATION " + v + "\n")
+		}
+		w.Violations = nil
+	}
+	switch d.Cmd {
+	case "world":
+		body()
+		return "ok"
+	case "plan":
+		body()
+		*last = w.Plan()
+		out.WriteString(last.Render())
+		if d.HasArg("statuses") {
+			for _, s := range last.Statuses {
+				fmt.Fprintf(&out, "status %s %s %s", s.Key, s.Phase, s.ReasonCode)
+				if s.Reason != "" {
+					out.WriteString(": " + s.Reason)
+				}
+				out.WriteString("\n")
+			}
+		}
+		if d.HasArg("json") {
+			b, err := last.JSON()
+			if err != nil {
+				d.Fatalf(t, "json: %v", err)
+			}
+			out.Write(b)
+			out.WriteString("\n")
+		}
+	case "apply":
+		n := len(last.Actions)
+		if d.HasArg("n") {
+			d.ScanArgs(t, "n", &n)
+		}
+		errs := w.ApplyN(*last, n)
+		fmt.Fprintf(&out, "applied %d of %d actions\n", min(n, len(last.Actions)), len(last.Actions))
+		for _, e := range errs {
+			out.WriteString("error: " + e.Error() + "\n")
+		}
+		violations()
+		if d.HasArg("state") {
+			out.WriteString(w.Dump())
+		}
+	case "converge":
+		body()
+		max := 10
+		if d.HasArg("max") {
+			d.ScanArgs(t, "max", &max)
+		}
+		rounds, p, errs := w.Converge(max)
+		*last = p
+		fmt.Fprintf(&out, "rounds %d\n", rounds)
+		for _, e := range errs {
+			out.WriteString("error: " + e.Error() + "\n")
+		}
+		violations()
+		if !p.Empty() {
+			out.WriteString(p.Render())
+		}
+		out.WriteString(w.Dump())
+	case "state":
+		out.WriteString(w.Dump())
+	default:
+		d.Fatalf(t, "unknown command %q", d.Cmd)
+	}
+	return out.String()
+}
