@@ -20,7 +20,7 @@ import (
 // Status polling: start fast because a warm pool answers in milliseconds,
 // back off to a bound so a slow setup (a new ENI) costs little CPU.
 const (
-	pollFirst = 20 * time.Millisecond
+	pollFirst = 5 * time.Millisecond
 	pollMax   = 100 * time.Millisecond
 )
 

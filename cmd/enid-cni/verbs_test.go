@@ -93,12 +93,31 @@ func TestAddCheckDel(t *testing.T) {
 			if err := n.cni.CheckNetworkList(ctx, list, rt); err != nil {
 				t.Fatalf("CHECK after ADD: %v", err)
 			}
+			// The agent now says another address for the same revision.
+			moved := st
+			moved.IPs = []status.IPConfig{{Address: netip.MustParsePrefix("192.168.1.99/32"), Gateway: netip.MustParseAddr("169.254.1.1")}}
+			if err := n.statuses.Write(moved); err != nil {
+				t.Fatal(err)
+			}
+			wantCode(t, n.cni.CheckNetworkList(ctx, list, rt), errCheckFailed, "the runtime holds addresses [192.168.1.10/32], the agent says [192.168.1.99/32]")
+			failed := st
+			failed.Phase, failed.Reason = status.Failed, "ENI eni-test detached"
+			if err := n.statuses.Write(failed); err != nil {
+				t.Fatal(err)
+			}
+			wantCode(t, n.cni.CheckNetworkList(ctx, list, rt), errCheckFailed, "attachment is Failed: ENI eni-test detached")
+			if err := n.statuses.Write(st); err != nil {
+				t.Fatal(err)
+			}
 			delAddr(t, pod.Path(), "eth0", "192.168.1.10/32")
 			wantCode(t, n.cni.CheckNetworkList(ctx, list, rt), errCheckFailed, "lacks 192.168.1.10")
 
 			if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
 				t.Fatalf("DEL: %v", err)
 			}
+			// CHECK of an attachment without an entry (the runtime's cache
+			// is gone with DEL, so call the verb with the ADD's result).
+			wantCode(t, n.cni.CheckNetwork(ctx, pluginConf(t, list, res), rt), types.ErrUnknownContainer, "no pod entry for c1_eth0")
 			if _, err := n.entries.Read(desired.Key{ContainerID: "c1", IfName: "eth0"}); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("entry after DEL: %v, want fs.ErrNotExist", err)
 			}
@@ -357,4 +376,98 @@ func TestInvalidInput(t *testing.T) {
 		_, err := n.cni.AddNetworkList(ctx, n.list("0.4.0", nil), runtimeConf("c5", pod.Path()))
 		wantCode(t, err, types.ErrIncompatibleCNIVersion, "incompatible")
 	})
+}
+
+// pluginConf returns the list's single plugin config with prevResult set,
+// as a runtime sends it to CHECK.
+func pluginConf(t *testing.T, list *libcni.NetworkConfigList, prev types.Result) *libcni.PluginConfig {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(list.Plugins[0].Bytes, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["name"], m["cniVersion"], m["prevResult"] = list.Name, list.CNIVersion, prev
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := libcni.NetworkPluginConfFromBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pc
+}
+
+// TestShippedConflist drives the plugin with examples/cni/10-enid.conflist,
+// only its directories moved to the test's, and checks what docs/cni.md
+// promises of it.
+func TestShippedConflist(t *testing.T) {
+	data, err := os.ReadFile("../../examples/cni/10-enid.conflist")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l struct {
+		CNIVersion  string           `json:"cniVersion"`
+		CNIVersions []string         `json:"cniVersions"`
+		Name        string           `json:"name"`
+		Plugins     []map[string]any `json:"plugins"`
+	}
+	if err := json.Unmarshal(data, &l); err != nil {
+		t.Fatal(err)
+	}
+	if l.CNIVersion != "1.0.0" || l.Name != "enid" || len(l.Plugins) != 1 {
+		t.Fatalf("list %s %q with %d plugins, want 1.0.0 \"enid\" with one", l.CNIVersion, l.Name, len(l.Plugins))
+	}
+	if d := cmp.Diff([]string{"1.0.0", "1.1.0"}, l.CNIVersions); d != "" {
+		t.Errorf("cniVersions (-want +got):\n%s", d)
+	}
+	p := l.Plugins[0]
+	wantCaps := map[string]any{"io.kubernetes.cri.pod-annotations": true, "bandwidth": true}
+	if d := cmp.Diff(wantCaps, p["capabilities"]); d != "" {
+		t.Errorf("capabilities (-want +got):\n%s", d)
+	}
+	if _, err := parseConf(mustJSON(t, p, l.Name, l.CNIVersion)); err != nil {
+		t.Fatalf("the shipped plugin config is invalid: %v", err)
+	}
+
+	pod := newNetNS(t)
+	n := newNode(t)
+	n.heartbeat(time.Now(), true, "")
+	n.startAgent(readyIn(t, "192.168.1.12/32", "169.254.1.1", true), true)
+	p["podsDir"], p["statusDir"], p["agentFile"] = filepath.Join(n.dir, "pods"), filepath.Join(n.dir, "status"), n.agent
+	moved, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.NetworkConfFromBytes(moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rt := runtimeConf("c6", pod.Path())
+	if _, err := n.cni.AddNetworkList(ctx, list, rt); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	if err := n.cni.CheckNetworkList(ctx, list, rt); err != nil {
+		t.Fatalf("CHECK: %v", err)
+	}
+	if err := n.cni.GetStatusNetworkList(ctx, list); err != nil {
+		t.Fatalf("STATUS: %v", err)
+	}
+	if err := n.cni.DelNetworkList(ctx, list, rt); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+}
+
+func mustJSON(t *testing.T, plugin map[string]any, name, version string) []byte {
+	t.Helper()
+	m := map[string]any{"name": name, "cniVersion": version}
+	for k, v := range plugin {
+		m[k] = v
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
