@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -183,8 +184,15 @@ func attachmentArgs(args *skel.CmdArgs, needNetNS bool) error {
 	if err := (desired.Key{ContainerID: args.ContainerID, IfName: args.IfName}).Validate(); err != nil {
 		return types.NewError(types.ErrInvalidEnvironmentVariables, "invalid CNI_CONTAINERID or CNI_IFNAME", err.Error())
 	}
-	if needNetNS && !filepath.IsAbs(args.Netns) {
+	if !needNetNS {
+		return nil
+	}
+	if !filepath.IsAbs(args.Netns) {
 		return types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("CNI_NETNS must be an absolute path, got %q", args.Netns), "")
+	}
+	// Catch a wrong path here rather than after a wait for the agent.
+	if _, err := os.Stat(args.Netns); err != nil {
+		return types.NewError(types.ErrInvalidEnvironmentVariables, "CNI_NETNS is not usable", err.Error())
 	}
 	return nil
 }

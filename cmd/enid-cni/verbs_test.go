@@ -358,6 +358,7 @@ func TestInvalidInput(t *testing.T) {
 		{"relative podsDir", map[string]any{"podsDir": "run/pods"}, nil, types.ErrInvalidNetworkConfig, `"podsDir" must be an absolute path`},
 		{"no pod name", nil, func(rt *libcni.RuntimeConf) { rt.Args = nil }, types.ErrInvalidEnvironmentVariables, "K8S_POD_NAMESPACE"},
 		{"relative netns", nil, func(rt *libcni.RuntimeConf) { rt.NetNS = "netns/x" }, types.ErrInvalidEnvironmentVariables, "CNI_NETNS must be an absolute path"},
+		{"missing netns", nil, func(rt *libcni.RuntimeConf) { rt.NetNS = "/var/run/netns/enid-test-absent" }, types.ErrInvalidEnvironmentVariables, "no such file"},
 		{"bad ifname", nil, func(rt *libcni.RuntimeConf) { rt.IfName = "a/b" }, types.ErrInvalidEnvironmentVariables, "interface name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
