@@ -118,17 +118,26 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if !ok {
 				return errors.New("watch: error channel closed")
 			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				w.log.Warn("file watch overflowed; re-reading everything", "err", err)
-				s.refresh()
+			if w.handleError(s, err) {
 				fire()
-				continue
 			}
-			w.log.Warn("file watch error", "err", err)
 		case <-timer.C:
 			fire()
 		}
 	}
+}
+
+// handleError logs a watch error and reports whether the caller must be
+// signalled at once: an overflow means events were lost, so everything must
+// be re-read now.
+func (w *Watcher) handleError(s *watchState, err error) bool {
+	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		w.log.Warn("file watch overflowed; re-reading everything", "err", err)
+		s.refresh()
+		return true
+	}
+	w.log.Warn("file watch error", "err", err)
+	return false
 }
 
 // watchState is the set of kernel watches; Run's goroutine owns it.
