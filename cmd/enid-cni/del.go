@@ -36,8 +36,8 @@ func (p *plugin) del(args *skel.CmdArgs) error {
 		return nil
 	}
 	a, err := status.ReadAgent(conf.AgentFile)
-	if err != nil || p.now().Sub(a.Heartbeat) > conf.heartbeatMaxAge {
-		return nil // agent down: nobody to wait for
+	if err != nil || !a.Alive(p.now(), conf.heartbeatMaxAge) {
+		return nil // agent down or stopped: nobody to wait for
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), conf.delTimeout)
 	defer cancel()

@@ -235,6 +235,11 @@ func TestDelAgentDown(t *testing.T) {
 	}{
 		{"no heartbeat", func() {}, time.Second, 0},
 		{"stale heartbeat", func() { n.heartbeat(time.Now().Add(-time.Hour), true, "") }, time.Second, 0},
+		{"stopped agent", func() {
+			if err := status.WriteAgent(n.agent, status.Agent{PID: 4242, Heartbeat: time.Now(), Reason: "agent stopped", Stopped: true}); err != nil {
+				t.Fatal(err)
+			}
+		}, time.Second, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.prep()

@@ -27,8 +27,12 @@ type Agent struct {
 	Ready bool `json:"ready"`
 	// Reason says why the agent is not ready; may also explain a degraded
 	// but ready state.
-	Reason string      `json:"reason,omitempty"`
-	Pool   PoolSummary `json:"pool"`
+	Reason string `json:"reason,omitempty"`
+	// Stopped is set in the agent's last heartbeat as it exits: nobody
+	// acts on entries until an agent starts again, however fresh
+	// Heartbeat is.
+	Stopped bool        `json:"stopped,omitempty"`
+	Pool    PoolSummary `json:"pool"`
 	// LastErrors are the most recent distinct errors, newest first, for
 	// operators (bounded by the agent).
 	LastErrors []string `json:"lastErrors,omitempty"`
@@ -95,9 +99,13 @@ func ReadAgent(path string) (Agent, error) {
 var ErrNotServing = errors.New("agent not serving")
 
 // Serving reports whether a heartbeat read at now shows an agent able to
-// serve new attachments: ready, and with a heartbeat no older than maxAge.
+// serve new attachments: not stopped, ready, and with a heartbeat no older
+// than maxAge.
 // The error wraps ErrNotServing and says why.
 func (a Agent) Serving(now time.Time, maxAge time.Duration) error {
+	if a.Stopped {
+		return fmt.Errorf("%w: agent pid %d stopped at %s", ErrNotServing, a.PID, a.Heartbeat.Format(time.RFC3339))
+	}
 	if age := now.Sub(a.Heartbeat); age > maxAge {
 		return fmt.Errorf("%w: heartbeat is %s old (bound %s), pid %d", ErrNotServing, age.Round(time.Millisecond), maxAge, a.PID)
 	}
@@ -109,4 +117,11 @@ func (a Agent) Serving(now time.Time, maxAge time.Duration) error {
 		return fmt.Errorf("%w: not ready: %s", ErrNotServing, reason)
 	}
 	return nil
+}
+
+// Alive reports whether a heartbeat read at now shows a running agent,
+// ready or not: not stopped and no older than maxAge. A running agent still
+// tears down attachments whose entries are gone.
+func (a Agent) Alive(now time.Time, maxAge time.Duration) bool {
+	return !a.Stopped && now.Sub(a.Heartbeat) <= maxAge
 }

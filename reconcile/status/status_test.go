@@ -232,7 +232,12 @@ func TestAgentRoundTripAndServing(t *testing.T) {
 		{"at the bound", a, hb.Add(30 * time.Second), true},
 		{"stale", a, hb.Add(31 * time.Second), false},
 		{"not ready", status.Agent{Heartbeat: hb, Reason: "config invalid"}, hb, false},
+		{"stopped", status.Agent{Heartbeat: hb, Ready: true, Stopped: true}, hb, false},
 	} {
+		alive := tc.now.Sub(tc.a.Heartbeat) <= 30*time.Second && !tc.a.Stopped
+		if got := tc.a.Alive(tc.now, 30*time.Second); got != alive {
+			t.Errorf("%s: Alive = %v, want %v", tc.name, got, alive)
+		}
 		err := tc.a.Serving(tc.now, 30*time.Second)
 		if (err == nil) != tc.serve {
 			t.Errorf("%s: Serving = %v, want serving=%v", tc.name, err, tc.serve)
