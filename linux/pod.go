@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/enidnet/enid/observed"
 	"github.com/vishvananda/netlink"
@@ -98,7 +99,7 @@ func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodRe
 		return PodResult{}, err
 	}
 	ips := podIPs(s.IPv4, s.IPv6)
-	if err := ensureAddrs(pod.h, pv, ips, " in pod", ch); err != nil {
+	if err := ensureAddrs(pod.h, pv, hostPrefixes(ips), " in pod", ch); err != nil {
 		return PodResult{}, err
 	}
 	hostMAC, podMAC := hv.Attrs().HardwareAddr, pv.Attrs().HardwareAddr
@@ -215,21 +216,21 @@ func paired(a, b netlink.Link) bool {
 	return va && vb && a.Attrs().ParentIndex == b.Attrs().Index && b.Attrs().ParentIndex == a.Attrs().Index
 }
 
-// ensureAddrs makes l hold exactly the host addresses ips among its
+// ensureAddrs makes l hold exactly the addresses want among its
 // non-link-local addresses (IPv6 ones without DAD).
-func ensureAddrs(h *netlink.Handle, l netlink.Link, ips []netip.Addr, where string, ch *Changes) error {
+func ensureAddrs(h *netlink.Handle, l netlink.Link, want []netip.Prefix, where string, ch *Changes) error {
 	addrs, err := dump("list addresses", func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_ALL) })
 	if err != nil {
 		return err
 	}
-	have := map[netip.Addr]bool{}
+	have := map[netip.Prefix]bool{}
 	for _, a := range addrs {
 		p := prefixOf(a.IPNet)
 		if p.Addr().IsLinkLocalUnicast() {
 			continue
 		}
-		if p.Bits() == p.Addr().BitLen() && containsAddr(ips, p.Addr()) {
-			have[p.Addr()] = true
+		if slices.Contains(want, p) {
+			have[p] = true
 			continue
 		}
 		if err := h.AddrDel(l, &a); err != nil && !isNotFound(mapErr(err)) {
@@ -237,29 +238,28 @@ func ensureAddrs(h *netlink.Handle, l netlink.Link, ips []netip.Addr, where stri
 		}
 		ch.add("delete address %s from %s%s", p, l.Attrs().Name, where)
 	}
-	for _, ip := range ips {
-		if have[ip] {
+	for _, p := range want {
+		if have[p] {
 			continue
 		}
-		a := &netlink.Addr{IPNet: hostPrefix(ip)}
-		if ip.Is6() {
+		a := &netlink.Addr{IPNet: ipNet(p)}
+		if p.Addr().Is6() {
 			a.Flags = unix.IFA_F_NODAD
 		}
 		if err := h.AddrAdd(l, a); err != nil && !isExist(err) {
-			return fmt.Errorf("add address %s to %s: %w", ip, l.Attrs().Name, mapErr(err))
+			return fmt.Errorf("add address %s to %s: %w", p, l.Attrs().Name, mapErr(err))
 		}
-		ch.add("add address %s to %s%s", netip.PrefixFrom(ip, ip.BitLen()), l.Attrs().Name, where)
+		ch.add("add address %s to %s%s", p, l.Attrs().Name, where)
 	}
 	return nil
 }
 
-func containsAddr(s []netip.Addr, a netip.Addr) bool {
-	for _, x := range s {
-		if x == a {
-			return true
-		}
+func hostPrefixes(ips []netip.Addr) []netip.Prefix {
+	var r []netip.Prefix
+	for _, ip := range ips {
+		r = append(r, netip.PrefixFrom(ip, ip.BitLen()))
 	}
-	return false
+	return r
 }
 
 // ensurePermNeigh makes ip a permanent neighbour with mac on l.

@@ -1,0 +1,251 @@
+package linux
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+
+	"github.com/enidnet/enid/observed"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// nodeView is one consistent-enough reading of the node namespace.
+type nodeView struct {
+	links  []netlink.Link
+	routes []netlink.Route // every table, both families
+	rules  []netlink.Rule  // both families
+}
+
+func (d *Datapath) readNode() (nodeView, error) {
+	var v nodeView
+	var err error
+	if v.links, err = dump("list links", d.node.h.LinkList); err != nil {
+		return v, err
+	}
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rs, err := dump("list routes", func() ([]netlink.Route, error) {
+			return d.node.h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+		})
+		if err != nil {
+			return v, err
+		}
+		v.routes = append(v.routes, rs...)
+		rules, err := d.listRules(fam)
+		if err != nil {
+			return v, err
+		}
+		v.rules = append(v.rules, rules...)
+	}
+	return v, nil
+}
+
+// Observe reads the node: every device with an Ethernet MAC that is not
+// enid's (lo and enid's host veths excluded) as an ENIDevice, and every
+// attachment enid labelled on a host veth as a PodNet with its health.
+//
+// An ENIDevice's Table is the table holding enid's default route (proto
+// Proto) out of the device; Configured means the device is up and that
+// route exists. A PodNet's addresses come from enid's host routes, its
+// ENIMAC from the table its "from" rule looks up (or, without one, from the
+// label), and Healthy means every piece EnsurePod or EnsureExclusive sets
+// up is present. Pod namespaces are read through per-namespace handles.
+func (d *Datapath) Observe(ctx context.Context) (observed.Node, error) {
+	v, err := d.readNode()
+	if err != nil {
+		return observed.Node{}, fmt.Errorf("observe node: %w", err)
+	}
+	var node observed.Node
+	tableOf := map[int]int{} // ifindex -> table of enid's default route
+	macOfTable := map[int]string{}
+	byIndex := map[int]netlink.Link{}
+	for _, l := range v.links {
+		byIndex[l.Attrs().Index] = l
+	}
+	for _, r := range v.routes {
+		if r.Protocol == Proto && isDefault(r) && r.Family == netlink.FAMILY_V4 && r.Table != unix.RT_TABLE_MAIN {
+			tableOf[r.LinkIndex] = r.Table
+			if l, ok := byIndex[r.LinkIndex]; ok {
+				macOfTable[r.Table] = l.Attrs().HardwareAddr.String()
+			}
+		}
+	}
+	for _, l := range v.links {
+		a := l.Attrs()
+		if a.Flags&net.FlagLoopback != 0 || len(a.HardwareAddr) != 6 {
+			continue
+		}
+		if _, ok := parseLabel(a.Alias); ok {
+			continue
+		}
+		t := tableOf[a.Index]
+		node.ENIDevices = append(node.ENIDevices, observed.ENIDevice{
+			MAC: a.HardwareAddr.String(), Name: a.Name, Index: a.Index, MTU: a.MTU,
+			Up: isUp(l), Table: t, Configured: isUp(l) && t != 0,
+		})
+	}
+	for _, l := range v.links {
+		lab, ok := parseLabel(l.Attrs().Alias)
+		if !ok {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return observed.Node{}, fmt.Errorf("observe node: %w", err)
+		}
+		node.Pods = append(node.Pods, d.observePod(v, l, lab, macOfTable))
+	}
+	sort.Slice(node.ENIDevices, func(i, j int) bool { return node.ENIDevices[i].MAC < node.ENIDevices[j].MAC })
+	sort.Slice(node.Pods, func(i, j int) bool { return node.Pods[i].Key.String() < node.Pods[j].Key.String() })
+	return node, nil
+}
+
+// observePod rebuilds one attachment from its labelled host veth.
+func (d *Datapath) observePod(v nodeView, hv netlink.Link, lab label, macOfTable map[int]string) observed.PodNet {
+	p := observed.PodNet{
+		Key: lab.Key, HostVeth: hv.Attrs().Name, NetNS: lab.NetNS,
+		ENIMAC: lab.ENI, Exclusive: lab.Mode == modeExclusive,
+	}
+	var probs []string
+	problem := func(f string, a ...any) { probs = append(probs, fmt.Sprintf(f, a...)) }
+	for _, r := range v.routes {
+		if r.Protocol == Proto && r.Table == unix.RT_TABLE_MAIN && r.LinkIndex == hv.Attrs().Index && r.Dst != nil {
+			if a := prefixOf(r.Dst).Addr(); a.Is4() {
+				p.IPv4 = a
+			} else {
+				p.IPv6 = a
+			}
+		}
+	}
+	if !isUp(hv) {
+		problem("host veth %s is down", hv.Attrs().Name)
+	}
+	ips := podIPs(p.IPv4, p.IPv6)
+	if len(ips) == 0 {
+		problem("no host route to the pod on %s", hv.Attrs().Name)
+	}
+	if !p.Exclusive {
+		for _, ip := range ips {
+			var to, from bool
+			for _, r := range v.rules {
+				if r.Protocol != Proto {
+					continue
+				}
+				if r.Priority == PrioToPod && isHost(r.Dst, ip) && r.Table == unix.RT_TABLE_MAIN {
+					to = true
+				}
+				if r.Priority == PrioFromPod && isHost(r.Src, ip) {
+					from = true
+					if mac, ok := macOfTable[r.Table]; ok {
+						p.ENIMAC = mac
+					} else {
+						problem("rule from %s looks up table %d, which has no enid default route", ip, r.Table)
+					}
+				}
+			}
+			if !to {
+				problem("rule to %s lookup main missing", ip)
+			}
+			if !from {
+				problem("rule from %s lookup <eni table> missing", ip)
+			}
+		}
+	}
+	probs = append(probs, d.checkPodNS(hv, lab, p, ips)...)
+	p.Problems = probs
+	p.Healthy = len(probs) == 0
+	return p
+}
+
+// checkPodNS inspects the pod side of an attachment and lists problems.
+func (d *Datapath) checkPodNS(hv netlink.Link, lab label, p observed.PodNet, ips []netip.Addr) []string {
+	var probs []string
+	problem := func(f string, a ...any) { probs = append(probs, fmt.Sprintf(f, a...)) }
+	if lab.NetNS == "" {
+		return []string{"netns not recorded"}
+	}
+	pod, err := openNS(lab.NetNS)
+	if err != nil {
+		return []string{fmt.Sprintf("netns %s: %v", lab.NetNS, err)}
+	}
+	defer func() { _ = pod.Close() }() // releasing descriptors cannot fail usefully
+	if p.Exclusive {
+		mac, err := net.ParseMAC(lab.ENI)
+		if err != nil {
+			return []string{fmt.Sprintf("label eni %q: %v", lab.ENI, err)}
+		}
+		l, err := linkByMAC(pod.h, mac)
+		if err != nil {
+			return []string{fmt.Sprintf("eni %s not in the pod: %v", lab.ENI, err)}
+		}
+		if l.Attrs().Name != lab.Key.IfName {
+			problem("eni %s is named %s in the pod, not %s", lab.ENI, l.Attrs().Name, lab.Key.IfName)
+		}
+		if !isUp(l) {
+			problem("eni %s is down in the pod", lab.ENI)
+		}
+		if ok, err := hasDefault(pod.h, l, netlink.FAMILY_V4, netip.Addr{}); err != nil || !ok {
+			problem("no default route via %s in the pod", l.Attrs().Name)
+		}
+		if sv, err := linkByName(pod.h, svcVethName(lab.Key)); err != nil || !paired(hv, sv) {
+			problem("service veth %s missing in the pod", svcVethName(lab.Key))
+		}
+		return probs
+	}
+	pv, err := linkByName(pod.h, lab.Key.IfName)
+	if err != nil {
+		return []string{fmt.Sprintf("pod interface %s: %v", lab.Key.IfName, err)}
+	}
+	if !paired(hv, pv) {
+		problem("%s in the pod is not the peer of %s", lab.Key.IfName, hv.Attrs().Name)
+	}
+	if !isUp(pv) {
+		problem("%s is down in the pod", lab.Key.IfName)
+	}
+	addrs, err := dump("list addresses", func() ([]netlink.Addr, error) { return pod.h.AddrList(pv, netlink.FAMILY_ALL) })
+	if err != nil {
+		return append(probs, err.Error())
+	}
+	for _, ip := range ips {
+		found := false
+		for _, a := range addrs {
+			if isHost(a.IPNet, ip) {
+				found = true
+			}
+		}
+		if !found {
+			problem("address %s missing in the pod", ip)
+		}
+		gw := podGateway(ip)
+		if ok, err := hasPermNeigh(pod.h, pv, gw, hv.Attrs().HardwareAddr); err != nil || !ok {
+			problem("neighbour %s missing in the pod", gw)
+		}
+		if ok, err := hasDefault(pod.h, pv, familyOf(ip), gw); err != nil || !ok {
+			problem("default via %s missing in the pod", gw)
+		}
+		if ip.Is6() {
+			if ok, err := hasPermNeigh(d.node.h, hv, ip, pv.Attrs().HardwareAddr); err != nil || !ok {
+				problem("neighbour %s missing on %s", ip, hv.Attrs().Name)
+			}
+		}
+	}
+	return probs
+}
+
+// hasDefault reports whether the main table has a default route out of l
+// (via gw when gw is valid).
+func hasDefault(h *netlink.Handle, l netlink.Link, fam int, gw netip.Addr) (bool, error) {
+	routes, err := dump("list routes", func() ([]netlink.Route, error) {
+		return h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, r := range routes {
+		if isDefault(r) && r.LinkIndex == l.Attrs().Index && (!gw.IsValid() || addrOf(r.Gw) == gw) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
