@@ -45,9 +45,8 @@ type Config struct {
 	CallTimeout time.Duration
 	// Wait paces WaitENI and WaitENIGone.
 	Wait WaitPolicy
-	// PageSize is MaxResults for paginated describes (default 100; ECS
-	// accepts 10..500, lower values are for exercising pagination against
-	// the simulator).
+	// PageSize is MaxResults for paginated describes (default 100, kept
+	// within the 10..500 ECS accepts).
 	PageSize int
 	// Observer, when not nil, is told about every attempt.
 	Observer Observer
@@ -209,6 +208,7 @@ func setDefaults(cfg *Config) {
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 100
 	}
+	cfg.PageSize = min(max(cfg.PageSize, 10), 500)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -128,6 +128,8 @@ func classOf(code string, status int) error {
 	case "SignatureDoesNotMatch", "IncompleteSignature", "SignatureNonceUsed",
 		"InvalidTimeStamp.Expired", "NoPermission":
 		return ErrAuth
+	case "InvalidAction.NotFound":
+		return nil // the API lacks the action: not a missing resource
 	}
 	switch {
 	case strings.HasPrefix(code, "Throttling"):

@@ -42,6 +42,8 @@ func TestClassOf(t *testing.T) {
 		{"InvalidAccessKeyId.NotFound", 404, ErrAuth, false},
 		{"Forbidden.RAM", 403, ErrAuth, false},
 		{"InvalidParameter", 400, nil, false},
+		{"InvalidAction.NotFound", 404, nil, false},
+		{"InvalidSecurityToken.Expired", 400, ErrAuth, false},
 		{"InvalidIp.IpUnassigned", 400, nil, false},
 	}
 	all := []error{ErrThrottled, ErrNotFound, ErrVSwitchExhausted, ErrLimitExceeded, ErrConflict, ErrIdempotencyMismatch, ErrAuth, ErrUnavailable}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,24 @@ func TestBackoffBounds(t *testing.T) {
 				t.Fatalf("backoff(%d) = %v, want in [%v, %v]", n, d, want/2, want)
 			}
 		}
+	}
+}
+
+// TestUnassignFallsBackToSingles: when a call of several addresses fails
+// because one is already gone, the others are still unassigned one by one.
+func TestUnassignFallsBackToSingles(t *testing.T) {
+	srv := newFaultServer(t, func(_ string, n int) (int, string) {
+		if n == 0 || n == 2 {
+			return 403, errBody("InvalidIp.IpUnassigned")
+		}
+		return 200, okDelete
+	})
+	c := newTestClient(t, fastConfig(srv.endpoint()))
+	ips := []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")}
+	if err := c.UnassignIPv4(testCtx(t), "eni-1", ips); err != nil {
+		t.Fatalf("UnassignIPv4: %v", err)
+	}
+	if n := srv.count("UnassignPrivateIpAddresses"); n != 4 {
+		t.Errorf("%d calls, want 1 for the batch and 3 singles", n)
 	}
 }
