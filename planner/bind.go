@@ -343,6 +343,11 @@ func (b *builder) bindNew() []*podState {
 		if p.bound() || p.status != nil {
 			continue
 		}
+		if !b.complete {
+			// A partial observation may hide who holds an address.
+			waiting = append(waiting, p)
+			continue
+		}
 		for i < len(order) && b.freeSlots(order[i]) == 0 {
 			i++
 		}
@@ -365,4 +370,18 @@ func (b *builder) bindNew() []*podState {
 		b.bindTo(p, ip4, ip6, e, src)
 	}
 	return waiting
+}
+
+// rememberSticky records the binding of every bound sticky pod, so that it
+// can be held when the pod goes and restored when it comes back.
+func (b *builder) rememberSticky() {
+	for _, p := range b.pods {
+		if p.sticky == "" || !p.bound() {
+			continue
+		}
+		if b.mem.Sticky == nil {
+			b.mem.Sticky = map[string]Reservation{}
+		}
+		b.mem.Sticky[p.sticky] = Reservation{Key: p.key.String(), IPv4: p.ipv4, IPv6: p.ipv6, ENIID: p.eni.eni.ID}
+	}
 }

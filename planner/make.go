@@ -68,8 +68,8 @@ type builder struct {
 	devices map[string]observed.ENIDevice
 	vsw     map[string]observed.VSwitch
 
-	pods    []*podState // live entries, sorted by key
-	podByKey map[observed.AttachmentKey]*podState
+	pods        []*podState // live entries, sorted by key
+	podByKey    map[observed.AttachmentKey]*podState
 	problemKeys map[observed.AttachmentKey]bool
 	runtime     map[observed.AttachmentKey]bool
 	published   map[observed.AttachmentKey]observed.Binding
@@ -113,9 +113,9 @@ type podState struct {
 
 // holder says who holds an address during planning.
 type holder struct {
-	key   observed.AttachmentKey
-	kind  holdKind
-	pod   *podState // live holders
+	key  observed.AttachmentKey
+	kind holdKind
+	pod  *podState // live holders
 }
 
 type holdKind int

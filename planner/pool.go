@@ -38,6 +38,7 @@ func (b *builder) shared() {
 	b.bindShared()
 	cooling := b.computeFree()
 	waiting := b.bindNew()
+	b.rememberSticky()
 	pp := b.policy()
 
 	// Count the pool.
@@ -85,10 +86,10 @@ func (b *builder) shared() {
 	blocked := (*PodStatus)(nil)
 	if grow > 0 {
 		if !b.complete {
-			blocked = &PodStatus{Phase: PhasePending, ReasonCode: ReasonObservationFailed, Reason: "observation incomplete: not growing the pool"}
+			blocked = &PodStatus{Phase: PhasePending, ReasonCode: ReasonObservationFailed, Reason: "observation incomplete: no new address is handed out"}
 		} else {
 			why := Reason{code, growText(code, len(waiting), idle, wantIdle, total, pp.minTotal)}
-			sources, blocked = b.grow(grow, why)
+			sources, blocked = b.grow(need, grow, pp.batch, why)
 		}
 	} else if b.complete && len(waiting) == 0 {
 		b.release(pp, idle, total, wantIdle)
@@ -110,6 +111,8 @@ func (b *builder) shared() {
 			continue
 		}
 		switch {
+		case !b.complete:
+			p.status = b.waitStatus(p, ReasonObservationFailed, "observation incomplete: no new address is handed out")
 		case cooling+gone > 0 && (blocked == nil || blocked.Phase != PhasePending):
 			p.status = b.waitStatus(p, ReasonWaitingCooldown, "free addresses are cooling down after release")
 		case blocked != nil:
@@ -160,7 +163,7 @@ func roundUp(n, step int) int { return (n + step - 1) / step * step }
 func growText(c ReasonCode, waiting, idle, wantIdle, total, minTotal int) string {
 	switch c {
 	case ReasonPodsWaiting:
-		return itoa(waiting) + " pods waiting, " + itoa(idle) + " idle"
+		return "waiting " + itoa(waiting) + ", idle " + itoa(idle)
 	case ReasonPoolBelowMinTotal:
 		return "total " + itoa(total) + " < minTotal " + itoa(minTotal)
 	}
@@ -171,7 +174,11 @@ func growText(c ReasonCode, waiting, idle, wantIdle, total, minTotal int) string
 // attaching, then owned Available ENIs (adopted), then new ENIs. It returns
 // the capacity sources in that order and, when n cannot be met, the status
 // for pods left over.
-func (b *builder) grow(n int, why Reason) ([]source, *PodStatus) {
+//
+// Rounding up to the batch applies to attached ENIs; new ENIs are made only
+// for what is needed (rounded up to the batch within the new ENI), so a
+// rounding surplus never costs an ENI.
+func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 	var out []source
 	slotCap := b.slotCap()
 	for _, e := range b.fillOrder() {
@@ -185,8 +192,10 @@ func (b *builder) grow(n int, why Reason) ([]source, *PodStatus) {
 		}
 		b.assign(e, b.units(e.eni)+k, why)
 		n -= k
+		need -= k
 		out = append(out, source{k, ReasonWaitingForIPs, "waiting for addresses on " + e.eni.ID})
 	}
+	n = max(0, need)
 	for _, e := range b.inflight {
 		if n == 0 {
 			break
@@ -223,7 +232,7 @@ func (b *builder) grow(n int, why Reason) ([]source, *PodStatus) {
 		if blocked != nil {
 			return out, blocked
 		}
-		k := min(n, slotCap, maxIPsAtCreate, v.AvailableIPs)
+		k := min(roundUp(n, batch), slotCap, maxIPsAtCreate, v.AvailableIPs)
 		if b.v6 && !b.v4 || b.excl {
 			k = min(n, slotCap)
 		}
@@ -233,7 +242,7 @@ func (b *builder) grow(n int, why Reason) ([]source, *PodStatus) {
 			ClientToken: token("attach", b.o.Instance.ID, b.plan.Actions[create].ClientToken)})
 		b.configureNew("", create+1, v.ID, att)
 		planned++
-		n -= k
+		n = max(0, n-k)
 		// Later ENIs of this plan see what this one takes.
 		v.AvailableIPs -= k
 		b.vsw[v.ID] = v

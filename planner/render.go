@@ -66,7 +66,7 @@ func (p Plan) Render() string {
 				w.WriteString("\n")
 			}
 		}
-		w.WriteString("\nPlan: " + itoa(p.CloudCalls()) + " cloud calls, " + itoa(p.NodeChanges()) + " node changes.\n")
+		w.WriteString("\nPlan: " + plural(p.CloudCalls(), "cloud call") + ", " + plural(p.NodeChanges(), "node change") + ".\n")
 	}
 	s := p.Pool
 	w.WriteString("Pool: total " + itoa(s.Total) + ", used " + itoa(s.Used) + ", idle " + itoa(s.Idle) +
@@ -201,4 +201,11 @@ func (p Plan) MarshalJSON() ([]byte, error) {
 // JSON returns the plan's JSON form, indented for people.
 func (p Plan) JSON() ([]byte, error) {
 	return json.MarshalIndent(p, "", "  ")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return itoa(n) + " " + what + "s"
 }

@@ -182,6 +182,11 @@ func (w *World) Exec(line string) error {
 		}
 		w.Node.Pods = slices.DeleteFunc(w.Node.Pods, func(x observed.PodNet) bool { return x.Key == k })
 		w.Node.Pods = append(w.Node.Pods, pn)
+		for _, e := range w.Desired.Entries {
+			if e.ContainerID == k.ContainerID && e.IfName == k.IfName {
+				w.identity[k] = e.PodNamespace + "/" + e.PodName + "/" + e.IfName
+			}
+		}
 	case "rm-kernel":
 		k := key()
 		w.Node.Pods = slices.DeleteFunc(w.Node.Pods, func(x observed.PodNet) bool { return x.Key == k })
