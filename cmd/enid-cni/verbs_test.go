@@ -378,6 +378,17 @@ func TestInvalidInput(t *testing.T) {
 	if files, err := os.ReadDir(filepath.Join(n.dir, "pods")); err == nil && len(files) > 0 {
 		t.Errorf("invalid ADDs wrote %d entries", len(files))
 	}
+	t.Run("entry dir not writable", func(t *testing.T) {
+		blocker := filepath.Join(n.dir, "a-file")
+		if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		list := n.list("1.0.0", map[string]any{"podsDir": filepath.Join(blocker, "pods")})
+		_, err := n.cni.AddNetworkList(ctx, list, runtimeConf("c5", pod.Path()))
+		wantCode(t, err, types.ErrIOFailure, "not a directory")
+		rt := runtimeConf("c5", "")
+		wantCode(t, n.cni.DelNetworkList(ctx, list, rt), types.ErrIOFailure, "not a directory")
+	})
 	t.Run("old cniVersion", func(t *testing.T) {
 		_, err := n.cni.AddNetworkList(ctx, n.list("0.4.0", nil), runtimeConf("c5", pod.Path()))
 		wantCode(t, err, types.ErrIncompatibleCNIVersion, "incompatible")
