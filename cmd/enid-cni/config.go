@@ -144,7 +144,7 @@ func (c *netConf) validAttachments() (map[types.GCAttachment]bool, bool) {
 }
 
 func (c *netConf) entries() *desired.EntryStore { return desired.NewEntryStore(c.PodsDir) }
-func (c *netConf) statuses() *status.Store       { return status.NewStore(c.StatusDir) }
+func (c *netConf) statuses() *status.Store      { return status.NewStore(c.StatusDir) }
 
 // podArgs are the Kubernetes keys of CNI_ARGS.
 type podArgs struct {
