@@ -1,0 +1,64 @@
+package desired
+
+import (
+	"net/netip"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The fixtures under testdata/hints are in the formats kubelet and libcni
+// write: allocated_pods_state (a JSON string inside a checksummed envelope),
+// the device manager's kubelet_internal_checkpoint, and libcni's
+// cniCacheV1 records named <network>-<containerID>-<ifName>.
+func TestReadHintsFromFixtures(t *testing.T) {
+	got := ReadHints(HintSources{
+		AllocatedPodsState: "testdata/hints/allocated_pods_state",
+		DeviceCheckpoint:   "testdata/hints/kubelet_internal_checkpoint",
+		CNIResultsDir:      "testdata/hints/cni/results",
+	})
+	want := Hints{
+		AdmittedPodUIDs: []string{
+			"0f2e4d6c-8a1b-4c3d-9e5f-7a6b5c4d3e2f", // in both files
+			"7c3f9a2e-1b4d-4e8f-9a6b-2d5c8e1f0a3b",
+			"e1d2c3b4-a596-4877-8695-a4b3c2d1e0f9", // device checkpoint only
+		},
+		RuntimeAttachments: []RuntimeAttachment{
+			{Network: "enid", ContainerID: "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.0.0.18/32")}},
+			{Network: "enid", ContainerID: "9b1e8c7d6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.0.0.17/32")}},
+		},
+		Problems: []string{`testdata/hints/cni/results/enid-broken-eth0: unknown cache kind "cniCacheV2" (want cniCacheV1)`},
+	}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestReadHintsToleratesMissingAndUnknown(t *testing.T) {
+	dir := t.TempDir()
+	missing := ReadHints(HintSources{
+		AllocatedPodsState: filepath.Join(dir, "absent"),
+		DeviceCheckpoint:   filepath.Join(dir, "absent2"),
+		CNIResultsDir:      filepath.Join(dir, "absent-dir"),
+	})
+	if diff := cmp.Diff(Hints{}, missing); diff != "" {
+		t.Errorf("missing files (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(Hints{}, ReadHints(HintSources{})); diff != "" {
+		t.Errorf("no sources (-want +got):\n%s", diff)
+	}
+
+	alloc := filepath.Join(dir, "allocated_pods_state")
+	writeFile(t, alloc, `{"data":"{\"podResources\":{}}","checksum":1}`)
+	dev := filepath.Join(dir, "kubelet_internal_checkpoint")
+	writeFile(t, dev, `{"Version":"v3","Entries":[]}`)
+	got := ReadHints(HintSources{AllocatedPodsState: alloc, DeviceCheckpoint: dev})
+	want := Hints{Problems: []string{
+		alloc + `: unknown format: data has no "entries" map`,
+		dev + `: unknown format: want {"Data": {"PodDeviceEntries": [...]}, "Checksum": N}`,
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unknown versions (-want +got):\n%s", diff)
+	}
+}
