@@ -103,7 +103,13 @@ type label struct {
 	// was up there.
 	Orig string
 	Up   bool
+	// IPv4 and IPv6 are the pod's addresses (so rules can be found and
+	// health judged even when the host routes are gone).
+	IPv4, IPv6 netip.Addr
 }
+
+// maxAlias is the longest alias the kernel keeps (IFALIASZ - 1).
+const maxAlias = 255
 
 const (
 	modeShared    = "shared"
@@ -130,7 +136,19 @@ func (l label) String() string {
 			kv = append(kv, "up=1")
 		}
 	}
-	return aliasPrefix + strings.Join(kv, " ")
+	if l.IPv4.IsValid() {
+		kv = append(kv, "ip4="+l.IPv4.String())
+	}
+	if l.IPv6.IsValid() {
+		kv = append(kv, "ip6="+l.IPv6.String())
+	}
+	s := aliasPrefix + strings.Join(kv, " ")
+	if len(s) > maxAlias && l.NetNS != "" {
+		// The netns path is the one field Observe can do without.
+		l.NetNS = ""
+		return l.String()
+	}
+	return s
 }
 
 // escapeNS keeps slashes readable while escaping spaces and percent signs.
@@ -167,6 +185,16 @@ func parseLabel(alias string) (label, bool) {
 			l.Orig = u
 		case "up":
 			l.Up = u == "1"
+		case "ip4", "ip6":
+			a, err := netip.ParseAddr(u)
+			if err != nil {
+				return label{}, false
+			}
+			if k == "ip4" {
+				l.IPv4 = a
+			} else {
+				l.IPv6 = a
+			}
 		}
 	}
 	if l.Key.ContainerID == "" || l.Key.IfName == "" {

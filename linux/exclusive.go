@@ -88,7 +88,7 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 	if err := ctx.Err(); err != nil {
 		return PodResult{}, err
 	}
-	lab := label{Key: s.Key, NetNS: s.NetNS, Mode: modeExclusive, ENI: mac.String()}
+	lab := label{Key: s.Key, NetNS: s.NetNS, Mode: modeExclusive, ENI: mac.String(), IPv4: s.Prefix.Addr()}
 	hv, sv, err := d.ensureVeth(pod, HostVethName(s.Key), svcVethName(s.Key), s.MTU, lab.String(), ch)
 	if err != nil {
 		return PodResult{}, err

@@ -109,11 +109,16 @@ func (d *Datapath) observePod(v nodeView, hv netlink.Link, lab label, macOfTable
 	}
 	var probs []string
 	problem := func(f string, a ...any) { probs = append(probs, fmt.Sprintf(f, a...)) }
+	p.IPv4, p.IPv6 = lab.IPv4, lab.IPv6
+	routed := map[netip.Addr]bool{}
 	for _, r := range v.routes {
 		if r.Protocol == Proto && r.Table == unix.RT_TABLE_MAIN && r.LinkIndex == hv.Attrs().Index && r.Dst != nil {
-			if a := prefixOf(r.Dst).Addr(); a.Is4() {
+			a := prefixOf(r.Dst).Addr()
+			routed[a] = true
+			// Labels from before addresses were recorded: trust the routes.
+			if a.Is4() && !p.IPv4.IsValid() {
 				p.IPv4 = a
-			} else {
+			} else if a.Is6() && !p.IPv6.IsValid() {
 				p.IPv6 = a
 			}
 		}
@@ -123,7 +128,12 @@ func (d *Datapath) observePod(v nodeView, hv netlink.Link, lab label, macOfTable
 	}
 	ips := podIPs(p.IPv4, p.IPv6)
 	if len(ips) == 0 {
-		problem("no host route to the pod on %s", hv.Attrs().Name)
+		problem("no pod address recorded or routed on %s", hv.Attrs().Name)
+	}
+	for _, ip := range ips {
+		if !routed[ip] {
+			problem("host route %s dev %s missing", ip, hv.Attrs().Name)
+		}
 	}
 	if !p.Exclusive {
 		for _, ip := range ips {

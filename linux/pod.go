@@ -87,7 +87,7 @@ func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodRe
 		return PodResult{}, err
 	}
 	defer func() { _ = pod.Close() }() // releasing descriptors cannot fail usefully
-	lab := label{Key: s.Key, NetNS: s.NetNS, Mode: modeShared, ENI: s.ENIMAC}
+	lab := label{Key: s.Key, NetNS: s.NetNS, Mode: modeShared, ENI: s.ENIMAC, IPv4: s.IPv4, IPv6: s.IPv6}
 	hv, pv, err := d.ensureVeth(pod, HostVethName(s.Key), s.IfName, s.MTU, lab.String(), ch)
 	if err != nil {
 		return PodResult{}, err
@@ -420,6 +420,7 @@ func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey,
 	if err != nil {
 		return err
 	}
+	lab, _ := parseLabel(hv.Attrs().Alias) // an unlabelled veth has no recorded addresses
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		routes, err := d.hostRoutes(fam)
 		if err != nil {
@@ -429,11 +430,19 @@ func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey,
 		if err != nil {
 			return err
 		}
-		for _, r := range routes {
-			if r.LinkIndex != hv.Attrs().Index {
-				continue
+		ips := map[netip.Addr]bool{}
+		for _, a := range podIPs(lab.IPv4, lab.IPv6) {
+			if familyOf(a) == fam {
+				ips[a] = true
 			}
-			if err := d.removePodRules(rules, prefixOf(r.Dst).Addr(), ch); err != nil {
+		}
+		for _, r := range routes {
+			if r.LinkIndex == hv.Attrs().Index {
+				ips[prefixOf(r.Dst).Addr()] = true
+			}
+		}
+		for ip := range ips {
+			if err := d.removePodRules(rules, ip, ch); err != nil {
 				return err
 			}
 		}

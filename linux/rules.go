@@ -116,14 +116,20 @@ func (d *Datapath) removePodRules(rules []netlink.Rule, ip netip.Addr, ch *Chang
 	return nil
 }
 
-// sweepRules deletes enid's pod rules whose address no longer has enid's
-// host route in the main table: what is left when a pod's veth vanished
-// with its netns before teardown. EnsurePod adds the host route before the
-// rules and teardown deletes the rules before the veth, and the rules are
-// listed before the routes here, so a pod being set up is never swept.
+// sweepRules deletes enid's pod rules whose address belongs to no
+// attachment any more (neither recorded in a host veth's label nor routed
+// by enid's host routes): what is left when a pod's veth vanished with its
+// netns before teardown. EnsurePod labels the veth and adds the host route
+// before the rules, teardown deletes the rules before the veth, and the
+// rules are listed before the links and routes here, so an attachment
+// being set up is never swept.
 func (d *Datapath) sweepRules(ch *Changes) error {
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		rules, err := d.listRules(fam)
+		if err != nil {
+			return err
+		}
+		links, err := dump("list links", d.node.h.LinkList)
 		if err != nil {
 			return err
 		}
@@ -132,6 +138,11 @@ func (d *Datapath) sweepRules(ch *Changes) error {
 			return err
 		}
 		live := map[netip.Addr]bool{}
+		for _, l := range links {
+			if lab, ok := parseLabel(l.Attrs().Alias); ok {
+				live[lab.IPv4], live[lab.IPv6] = true, true
+			}
+		}
 		for _, r := range routes {
 			live[prefixOf(r.Dst).Addr()] = true
 		}
