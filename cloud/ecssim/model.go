@@ -78,7 +78,7 @@ func (m *model) syncAvailable(vswID string) {
 // eventOf renders an ENI for a hook.
 func (m *model) eventOf(e *ENIState) ENIEvent {
 	ev := ENIEvent{InstanceID: e.InstanceID, ENIID: e.ID, MAC: e.MAC, PrimaryIP: e.PrimaryIP,
-		IPv4: slices.Clone(e.IPv4), IPv6: slices.Clone(e.IPv6), DeviceIndex: e.DeviceIndex}
+		IPv4: cloneOrNil(e.IPv4), IPv6: cloneOrNil(e.IPv6), DeviceIndex: e.DeviceIndex}
 	if v := m.vsw[e.VSwitchID]; v != nil {
 		ev.CIDR = v.CIDR
 		ev.Gateway = gatewayOf(v.CIDR)
@@ -468,4 +468,11 @@ func (m *model) snapshot() State {
 	sort.Slice(st.ENIs, func(i, j int) bool { return st.ENIs[i].ID < st.ENIs[j].ID })
 	sort.Slice(st.VSwitches, func(i, j int) bool { return st.VSwitches[i].ID < st.VSwitches[j].ID })
 	return st
+}
+
+func cloneOrNil(a []netip.Addr) []netip.Addr {
+	if len(a) == 0 {
+		return nil
+	}
+	return slices.Clone(a)
 }

@@ -1,0 +1,182 @@
+package ecssim_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+
+	"github.com/enidnet/enid/cloud/ecssim"
+)
+
+func mdGet(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set(ecssim.MetadataTokenHeader, token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestMetadata(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, ecssim.Config{Clock: clock.Now, MetadataLag: 2 * time.Second, Delays: ecssim.Delays{Attach: ecssim.NoDelay}})
+	md := httptest.NewServer(e.sim.MetadataHandler())
+	t.Cleanup(md.Close)
+	base := md.URL + "/" + e.inst.ID + "/latest/meta-data/"
+
+	for key, want := range map[string]string{
+		"instance-id":              e.inst.ID,
+		"region-id":                "cn-hangzhou",
+		"zone-id":                  "cn-hangzhou-h",
+		"instance/instance-type":   "ecs.g7.xlarge",
+		"mac":                      e.inst.MAC,
+		"vpc-id":                   "vpc-sim",
+		"vpc-cidr-block":           "192.168.0.0/16",
+		"vswitch-id":               "vsw-sim-h",
+		"vswitch-cidr-block":       "192.168.0.0/24",
+		"private-ipv4":             e.inst.PrimaryIP.String(),
+		"network/interfaces/macs/": e.inst.MAC + "/",
+		"network/interfaces/macs/" + e.inst.MAC + "/gateway":              "192.168.0.253",
+		"network/interfaces/macs/" + e.inst.MAC + "/netmask":              "255.255.255.0",
+		"network/interfaces/macs/" + e.inst.MAC + "/network-interface-id": e.inst.PrimaryENI,
+		"network/interfaces/macs/" + e.inst.MAC + "/private-ipv4s":        `["` + e.inst.PrimaryIP.String() + `"]`,
+	} {
+		if st, got := mdGet(t, base+key, ""); st != 200 || got != want {
+			t.Errorf("%s = %d %q, want %q", key, st, got, want)
+		}
+	}
+	// With one instance, the bare /latest/ path serves it too.
+	if st, got := mdGet(t, md.URL+"/latest/meta-data/instance-id", ""); st != 200 || got != e.inst.ID {
+		t.Errorf("bare path: %d %q", st, got)
+	}
+	if st, _ := mdGet(t, base+"network/interfaces/macs/"+e.inst.MAC+"/ipv6s", ""); st != 404 {
+		t.Errorf("ipv6s without IPv6: %d, want 404", st)
+	}
+
+	// A new ENI's MAC appears only MetadataLag after it is InUse.
+	eni := e.createENI(t, 2)
+	at := ecs.CreateAttachNetworkInterfaceRequest()
+	at.NetworkInterfaceId, at.InstanceId = eni.NetworkInterfaceId, e.inst.ID
+	if _, err := e.ecs.AttachNetworkInterface(at); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(t, eni.NetworkInterfaceId, "InUse")
+	if _, got := mdGet(t, base+"network/interfaces/macs/", ""); got != e.inst.MAC+"/" {
+		t.Errorf("macs right after InUse: %q", got)
+	}
+	if st, _ := mdGet(t, base+"network/interfaces/macs/"+eni.MacAddress+"/gateway", ""); st != 404 {
+		t.Errorf("lagging MAC answered %d", st)
+	}
+	clock.Advance(2 * time.Second)
+	if _, got := mdGet(t, base+"network/interfaces/macs/", ""); got != e.inst.MAC+"/\n"+eni.MacAddress+"/" {
+		t.Errorf("macs after the lag: %q", got)
+	}
+	_, ips := mdGet(t, base+"network/interfaces/macs/"+eni.MacAddress+"/private-ipv4s", "")
+	var list []string
+	if err := json.Unmarshal([]byte(ips), &list); err != nil || len(list) != 3 || list[0] != eni.PrivateIpAddress {
+		t.Errorf("private-ipv4s = %q (%v)", ips, err)
+	}
+}
+
+func TestMetadataTokens(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, ecssim.Config{Clock: clock.Now, MetadataRequireToken: true})
+	md := httptest.NewServer(e.sim.MetadataHandler())
+	t.Cleanup(md.Close)
+	base := md.URL + "/" + e.inst.ID + "/latest/"
+
+	put := func(ttl string) (int, string) {
+		req, _ := http.NewRequest("PUT", base+"api/token", nil) // well formed
+		if ttl != "" {
+			req.Header.Set(ecssim.MetadataTokenTTLHeader, ttl)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body) // checked through the status and token use
+		return resp.StatusCode, string(b)
+	}
+	if st, _ := put(""); st != 400 {
+		t.Errorf("token without ttl: %d", st)
+	}
+	if st, _ := put("21601"); st != 400 {
+		t.Errorf("token with ttl 21601: %d", st)
+	}
+	st, tok := put("60")
+	if st != 200 || tok == "" {
+		t.Fatalf("token: %d %q", st, tok)
+	}
+	if st, _ := mdGet(t, base+"meta-data/instance-id", ""); st != 401 {
+		t.Errorf("hardened mode without token: %d", st)
+	}
+	if st, _ := mdGet(t, base+"meta-data/instance-id", "bogus"); st != 401 {
+		t.Errorf("bogus token: %d", st)
+	}
+	if st, got := mdGet(t, base+"meta-data/instance-id", tok); st != 200 || got != e.inst.ID {
+		t.Errorf("with token: %d %q", st, got)
+	}
+
+	// RAM-role credentials: the role, then an STS key the API accepts.
+	_, role := mdGet(t, base+"meta-data/ram/security-credentials/", tok)
+	if role != ecssim.DefaultRAMRole {
+		t.Fatalf("role = %q", role)
+	}
+	_, doc := mdGet(t, base+"meta-data/ram/security-credentials/"+role, tok)
+	var cred struct{ AccessKeyId, AccessKeySecret, SecurityToken, Expiration, LastUpdated, Code string }
+	if err := json.Unmarshal([]byte(doc), &cred); err != nil {
+		t.Fatal(err)
+	}
+	if cred.Code != "Success" || !strings.HasPrefix(cred.AccessKeyId, "STS.") || cred.Expiration != "2026-01-01T06:00:00Z" {
+		t.Errorf("credentials: %+v", cred)
+	}
+	sts := func(token string) error {
+		c, err := ecs.NewClientWithOptions("cn-hangzhou", sdk.NewConfig(),
+			credentials.NewStaticSTSCredentialsProvider(cred.AccessKeyId, cred.AccessKeySecret, token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Domain = e.host
+		_, err = c.DescribeInstances(ecs.CreateDescribeInstancesRequest())
+		return err
+	}
+	if err := sts(cred.SecurityToken); err != nil {
+		t.Errorf("call with RAM-role credentials: %v", err)
+	}
+	if got := code(t, sts("wrong-token")); got == "" {
+		t.Error("a wrong security token was accepted")
+	}
+	_, doc2 := mdGet(t, base+"meta-data/ram/security-credentials/"+role, tok)
+	if doc2 != doc {
+		t.Errorf("credentials changed within their lifetime:\n%s\n%s", doc, doc2)
+	}
+	clock.Advance(61 * time.Second)
+	if st, _ := mdGet(t, base+"meta-data/instance-id", tok); st != 401 {
+		t.Errorf("expired token: %d", st)
+	}
+	clock.Advance(6 * time.Hour)
+	if got := code(t, sts(cred.SecurityToken)); got != "InvalidSecurityToken.Expired" {
+		t.Errorf("expired STS credentials: %q", got)
+	}
+}
