@@ -81,6 +81,7 @@ func (b *builder) shared() {
 		Total: total, Used: used, Idle: idle, Cooldown: cooling + gone, Sticky: sticky,
 		Waiting: len(waiting), Target: max(total+grow, pp.minTotal), Capacity: b.capacity(),
 	}
+	b.plan.Pool.Target = min(b.plan.Pool.Target, max(b.plan.Pool.Capacity, total))
 
 	var sources []source
 	blocked := (*PodStatus)(nil)

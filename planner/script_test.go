@@ -53,6 +53,8 @@ func run(t *testing.T, w *plannertest.World, last *planner.Plan, d *datadriven.T
 	case "plan":
 		body()
 		*last = w.Plan()
+		// The agent persists the memory of every pass, executed or not.
+		w.Memory = last.Memory
 		out.WriteString(last.Render())
 		if d.HasArg("statuses") {
 			for _, s := range last.Statuses {

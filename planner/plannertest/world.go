@@ -416,9 +416,9 @@ func (w *World) configure(a planner.Action) error {
 	}
 	w.Node.ENIDevices = slices.DeleteFunc(w.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == e.MAC })
 	w.Node.ENIDevices = append(w.Node.ENIDevices, observed.ENIDevice{MAC: e.MAC, Name: fmt.Sprintf("eth%d", e.DeviceIndex),
-		Index: 10 + e.DeviceIndex, MTU: max(a.MTU, 1500), Up: true, Table: t, Configured: true})
-	if a.MTU == 0 {
-		w.Node.ENIDevices[len(w.Node.ENIDevices)-1].MTU = 1500
+		Index: 10 + e.DeviceIndex, MTU: 1500, Up: true, Table: t, Configured: true})
+	if a.MTU > 0 {
+		w.Node.ENIDevices[len(w.Node.ENIDevices)-1].MTU = a.MTU
 	}
 	return nil
 }
