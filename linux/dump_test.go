@@ -92,3 +92,15 @@ func dumpNS(t testing.TB, path string) string {
 	sort.Strings(lines)
 	return strings.Join(lines, "\n") + "\n"
 }
+
+func countLines(dump, prefix string) int {
+	c := 0
+	for _, l := range strings.Split(dump, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			c++
+		}
+	}
+	return c
+}
+
+func contains(dump, line string) bool { return strings.Contains(dump, line+"\n") }
