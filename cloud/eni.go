@@ -252,11 +252,15 @@ func (c *Client) lookup(ctx context.Context, eniID string) (observed.ENI, bool) 
 }
 
 // WaitENI polls eniID until its Status is want and returns it then. It
-// fails with ErrNotFound if the ENI disappears, and when ctx ends or the
+// fails with ErrNotFound if the ENI disappears, with ErrConflict when the
+// ENI enters a state from which want cannot follow without another call
+// (waiting for InUse, it is detaching or deleting, or went back to
+// Available after Attaching: the attach failed), and when ctx ends or the
 // wait policy's Timeout passes. Poll intervals grow from Wait.Initial to
 // Wait.Max; each poll is an ordinary rate-limited, retried call.
 func (c *Client) WaitENI(ctx context.Context, eniID string, want observed.ENIStatus) (observed.ENI, error) {
 	var got observed.ENI
+	var seen []observed.ENIStatus
 	err := c.poll(ctx, func() (bool, error) {
 		enis, err := c.ListENIs(ctx, ENIFilter{IDs: []string{eniID}})
 		if err != nil {
@@ -266,12 +270,37 @@ func (c *Client) WaitENI(ctx context.Context, eniID string, want observed.ENISta
 			return false, fmt.Errorf("%w: eni %s is gone", ErrNotFound, eniID)
 		}
 		got = enis[0]
-		return got.Status == want, nil
+		if got.Status == want {
+			return true, nil
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != got.Status {
+			seen = append(seen, got.Status)
+		}
+		if deadEnd(want, seen) {
+			return false, fmt.Errorf("%w: eni %s went %v", ErrConflict, eniID, seen)
+		}
+		return false, nil
 	})
 	if err != nil {
 		return got, fmt.Errorf("wait for eni %s to be %s (last %q): %w", eniID, want, got.Status, err)
 	}
 	return got, nil
+}
+
+// deadEnd reports whether the states seen so far (oldest first, without
+// repeats) rule out reaching want without another call.
+func deadEnd(want observed.ENIStatus, seen []observed.ENIStatus) bool {
+	last := seen[len(seen)-1]
+	switch want {
+	case observed.ENIInUse:
+		if last == observed.ENIDetaching || last == observed.ENIDeleting {
+			return true
+		}
+		return last == observed.ENIAvailable && slices.Contains(seen, observed.ENIAttaching)
+	case observed.ENIAvailable:
+		return last == observed.ENIDeleting
+	}
+	return false
 }
 
 // WaitENIGone polls eniID until it no longer exists (after DeleteENI).

@@ -50,11 +50,11 @@ func (c *Client) Instance(ctx context.Context, instanceID string) (observed.Inst
 	}
 	if out.PrimaryENI == "" {
 		// Older answers carry no Type: ask ECS which ENI is the primary.
-		enis, err := c.listPrimary(ctx, instanceID)
+		primary, err := c.listPrimary(ctx, instanceID)
 		if err != nil {
 			return observed.Instance{}, err
 		}
-		out.PrimaryENI = enis
+		out.PrimaryENI = primary
 	}
 	out.Limits, err = c.Limits(ctx, in.InstanceType)
 	if err != nil {
