@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // API versions the simulator speaks.
@@ -208,6 +209,9 @@ func (s *Server) authenticate(method string, p url.Values) *apiError {
 	if !signatureOK(method, p, cred.secret, p.Get("Signature")) {
 		return apiErr("SignatureDoesNotMatch", "Specified signature is not matched with our calculation. server string to sign is:%s", stringToSign(method, p))
 	}
+	if e := s.useNonce(p.Get("SignatureNonce"), id, now); e != nil {
+		return e
+	}
 	if cred.token != "" {
 		if p.Get("SecurityToken") != cred.token {
 			return apiErr("InvalidSecurityToken.Mismatch", "The security token does not match the access key.")
@@ -216,6 +220,33 @@ func (s *Server) authenticate(method string, p url.Values) *apiError {
 			return apiErr("InvalidSecurityToken.Expired", "Specified SecurityToken is expired.")
 		}
 	}
+	return nil
+}
+
+// nonceWindow is how long a SignatureNonce may not be used again.
+const nonceWindow = 15 * time.Minute
+
+// useNonce refuses a SignatureNonce seen within nonceWindow, so that a
+// replayed signed request (or a client resending instead of re-signing)
+// fails as on the real API.
+func (s *Server) useNonce(nonce, keyID string, now time.Time) *apiError {
+	if nonce == "" {
+		return apiErr("MissingParameter", "The input parameter \"SignatureNonce\" that is mandatory for processing this request is not supplied.")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := keyID + "\x00" + nonce
+	if t, ok := s.nonces[key]; ok && now.Sub(t) < nonceWindow {
+		return apiErr("SignatureNonceUsed", "Specified signature nonce was used already.")
+	}
+	if len(s.nonces) >= 1<<14 {
+		for k, t := range s.nonces {
+			if now.Sub(t) >= nonceWindow {
+				delete(s.nonces, k)
+			}
+		}
+	}
+	s.nonces[key] = now
 	return nil
 }
 

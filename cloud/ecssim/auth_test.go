@@ -1,6 +1,7 @@
 package ecssim_test
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -11,13 +12,15 @@ import (
 	"github.com/enidnet/enid/cloud/ecssim"
 )
 
-// signedParams returns a complete, signed DescribeInstances request.
+// signedParams returns a complete, signed DescribeInstances request with a
+// nonce of its own.
 func signedParams(method, secret string) url.Values {
 	p := url.Values{}
+	p.Set("SignatureNonce", rand.Text())
 	for k, v := range map[string]string{
 		"Action": "DescribeInstances", "Version": ecssim.ECSVersion, "Format": "JSON", "RegionId": "cn-hangzhou",
 		"AccessKeyId": ecssim.DefaultAccessKeyID, "SignatureMethod": "HMAC-SHA1", "SignatureVersion": "1.0",
-		"SignatureType": "", "SignatureNonce": "0123456789abcdef0123456789abcdef", "Timestamp": "2026-01-01T00:00:00Z",
+		"SignatureType": "", "Timestamp": "2026-01-01T00:00:00Z",
 		"InstanceIds": `["i-1", "i 2*~"]`,
 	} {
 		p.Set(k, v)
@@ -71,6 +74,7 @@ func TestSignatureVerification(t *testing.T) {
 	split := signedParams("POST", ecssim.DefaultAccessKeySecret)
 	form := url.Values{"InstanceIds": split["InstanceIds"]}
 	split.Del("InstanceIds")
+	replayed := signedParams("GET", ecssim.DefaultAccessKeySecret)
 
 	for _, tc := range []struct {
 		name   string
@@ -85,6 +89,8 @@ func TestSignatureVerification(t *testing.T) {
 		{"signed for another method", post(wrongMethod, nil), 400, "SignatureDoesNotMatch"},
 		{"wrong secret", get(signedParams("GET", "not-the-secret")), 400, "SignatureDoesNotMatch"},
 		{"unknown key", get(unknown), 404, "InvalidAccessKeyId.NotFound"},
+		{"first use of a nonce", get(replayed), 200, ""},
+		{"replayed request", get(replayed), 400, "SignatureNonceUsed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, body := send(t, tc.req)
@@ -112,7 +118,7 @@ func TestSignatureVerification(t *testing.T) {
 		t.Errorf("SDK with unknown key: %v", err)
 	}
 	c := e.sim.Counters()["DescribeInstances"]
-	if c["SignatureDoesNotMatch"] != 4 || c["InvalidAccessKeyId.NotFound"] != 2 || c["ok"] != 3 {
+	if c["SignatureDoesNotMatch"] != 4 || c["InvalidAccessKeyId.NotFound"] != 2 || c["ok"] != 4 || c["SignatureNonceUsed"] != 1 {
 		t.Errorf("counters: %v", c)
 	}
 }

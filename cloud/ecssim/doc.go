@@ -1,6 +1,91 @@
 // Package ecssim is a local simulator of the ECS (2014-05-26) and VPC
 // (2016-04-28) RPC APIs and the instance metadata service, faithful enough
 // that the unmodified alibaba-cloud-sdk-go talks to it over HTTP. Tests,
-// the demo and the benchmarks stand it in for the cloud that cloud observes
-// (observe step) and changes (execute step).
+// "enid demo", "enid sim" and the benchmarks stand it in for the cloud that
+// package cloud observes (observe step) and changes (execute step). It
+// imports the standard library only.
+//
+// # Wire protocol
+//
+// Requests are RPC style on "/": parameters in the query and/or a form body
+// (merged), signature v1 (HMAC-SHA1) verified over the method and every
+// parameter. An unknown AccessKeyId answers InvalidAccessKeyId.NotFound
+// (404), a bad signature SignatureDoesNotMatch (400) with the server's
+// string to sign, a SignatureNonce reused within 15 minutes
+// SignatureNonceUsed. Answers are JSON with the exact field names of the
+// SDK's response types; errors carry RequestId, HostId, Code, Message and
+// Recommend (all strings) with the real HTTP status of the code.
+//
+// Actions: DescribeInstances, DescribeInstanceTypes,
+// DescribeNetworkInterfaces, CreateNetworkInterface, AttachNetworkInterface,
+// DetachNetworkInterface, DeleteNetworkInterface, AssignPrivateIpAddresses,
+// UnassignPrivateIpAddresses, AssignIpv6Addresses, UnassignIpv6Addresses
+// (ECS) and DescribeVSwitches (VPC, also accepted with the ECS version).
+// Listings page with NextToken/MaxResults (the token names the last ID
+// returned, so changes between pages neither repeat nor skip entries;
+// NextToken is "" on the last page) or PageNumber/PageSize.
+//
+// # Model
+//
+//   - One region, one VPC, zones, vSwitches with IPv4 and optional IPv6
+//     CIDRs. Addresses are really allocated: the first address and the last
+//     three of each CIDR are reserved (the third from the end is the
+//     gateway, x.x.x.253 in a /24), so a /24 has 252; allocation walks
+//     forward from a cursor so that a released address is reused late;
+//     AvailableIpAddressCount moves with every change.
+//   - Instances of real types (InstanceTypes) with their ENI, IPv4-per-ENI
+//     and IPv6-per-ENI limits, each with a primary ENI (Type Primary, never
+//     detachable) holding a primary IP.
+//   - ENIs: Available -> Attaching -> InUse -> Detaching -> Available ->
+//     Deleting -> gone (then InvalidEniId.NotFound), each asynchronous step
+//     after Config.Delays. Limits: EniQuantity per instance
+//     (EniPerInstanceLimitExceeded), EniPrivateIpAddressQuantity and
+//     EniIpv6AddressQuantity per attached ENI (Ipv4CountExceeded /
+//     Ipv6CountExceeded, also checked at attach), at most 10 addresses per
+//     call and 50 in all on an ENI that is not attached, at most 49
+//     secondary addresses at creation, an optional account ENI quota
+//     (MaxEniCountExceeded), zone match at attach.
+//   - ClientToken on CreateNetworkInterface, AssignPrivateIpAddresses and
+//     AssignIpv6Addresses: the same token and parameters get the first
+//     answer again with no new effect; other parameters get
+//     IdempotentParameterMismatch; only successes are remembered; a retry
+//     racing the first call gets Operation.Conflict.
+//   - Tags (TagKey/TagValue on ENIs, Key/Value on vSwitches; filters by
+//     Tag.N) and security groups (must exist; Config.SecurityGroups).
+//   - Metadata service on its own listener, consistent with the model:
+//     instance facts, network/interfaces/macs/<mac>/... for InUse ENIs once
+//     Config.MetadataLag has passed, the PUT /latest/api/token flow
+//     (optionally required), and RAM-role credentials whose STS key the API
+//     accepts (with its SecurityToken) until it expires.
+//
+// # Faults and observation
+//
+// Random error rates per action or global (Throttling, InternalError,
+// ServiceUnavailable by default), latency (fixed + uniform + exponential,
+// per action), an account-wide token bucket answering Throttling.User,
+// stale reads (for Config.StaleReads after a change, Describe calls show
+// an ENI as it was before, and do not list a new one yet), and scripted
+// one-shot faults ("fail the next N AttachNetworkInterface with X"). All
+// are set in Config and at run time with InjectFault and SetSettings or the
+// control API on the API listener: GET /_sim/counters, POST
+// /_sim/reset-counters, GET /_sim/state, POST /_sim/faults, GET and POST
+// /_sim/settings. Counters count every call by action and outcome ("ok" or
+// the error code). Dump returns the whole model; Config.StateFile persists
+// it across restarts. Hooks let a test give an attached ENI a real device
+// and route its addresses.
+//
+// # Not modelled
+//
+// Timestamp freshness (requests are not refused for clock skew), XML
+// answers (Format is ignored: always JSON), signature v3/ROA, more than one
+// VPC or region, trunk and member ENIs beyond the Trunk type label, prefix
+// delegation (Ipv4Prefix/Ipv6Prefix), PrimaryIpAddress at creation, ENI
+// attributes and modification calls, EIPs, security group rules, instance
+// lifecycle (instances are always Running), NetworkCardIndex, quotas other
+// than the ENI count, request parameter types beyond what the SDK sends,
+// and the 100.100.100.200 address itself (clients take the metadata base
+// URL from ENID_METADATA_ENDPOINT). Transition delays and latency use real
+// timers; Config.Clock drives timestamps, stale-read windows, metadata lag
+// and token and credential expiry. The IPv6 gateway is, by analogy with
+// IPv4, the address at index -3 of the vSwitch IPv6 CIDR.
 package ecssim

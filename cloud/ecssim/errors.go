@@ -45,6 +45,7 @@ var errorStatus = map[string]int{
 	"InvalidAccessKeyId.NotFound":                 404,
 	"InvalidSecurityToken.Expired":                400,
 	"InvalidAction.NotFound":                      404,
+	"SignatureNonceUsed":                          400,
 	"InvalidVSwitchId.NotSupportIpv6":             403,
 }
 

@@ -25,17 +25,17 @@ const ramCredentialTTL = 6 * time.Hour
 // MetadataHandler serves the instance metadata service. Paths are
 // /<instanceID>/latest/... for any instance, and /latest/... when exactly
 // one instance exists.
-func (s *Server) MetadataHandler() http.HandlerFunc {
-	return s.serveMetadata
+func (s *Server) MetadataHandler() http.Handler {
+	return http.HandlerFunc(s.serveMetadata)
 }
 
 func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
+	// The first path segment names the instance, unless it is "latest":
+	// then the only instance is meant.
 	path := r.URL.Path
 	inst := ""
-	if rest, ok := strings.CutPrefix(path, "/i-"); ok {
-		id, tail, _ := strings.Cut(rest, "/")
-		inst, path = "i-"+id, "/"+tail
-	} else if strings.HasPrefix(path, "/latest/") {
+	if rest, ok := strings.CutPrefix(path, "/latest/"); ok {
+		path = "/latest/" + rest
 		s.mu.Lock()
 		if len(s.m.instances) == 1 {
 			for id := range s.m.instances {
@@ -43,6 +43,9 @@ func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		s.mu.Unlock()
+	} else {
+		id, tail, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+		inst, path = id, "/"+tail
 	}
 	s.mu.Lock()
 	_, known := s.m.instances[inst]

@@ -38,6 +38,7 @@ type Server struct {
 	rng      *rand.Rand
 	counters map[string]map[string]int
 	mdTokens map[string]time.Time // metadata token -> expiry
+	nonces   map[string]time.Time // access key + SignatureNonce -> first use
 	// seqReq numbers request IDs.
 	seqReq uint64
 
@@ -91,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 		stale: map[string]staleENI{}, tokens: map[string]tokenRecord{}, keys: map[string]credential{},
 		run:      runtimeSettings{Faults: cfg.Faults, Latency: cfg.Latency, AccountRateLimit: cfg.AccountRateLimit, StaleReads: cfg.StaleReads},
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		counters: map[string]map[string]int{}, mdTokens: map[string]time.Time{},
+		counters: map[string]map[string]int{}, mdTokens: map[string]time.Time{}, nonces: map[string]time.Time{},
 		done: make(chan struct{}),
 	}
 	s.bucket.set(cfg.AccountRateLimit, s.now())
