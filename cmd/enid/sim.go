@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -67,7 +68,7 @@ faults, settings).`,
 	fl.DurationVar(&f.latency, "latency", 0, "mean exponential latency added to every API call")
 	fl.DurationVar(&f.staleReads, "stale-reads", 0, "how long reads show an ENI as it was before a change")
 	fl.Float64Var(&f.faultRate, "fault-rate", 0, "probability (0..1) that any call fails with Throttling, InternalError or ServiceUnavailable")
-	fl.StringArrayVar(&f.faults, "fault", nil, "one-shot fault ACTION=CODE[xCOUNT], e.g. AttachNetworkInterface=InternalError (repeatable)")
+	fl.StringArrayVar(&f.faults, "fault", nil, "fault ACTION=CODE[xCOUNT] (the next COUNT calls fail with CODE) or ACTION=RATE (random errors); ACTION * means every action (repeatable)")
 	fl.Float64Var(&f.rateQPS, "rate-limit-qps", 0, "account-wide API rate limit answering Throttling.User (0: none)")
 	fl.IntVar(&f.rateBurst, "rate-limit-burst", 0, "burst of the account-wide rate limit")
 	fl.BoolVar(&f.verbose, "verbose", false, "log every call to stderr")
@@ -131,13 +132,24 @@ func parseFault(s string) (ecssim.Fault, error) {
 	if !ok || action == "" || rest == "" {
 		return ecssim.Fault{}, fmt.Errorf("--fault %q: want ACTION=CODE[xCOUNT]", s)
 	}
-	f := ecssim.Fault{Action: action, Code: rest, Count: 1}
-	if c, n, ok := strings.Cut(rest, "x"); ok {
-		var count int
-		if _, err := fmt.Sscanf(n, "%d", &count); err != nil || count < 1 {
-			return ecssim.Fault{}, fmt.Errorf("--fault %q: bad count %q", s, n)
+	if action == "*" {
+		action = ""
+	}
+	if rate, err := strconv.ParseFloat(rest, 64); err == nil {
+		if rate <= 0 || rate > 1 {
+			return ecssim.Fault{}, fmt.Errorf("--fault %q: rate must be in (0, 1]", s)
 		}
-		f.Code, f.Count = c, count
+		return ecssim.Fault{Action: action, Rate: rate}, nil
+	}
+	f := ecssim.Fault{Action: action, Code: rest, Count: 1}
+	// A trailing xN is a count; codes may contain x themselves ("Exceeded").
+	if i := strings.LastIndex(rest, "x"); i > 0 {
+		if n, err := strconv.Atoi(rest[i+1:]); err == nil {
+			if n < 1 {
+				return ecssim.Fault{}, fmt.Errorf("--fault %q: count must be at least 1", s)
+			}
+			f.Code, f.Count = rest[:i], n
+		}
 	}
 	return f, nil
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/enidnet/enid/cloud/ecssim"
 )
 
 // TestSimBinary builds enid, runs "enid sim", reads its export lines and
@@ -102,5 +105,32 @@ func TestSimBinary(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("enid sim did not exit after SIGTERM")
+	}
+}
+
+func TestParseFault(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want ecssim.Fault
+		bad  bool
+	}{
+		{in: "AttachNetworkInterface=InternalError", want: ecssim.Fault{Action: "AttachNetworkInterface", Code: "InternalError", Count: 1}},
+		{in: "*=Throttling.Userx3", want: ecssim.Fault{Code: "Throttling.User", Count: 3}},
+		{in: "DescribeNetworkInterfaces=0.25", want: ecssim.Fault{Action: "DescribeNetworkInterfaces", Rate: 0.25}},
+		{in: "X=InvalidOperation.Ipv4CountExceeded", want: ecssim.Fault{Action: "X", Code: "InvalidOperation.Ipv4CountExceeded", Count: 1}},
+		{in: "X=InvalidOperation.Ipv4CountExceededx2", want: ecssim.Fault{Action: "X", Code: "InvalidOperation.Ipv4CountExceeded", Count: 2}},
+		{in: "X=1.5", bad: true},
+		{in: "X=Codex0", bad: true},
+		{in: "=Code", bad: true},
+		{in: "NoEquals", bad: true},
+	} {
+		got, err := parseFault(tc.in)
+		if (err != nil) != tc.bad {
+			t.Errorf("parseFault(%q) error %v, want error %v", tc.in, err, tc.bad)
+			continue
+		}
+		if d := cmp.Diff(tc.want, got); !tc.bad && d != "" {
+			t.Errorf("parseFault(%q) (-want +got):\n%s", tc.in, d)
+		}
 	}
 }
