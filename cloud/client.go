@@ -87,6 +87,10 @@ type WaitPolicy struct {
 	// Timeout bounds a whole wait when ctx has no earlier deadline
 	// (default 2m).
 	Timeout time.Duration
+	// Settle is how long the ENI must stay missing, or in a state from
+	// which the wanted one cannot follow, before the wait gives up on it
+	// (default 2s; describes may lag a change by about a second).
+	Settle time.Duration
 }
 
 // Observer is told about every attempt of every call, for metrics.
@@ -204,6 +208,9 @@ func setDefaults(cfg *Config) {
 	}
 	if w.Timeout <= 0 {
 		w.Timeout = 2 * time.Minute
+	}
+	if w.Settle <= 0 {
+		w.Settle = 2 * time.Second
 	}
 	if cfg.PageSize <= 0 {
 		cfg.PageSize = 100

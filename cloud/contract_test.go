@@ -60,7 +60,7 @@ func newSimEnv(t testing.TB, scfg ecssim.Config, instanceType string, tweak func
 		Credentials: credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret),
 		Retry:       cloud.RetryPolicy{MaxAttempts: 4, BaseDelay: 2 * time.Millisecond, MaxDelay: 10 * time.Millisecond, Budget: 5 * time.Second},
 		CallTimeout: 5 * time.Second,
-		Wait:        cloud.WaitPolicy{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond, Timeout: 10 * time.Second},
+		Wait:        cloud.WaitPolicy{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond, Timeout: 10 * time.Second, Settle: 50 * time.Millisecond},
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -736,4 +736,44 @@ func TestContractMetadata(t *testing.T) {
 
 func newBenchEnv(b *testing.B) *simEnv {
 	return newSimEnv(b, ecssim.Config{}, "", nil)
+}
+
+// TestContractStaleReads runs the lifecycle against a simulator whose
+// describes lag every change: the waits still end in the right state.
+func TestContractStaleReads(t *testing.T) {
+	e := newSimEnv(t, ecssim.Config{StaleReads: 30 * time.Millisecond}, "", nil)
+	eni := e.create(t, cloud.CreateENIRequest{Tags: ownerTags(e.inst.ID)})
+	if got := e.attach(t, eni.ID); got.InstanceID != e.inst.ID {
+		t.Errorf("attached to %q", got.InstanceID)
+	}
+	if err := e.c.DetachENI(e.ctx, eni.ID, e.inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.WaitENI(e.ctx, eni.ID, observed.ENIAvailable); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.DeleteENI(e.ctx, eni.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.WaitENIGone(e.ctx, eni.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestContractWaitDeadEnd: waiting for InUse on an ENI nobody attaches
+// ends with the policy's timeout, and on one being deleted with
+// ErrConflict.
+func TestContractWaitDeadEnd(t *testing.T) {
+	e := newSimEnv(t, ecssim.Config{Delays: ecssim.Delays{Attach: 20 * time.Millisecond, Detach: 20 * time.Millisecond, Delete: 300 * time.Millisecond}}, "",
+		func(c *cloud.Config) { c.Wait.Timeout, c.Wait.Settle = 100*time.Millisecond, 10*time.Millisecond })
+	eni := e.create(t, cloud.CreateENIRequest{Tags: ownerTags(e.inst.ID)})
+	if _, err := e.c.WaitENI(e.ctx, eni.ID, observed.ENIInUse); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("nobody attaches: %v, want the wait timeout", err)
+	}
+	if err := e.c.DeleteENI(e.ctx, eni.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.WaitENI(e.ctx, eni.ID, observed.ENIAvailable); !errors.Is(err, cloud.ErrConflict) {
+		t.Errorf("waiting Available while it is deleted: %v, want ErrConflict", err)
+	}
 }

@@ -252,31 +252,44 @@ func (c *Client) lookup(ctx context.Context, eniID string) (observed.ENI, bool) 
 }
 
 // WaitENI polls eniID until its Status is want and returns it then. It
-// fails with ErrNotFound if the ENI disappears, with ErrConflict when the
-// ENI enters a state from which want cannot follow without another call
-// (waiting for InUse, it is detaching or deleting, or went back to
-// Available after Attaching: the attach failed), and when ctx ends or the
-// wait policy's Timeout passes. Poll intervals grow from Wait.Initial to
-// Wait.Max; each poll is an ordinary rate-limited, retried call.
+// fails with ErrNotFound if the ENI is not there (a describe may miss an ENI
+// created a moment ago, so this too must settle, see below), with
+// ErrConflict when the
+// ENI settles in a state from which want cannot follow without another
+// call (waiting for InUse: detaching, deleting, or back to Available after
+// Attaching, i.e. the attach failed; waiting for Available: deleting), and
+// when ctx ends or the wait policy's Timeout passes. Such a state counts
+// only once it has settled: seen by deadEndPolls polls in a row spanning at
+// least Wait.Settle, so stale reads cannot end the wait. Poll intervals grow from Wait.Initial to Wait.Max; each poll is
+// an ordinary rate-limited, retried call.
 func (c *Client) WaitENI(ctx context.Context, eniID string, want observed.ENIStatus) (observed.ENI, error) {
 	var got observed.ENI
-	var seen []observed.ENIStatus
+	var seen []observed.ENIStatus // distinct consecutive states, oldest first ("" = not found)
+	streak := 0                   // polls in a row showing seen's last state
+	var since time.Time           // when the streak began
 	err := c.poll(ctx, func() (bool, error) {
 		enis, err := c.ListENIs(ctx, ENIFilter{IDs: []string{eniID}})
 		if err != nil {
 			return false, err
 		}
-		if len(enis) == 0 {
-			return false, fmt.Errorf("%w: eni %s is gone", ErrNotFound, eniID)
+		status := observed.ENIStatus("")
+		if len(enis) == 1 {
+			got = enis[0]
+			status = got.Status
 		}
-		got = enis[0]
-		if got.Status == want {
+		if status == want {
 			return true, nil
 		}
-		if len(seen) == 0 || seen[len(seen)-1] != got.Status {
-			seen = append(seen, got.Status)
+		if len(seen) > 0 && seen[len(seen)-1] == status {
+			streak++
+		} else {
+			seen, streak, since = append(seen, status), 1, c.clk.Now()
 		}
-		if deadEnd(want, seen) {
+		settled := streak >= deadEndPolls && c.clk.Now().Sub(since) >= c.cfg.Wait.Settle
+		if settled && status == "" {
+			return false, fmt.Errorf("%w: eni %s is gone", ErrNotFound, eniID)
+		}
+		if settled && deadEnd(want, seen) {
 			return false, fmt.Errorf("%w: eni %s went %v", ErrConflict, eniID, seen)
 		}
 		return false, nil
@@ -286,6 +299,10 @@ func (c *Client) WaitENI(ctx context.Context, eniID string, want observed.ENISta
 	}
 	return got, nil
 }
+
+// deadEndPolls is how many polls in a row must show a dead-end state
+// before WaitENI gives up on it.
+const deadEndPolls = 3
 
 // deadEnd reports whether the states seen so far (oldest first, without
 // repeats) rule out reaching want without another call.
