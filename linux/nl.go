@@ -69,21 +69,27 @@ type nsRef struct {
 	h    *netlink.Handle
 }
 
-// openNS opens the namespace at path ("" means this process's namespace)
-// and a route netlink handle in it. A missing namespace yields ErrNotFound.
+// openNS opens the namespace at path and a route netlink handle in it.
+// "" means the calling thread's namespace: the process's own, since only
+// locked threads ever leave it (not /proc/self/ns/net, which names the
+// main thread's, and the Go runtime parks a main thread that a locked
+// goroutine left behind in another namespace). A missing namespace yields
+// ErrNotFound.
 func openNS(path string) (*nsRef, error) {
-	p := path
-	if p == "" {
-		p = "/proc/self/ns/net"
+	var fd netns.NsHandle
+	var err error
+	if path == "" {
+		fd, err = netns.Get()
+	} else {
+		fd, err = netns.GetFromPath(path)
 	}
-	fd, err := netns.GetFromPath(p)
 	if err != nil {
-		return nil, fmt.Errorf("open netns %s: %w", p, mapErr(err))
+		return nil, fmt.Errorf("open netns %q: %w", path, mapErr(err))
 	}
 	h, err := netlink.NewHandleAt(fd, unix.NETLINK_ROUTE)
 	if err != nil {
 		_ = fd.Close() // the handle error is the one worth reporting
-		return nil, fmt.Errorf("netlink handle in netns %s: %w", p, mapErr(err))
+		return nil, fmt.Errorf("netlink handle in netns %q: %w", path, mapErr(err))
 	}
 	return &nsRef{path: path, fd: fd, h: h}, nil
 }

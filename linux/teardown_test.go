@@ -2,12 +2,17 @@ package linux_test
 
 import (
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/linux/linuxtest"
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 // TestTeardownNetnsGone: the runtime deleted the pod's netns first (which
@@ -38,6 +43,43 @@ func TestTeardownNetnsGone(t *testing.T) {
 	if diff := cmp.Diff(before, dumpNS(t, e.tp.NodeNS)); diff != "" {
 		t.Errorf("node after teardown (-before +after):\n%s", diff)
 	}
+	checkThreadsHome(t)
+}
+
+// checkThreadsHome fails unless every thread of the process is back in the
+// process's own network namespace: no goroutine was left running in a pod
+// or node namespace. Threads deliberately left locked exit shortly after
+// their goroutine, so a few retries are allowed. The main thread is
+// skipped: if a locked goroutine ended on it, the runtime parks it for
+// good instead of exiting it, and it never runs Go code again.
+func checkThreadsHome(t *testing.T) {
+	t.Helper()
+	runtime.LockOSThread()
+	home, err := os.Readlink(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+	runtime.UnlockOSThread()
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := strconv.Itoa(os.Getpid())
+	var stray []string
+	for range 50 {
+		stray = stray[:0]
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range tasks {
+			ns, err := os.Readlink("/proc/self/task/" + task.Name() + "/ns/net")
+			if err == nil && ns != home && task.Name() != leader {
+				stray = append(stray, task.Name()+" in "+ns)
+			}
+		}
+		if len(stray) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("threads outside %s: %v", home, stray)
 }
 
 // TestSweepLeakedRules: a pod whose veth vanished without teardown leaves
@@ -162,4 +204,5 @@ func TestManyPodsConcurrently(t *testing.T) {
 	if diff := cmp.Diff(before, dumpNS(t, e.tp.NodeNS)); diff != "" {
 		t.Errorf("node after teardown (-before +after):\n%s", diff)
 	}
+	checkThreadsHome(t)
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -144,4 +145,21 @@ func writeSysctls(path string, kv map[string]string) error {
 		}
 		return nil
 	})
+}
+
+// Sysctl reads /proc/sys/<key> (key with slashes, e.g.
+// "net/ipv4/conf/eth1/rp_filter") inside the namespace.
+func Sysctl(nsPath, key string) (string, error) {
+	var v string
+	err := inNS(nsPath, func() error {
+		b, err := os.ReadFile(filepath.Join("/proc/sys", key))
+		v = strings.TrimSpace(string(b))
+		return err
+	})
+	return v, err
+}
+
+// SetSysctl writes /proc/sys/<key> inside the namespace.
+func SetSysctl(nsPath, key, value string) error {
+	return writeSysctls(nsPath, map[string]string{key: value})
 }

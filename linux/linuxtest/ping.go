@@ -144,4 +144,3 @@ func awaitReply(ctx context.Context, conn net.PacketConn, dst netip.Addr, id, se
 		}
 	}
 }
-

@@ -1,0 +1,45 @@
+package linux_test
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkPodSetupTeardown measures one shared-mode EnsurePod plus
+// TeardownPod on a configured ENI (the netlink floor under CNI ADD and
+// DEL); the pod namespace is made once, as the runtime makes it.
+func BenchmarkPodSetupTeardown(b *testing.B) {
+	e := newEnv(b, 1)
+	ctx := ctxT(b)
+	s := e.podSpec(b, 0, 30)
+	var setup, teardown time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, _, err := e.dp.EnsurePod(ctx, s); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := e.dp.TeardownPod(ctx, s.Key, s.NetNS); err != nil {
+			b.Fatal(err)
+		}
+		setup, teardown = setup+t1.Sub(t0), teardown+time.Since(t1)
+	}
+	b.ReportMetric(float64(setup.Nanoseconds())/float64(b.N), "setup-ns/op")
+	b.ReportMetric(float64(teardown.Nanoseconds())/float64(b.N), "teardown-ns/op")
+}
+
+// BenchmarkPodEnsureConverged measures EnsurePod on an attachment that is
+// already correct (the cost of a reconcile pass per pod).
+func BenchmarkPodEnsureConverged(b *testing.B) {
+	e := newEnv(b, 1)
+	ctx := ctxT(b)
+	s := e.podSpec(b, 0, 31)
+	if _, _, err := e.dp.EnsurePod(ctx, s); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, ch, err := e.dp.EnsurePod(ctx, s); err != nil || len(ch) != 0 {
+			b.Fatal(ch, err)
+		}
+	}
+}

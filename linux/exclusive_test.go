@@ -1,0 +1,137 @@
+package linux_test
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/enidnet/enid/linux"
+	"github.com/enidnet/enid/linux/linuxtest"
+	"github.com/enidnet/enid/observed"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestExclusiveENI: the ENI moves into the pod, is reachable from the vpc,
+// ensure is idempotent, and teardown returns it with its name.
+func TestExclusiveENI(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := ctxT(t)
+	const mac = "02:00:00:00:00:99"
+	cidr := netip.MustParsePrefix("10.0.9.0/24")
+	gw := observed.GatewayOf(cidr)
+	podIP := netip.MustParseAddr("10.0.9.7")
+	if err := e.tp.PlugENI(mac, podIP, cidr, gw); err != nil {
+		t.Fatal(err)
+	}
+	name, err := e.tp.NodeName(mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dumpNS(t, e.tp.NodeNS)
+	ns, cleanup, err := e.tp.NewPodNS("excl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	s := linux.ExclusiveSpec{
+		Key:   observed.AttachmentKey{ContainerID: "excl0", IfName: "eth0"},
+		NetNS: ns, IfName: "eth0", MAC: mac,
+		Prefix: netip.PrefixFrom(podIP, 24), Gateway: gw, MTU: 1500,
+		HostRoutes: []netip.Prefix{netip.MustParsePrefix("172.21.0.0/20")},
+	}
+	res, ch, err := e.dp.EnsureExclusive(ctx, s)
+	if err != nil {
+		t.Fatalf("ensure exclusive: %v (changes %v)", err, ch)
+	}
+	if res.PodMAC != mac || len(res.Interfaces) != 3 {
+		t.Errorf("result %+v", res)
+	}
+	if _, ch, err := e.dp.EnsureExclusive(ctx, s); err != nil || len(ch) != 0 {
+		t.Errorf("second ensure: %v %v", ch, err)
+	}
+	pod := dumpNS(t, ns)
+	for _, want := range []string{
+		"addr 10.0.9.7/24 dev eth0",
+		"route 0.0.0.0/0 via 10.0.9.253 dev eth0 table 254 proto 222 scope 0",
+		"route 172.21.0.0/20 via 169.254.1.1 dev " + res.Interfaces[2].Name + " table 254 proto 222 scope 0",
+	} {
+		if !contains(pod, want) {
+			t.Errorf("pod lacks %q:\n%s", want, pod)
+		}
+	}
+	if !strings.Contains(pod, "link eth0 veth mac="+mac) {
+		t.Errorf("eni not in the pod as eth0:\n%s", pod)
+	}
+	if err := linuxtest.Ping(ctx, e.tp.VPCNS, podIP); err != nil {
+		t.Error(err)
+	}
+	if err := linuxtest.Ping(ctx, ns, gw); err != nil {
+		t.Error(err)
+	}
+	n, err := e.dp.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []observed.PodNet
+	for _, p := range n.Pods {
+		if p.Key == s.Key {
+			got = append(got, p)
+		}
+	}
+	want := []observed.PodNet{{Key: s.Key, HostVeth: res.HostVeth, NetNS: ns, IPv4: podIP, ENIMAC: mac, Exclusive: true, Healthy: true}}
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Errorf("observed (-want +got):\n%s", diff)
+	}
+	for _, d := range n.ENIDevices {
+		if d.MAC == mac {
+			t.Errorf("moved eni still listed on the node: %+v", d)
+		}
+	}
+	ch, err = e.dp.TeardownExclusive(ctx, s.Key, ns, mac)
+	if err != nil {
+		t.Fatalf("teardown: %v", err)
+	}
+	if diff := cmp.Diff(before, dumpNS(t, e.tp.NodeNS)); diff != "" {
+		t.Errorf("node after teardown (-before +after), changes %v:\n%s", ch, diff)
+	}
+	if !contains(dumpNS(t, e.tp.NodeNS), "link "+name+" veth mac="+mac+" mtu=1500 up=false alias=\"\"") {
+		t.Errorf("eni not back as %s", name)
+	}
+	if ch, err := e.dp.TeardownExclusive(ctx, s.Key, ns, mac); err != nil || len(ch) != 0 {
+		t.Errorf("second teardown: %v %v", ch, err)
+	}
+}
+
+// TestExclusiveTeardownNetnsGone: teardown succeeds when the pod's netns
+// (and with a veth ENI, the device) is gone, and leaves no service veth.
+func TestExclusiveTeardownNetnsGone(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	const mac = "02:00:00:00:00:98"
+	cidr := netip.MustParsePrefix("10.0.8.0/24")
+	if err := e.tp.PlugENI(mac, netip.MustParseAddr("10.0.8.7"), cidr, observed.GatewayOf(cidr)); err != nil {
+		t.Fatal(err)
+	}
+	ns, _, err := e.tp.NewPodNS("exclgone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := linux.ExclusiveSpec{
+		Key: observed.AttachmentKey{ContainerID: "excl1", IfName: "eth0"}, NetNS: ns, IfName: "eth0", MAC: mac,
+		Prefix: netip.MustParsePrefix("10.0.8.7/24"), Gateway: observed.GatewayOf(cidr),
+	}
+	if _, _, err := e.dp.EnsureExclusive(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.tp.DeletePodNS(ns); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := e.dp.TeardownExclusive(ctx, s.Key, ns, mac); err != nil {
+			t.Fatalf("teardown: %v", err)
+		}
+	}
+	if d := dumpNS(t, e.tp.NodeNS); strings.Contains(d, linux.HostVethName(s.Key)) {
+		t.Errorf("service veth left behind:\n%s", d)
+	}
+}
