@@ -1,0 +1,43 @@
+package planner
+
+import (
+	"time"
+
+	"github.com/enidnet/enid/desired"
+)
+
+// NextDeadline returns the earliest time after now at which a plan could
+// change although nothing observed or desired did: a cooldown or a sticky
+// hold ends, idle has been above maxIdle for releaseDelay, a vSwitch stops
+// being skipped, a leaked ENI's grace ends. The agent plans again then. It
+// reports false when no such time is pending.
+func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) {
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(opt.Now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, t := range m.Cooldowns {
+		consider(t)
+	}
+	for _, r := range m.Sticky {
+		if !r.Until.IsZero() {
+			consider(r.Until)
+		}
+	}
+	if !m.IdleAboveMaxSince.IsZero() {
+		consider(m.IdleAboveMaxSince.Add(cfg.Pool.ReleaseDelay.D()))
+	}
+	for _, t := range m.Exhausted {
+		consider(t)
+	}
+	grace := opt.LeakGrace
+	if grace <= 0 {
+		grace = DefaultLeakGrace
+	}
+	for _, t := range m.LeakedSince {
+		consider(t.Add(grace))
+	}
+	return next, !next.IsZero()
+}

@@ -1,0 +1,32 @@
+package planner
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/enidnet/enid/desired"
+)
+
+func TestNextDeadline(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := desired.Config{Pool: desired.Pool{ReleaseDelay: desired.Duration(time.Minute)}}
+	opt := Options{Now: now}
+	if _, ok := (Memory{}).NextDeadline(cfg, opt); ok {
+		t.Fatal("empty memory has a deadline")
+	}
+	m := Memory{
+		Cooldowns:         map[netip.Addr]time.Time{netip.MustParseAddr("10.0.0.1"): now.Add(30 * time.Second), netip.MustParseAddr("10.0.0.2"): now.Add(-time.Second)},
+		Sticky:            map[string]Reservation{"a/b/eth0": {Until: now.Add(20 * time.Second)}, "a/c/eth0": {}},
+		IdleAboveMaxSince: now.Add(-50 * time.Second),
+		LeakedSince:       map[string]time.Time{"eni-1": now},
+	}
+	got, ok := m.NextDeadline(cfg, opt)
+	if want := now.Add(10 * time.Second); !ok || !got.Equal(want) {
+		t.Fatalf("NextDeadline = %v, %v; want %v (idle above max since 50s, delay 1m)", got, ok, want)
+	}
+	m.IdleAboveMaxSince = time.Time{}
+	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(20 * time.Second)) {
+		t.Fatalf("NextDeadline = %v, want the sticky hold's end", got)
+	}
+}
