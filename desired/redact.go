@@ -82,3 +82,13 @@ func redactGeneric(v any, t reflect.Type) any {
 	}
 	return v
 }
+
+// jsonBody renders v as a generic JSON value (used by String).
+func jsonBody(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
+}
