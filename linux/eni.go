@@ -58,13 +58,15 @@ func (d *Datapath) EnsureENI(ctx context.Context, s ENISpec) (Changes, error) {
 	name := l.Attrs().Name
 	var ch Changes
 	set := []sysctl{
-		{[]string{"net", "ipv4", "ip_forward"}, "1"},
-		{[]string{"net", "ipv4", "conf", name, "forwarding"}, "1"},
-		{[]string{"net", "ipv4", "conf", name, "rp_filter"}, "0"},
-		{[]string{"net", "ipv6", "conf", name, "accept_ra"}, "0"},
+		{path: []string{"net", "ipv4", "ip_forward"}, value: "1"},
+		{path: []string{"net", "ipv4", "conf", name, "forwarding"}, value: "1"},
+		{path: []string{"net", "ipv4", "conf", name, "rp_filter"}, value: "0"},
+		// A router must not take a default route from RAs; harmless
+		// without IPv6, so skipped where IPv6 is disabled.
+		{path: []string{"net", "ipv6", "conf", name, "accept_ra"}, value: "0", optional: !s.GatewayV6.IsValid()},
 	}
 	if s.GatewayV6.IsValid() {
-		set = append(set, sysctl{[]string{"net", "ipv6", "conf", "all", "forwarding"}, "1"})
+		set = append(set, sysctl{path: []string{"net", "ipv6", "conf", "all", "forwarding"}, value: "1"})
 	}
 	done, err := d.node.ensureSysctls(set)
 	ch = append(ch, done...)

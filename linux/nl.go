@@ -138,6 +138,9 @@ func (n *nsRef) do(fn func() error) error {
 type sysctl struct {
 	path  []string
 	value string
+	// optional settings are skipped when their file does not exist (IPv6
+	// disabled on the node).
+	optional bool
 }
 
 func (s sysctl) String() string { return strings.Join(s.path, ".") + "=" + s.value }
@@ -152,6 +155,9 @@ func (n *nsRef) ensureSysctls(set []sysctl) ([]string, error) {
 		for _, s := range set {
 			p := filepath.Join(append([]string{"/proc/sys"}, s.path...)...)
 			b, err := os.ReadFile(p)
+			if err != nil && s.optional && errors.Is(err, os.ErrNotExist) {
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("read sysctl %s: %w", strings.Join(s.path, "."), mapErr(err))
 			}
