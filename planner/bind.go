@@ -234,7 +234,10 @@ func (b *builder) holdGone(k observed.AttachmentKey, ip4, ip6 netip.Addr) {
 	}
 	b.hold(ip4, ip6, &holder{key: k, kind: kind})
 	e.held++
-	if kind == holdStale && b.cfg.Pool.Cooldown > 0 && !b.stickyHolders[k.String()] {
+	// A sticky pod's address cools down too: if its hold ends before the
+	// cooldown does, no other pod may take it early (restoring it to the
+	// same pod ignores the cooldown).
+	if kind == holdStale && b.cfg.Pool.Cooldown > 0 {
 		for _, a := range b.addrs(ip4, ip6) {
 			if b.mem.Cooldowns == nil {
 				b.mem.Cooldowns = map[netip.Addr]time.Time{}

@@ -304,6 +304,12 @@ func (b *builder) finish() Plan {
 	slices.SortFunc(b.plan.Statuses, func(x, y PodStatus) int { return cmpKey(x.Key, y.Key) })
 	b.mem.prune(b.now)
 	b.mem.Version = MemoryVersion
+	for _, a := range b.plan.Actions {
+		if a.Kind.Cloud() && a.Kind.Destructive() {
+			b.mem.Epoch++
+			break
+		}
+	}
 	b.plan.Memory = b.mem
 	return b.plan
 }

@@ -29,6 +29,11 @@ type Memory struct {
 	Exhausted map[string]time.Time `json:"exhausted,omitempty"`
 	// LeakedSince maps an owned Available ENI to when it was first seen so.
 	LeakedSince map[string]time.Time `json:"leakedSince,omitempty"`
+	// Epoch counts the passes that planned a release (unassign, detach,
+	// delete). It is part of every ClientToken: without it, a create or
+	// assign after a release could repeat an earlier token and the cloud
+	// would answer with the old (released) result.
+	Epoch int `json:"epoch,omitempty"`
 }
 
 // Reservation is a sticky pod's hold on its addresses (or, in exclusive

@@ -206,6 +206,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		out = append(out, source{k, ReasonWaitingForAttach, "waiting for ENI " + e.ID + " to attach"})
 	}
 	planned := 0 // ENIs this plan attaches
+	creates := 0 // ENIs this plan creates
 	for len(b.avail) > 0 && n > 0 {
 		e := b.adoptable()
 		if e == nil {
@@ -215,7 +216,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 			return out, blocked
 		}
 		att := b.add(Action{Kind: AttachENI, Target: e.ID, Reason: Reason{ReasonAdoptENI, "owned ENI left Available; " + why.Text},
-			ENIID: e.ID, InstanceID: b.o.Instance.ID, ClientToken: token("attach", b.o.Instance.ID, e.ID)})
+			ENIID: e.ID, InstanceID: b.o.Instance.ID, ClientToken: token("attach", itoa(b.mem.Epoch), b.o.Instance.ID, e.ID)})
 		b.configureNew(e.ID, 0, e.VSwitchID, att)
 		planned++
 		k := min(n, max(1, b.units(e)))
@@ -237,10 +238,11 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if b.v6 && !b.v4 || b.excl {
 			k = min(n, slotCap)
 		}
-		create := b.createENI(v, k, planned, why)
+		create := b.createENI(v, k, creates, why)
+		creates++
 		att := b.add(Action{Kind: AttachENI, Target: "new#" + itoa(create), Reason: why, DependsOn: []int{create},
 			ENIRef: create + 1, InstanceID: b.o.Instance.ID,
-			ClientToken: token("attach", b.o.Instance.ID, b.plan.Actions[create].ClientToken)})
+			ClientToken: token("attach", itoa(b.mem.Epoch), b.o.Instance.ID, b.plan.Actions[create].ClientToken)})
 		b.configureNew("", create+1, v.ID, att)
 		planned++
 		n = max(0, n-k)
@@ -270,7 +272,7 @@ func (b *builder) assign(e *eniState, target int, why Reason) {
 		for seq := 0; have < target; seq++ {
 			k := min(target-have, maxAssignPerCall)
 			a := Action{Kind: AssignIPs, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID,
-				ClientToken: token("assign", e.eni.ID, itoa(fam), itoa(have), itoa(k))}
+				ClientToken: token("assign", itoa(b.mem.Epoch), e.eni.ID, itoa(fam), itoa(have), itoa(k))}
 			if fam == 4 {
 				a.IPv4Count = k
 			} else {
@@ -364,8 +366,11 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 	return *best, nil
 }
 
-// createENI plans CreateENI with the first k units in the call.
-func (b *builder) createENI(v observed.VSwitch, k, planned int, why Reason) int {
+// createENI plans CreateENI with the first k units in the call. Its token
+// names the instance, the vSwitch, the owned ENIs seen plus the creates
+// before it in this plan, and the release epoch: stable when a pass is
+// replayed after a crash, new for every ENI the node really needs.
+func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) int {
 	tags := map[string]string{}
 	for key, val := range b.cfg.ENI.Tags {
 		tags[key] = val
@@ -375,7 +380,7 @@ func (b *builder) createENI(v observed.VSwitch, k, planned int, why Reason) int 
 	tags[observed.TagCreatedAt] = b.now.UTC().Format(rfc3339)
 	a := Action{Kind: CreateENI, Target: "new", Reason: why, VSwitchID: v.ID,
 		SecurityGroups: slices.Clone(b.cfg.ENI.SecurityGroups), Tags: tags,
-		ClientToken: token("create", b.o.Instance.ID, v.ID, itoa(b.owned+planned))}
+		ClientToken: token("create", itoa(b.mem.Epoch), b.o.Instance.ID, v.ID, itoa(b.owned+nth))}
 	if b.v4 && !b.excl {
 		a.IPv4Count = k
 	}

@@ -1,0 +1,239 @@
+package planner_test
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
+	"github.com/enidnet/enid/planner/plannertest"
+)
+
+// TestRandomWorlds drives seeded random worlds through pod churn, sticky
+// pods, time passing, partial observations and crashes in the middle of a
+// plan. After every pass it checks DESIGN.md's invariants (the model world
+// records breaches while it applies plans; the plan itself is checked here),
+// then freezes demand and requires convergence within a bounded number of
+// rounds to an empty plan with nothing leaked.
+func TestRandomWorlds(t *testing.T) {
+	seeds := 300
+	if testing.Short() {
+		seeds = 50
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { randomWorld(t, uint64(seed)) })
+	}
+}
+
+func randomWorld(t *testing.T, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	w := plannertest.New(start, observed.Instance{})
+	must := func(line string) {
+		t.Helper()
+		if err := w.Exec(line); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	must(fmt.Sprintf("instance i-1 zone=z1 enis=%d ips=%d ipv6=%d", 3+r.IntN(3), 4+r.IntN(12), 4+r.IntN(12)))
+	must("vswitch vsw-a cidr=10.0.0.0/20 cidr6=2408:4000:1::/64")
+	must(fmt.Sprintf("vswitch vsw-b cidr=10.1.0.0/22 free=%d", r.IntN(40)))
+	mode, stack := "shared", "ipv4"
+	if r.IntN(5) == 0 {
+		mode = "exclusive"
+	} else if r.IntN(3) == 0 {
+		stack = "dual"
+	}
+	minIdle := r.IntN(5)
+	maxIdle := minIdle + r.IntN(6)
+	must(fmt.Sprintf("config mode=%s stack=%s minIdle=%d maxIdle=%d minTotal=%d batch=%d delay=%ds cooldown=%ds hold=%ds vswitches=vsw-b,vsw-a sg=sg-1",
+		mode, stack, minIdle, maxIdle, r.IntN(8), 1+r.IntN(6), r.IntN(180), r.IntN(60), r.IntN(300)))
+	if r.IntN(2) == 0 {
+		must("eni eni-f foreign status=InUse dev=4 vsw=vsw-a ips=10.0.9.1,10.0.9.2")
+	}
+	if r.IntN(3) == 0 {
+		must("eni eni-l owned status=Available vsw=vsw-a ips=10.0.9.10,10.0.9.11")
+	}
+
+	live := map[string]string{} // container ID -> pod name
+	next := 0
+	for step := range 40 {
+		// Change demand.
+		for range r.IntN(4) {
+			next++
+			id := fmt.Sprintf("c%03d", next)
+			name := fmt.Sprintf("p%d", r.IntN(30))
+			sticky := ""
+			if r.IntN(3) == 0 {
+				sticky = " sticky"
+			}
+			must(fmt.Sprintf("pod %s ns=ns name=%s uid=u%s%s", id, name, id, sticky))
+			live[id] = name
+		}
+		for _, id := range slices.Sorted(maps.Keys(live)) {
+			if r.IntN(6) == 0 {
+				must("rm-pod " + id)
+				delete(live, id)
+			}
+		}
+		partial := r.IntN(8) == 0
+		must(fmt.Sprintf("observe complete=%t", !partial))
+		must(fmt.Sprintf("tick %ds", r.IntN(90)))
+
+		o := w.Observe()
+		p := w.Plan()
+		checkPlan(t, w, o, p)
+		if r.IntN(6) == 0 && len(p.Actions) > 0 {
+			w.ApplyN(p, r.IntN(len(p.Actions))) // crash part way
+		} else {
+			w.Apply(p)
+		}
+		if len(w.Violations) > 0 {
+			t.Fatalf("step %d: invariant broken:\n%v\nplan:\n%s", step, w.Violations, p.Render())
+		}
+	}
+
+	// Demand freezes; time passes; the world must settle.
+	must("observe complete=true")
+	settled, empties := false, 0
+	var p planner.Plan
+	for round := range 30 {
+		p = w.Plan()
+		if testing.Verbose() {
+			t.Logf("round %d stamp %v now %v empty %v idle %d", round, p.Memory.IdleAboveMaxSince, w.Now, p.Empty(), p.Pool.Idle)
+			for _, a := range p.Actions {
+				if a.Kind.Cloud() {
+					t.Logf("  %s %s %s", a.Kind, a.Target, a.ClientToken)
+				}
+			}
+		}
+		checkPlan(t, w, w.Observe(), p)
+		if p.Empty() {
+			w.Memory = p.Memory // the agent persists the memory of every pass
+			empties++
+			// Three empty passes 4m apart: cooldowns (< 1m) end, then
+			// a release delay (< 3m) starts and passes.
+			if empties == 3 {
+				settled = true
+				break
+			}
+		} else {
+			empties = 0
+		}
+		if errs := w.Apply(p); len(errs) > 0 && testing.Verbose() {
+			t.Logf("round %d errors: %v", round, errs)
+		}
+		if len(w.Violations) > 0 {
+			t.Fatalf("settling round %d: invariant broken: %v", round, w.Violations)
+		}
+		must("tick 4m")
+	}
+	if !settled {
+		t.Fatalf("did not converge in 30 rounds; last plan:\n%s\nworld:\n%s", p.Render(), w.Dump())
+	}
+	// Converged: planning again gives an empty plan.
+	if again := w.Plan(); !again.Empty() {
+		t.Fatalf("converged world gave a plan:\n%s", again.Render())
+	}
+	checkSettled(t, w, p)
+}
+
+// checkPlan checks invariants visible in the plan itself.
+func checkPlan(t *testing.T, w *plannertest.World, o observed.State, p planner.Plan) {
+	t.Helper()
+	enis := map[string]observed.ENI{}
+	for _, e := range o.ENIs {
+		enis[e.ID] = e
+	}
+	for i, a := range p.Actions {
+		if a.ID != i {
+			t.Fatalf("action %d has ID %d", i, a.ID)
+		}
+		for _, d := range a.DependsOn {
+			if d >= a.ID || d < 0 {
+				t.Fatalf("action %d depends on %d: not an earlier action", a.ID, d)
+			}
+		}
+		if !o.Complete && (a.Kind.Destructive() || a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs ||
+			(a.Kind == planner.PublishStatus && a.Status == nil)) {
+			t.Fatalf("incomplete observation, yet %s %s planned", a.Kind, a.Target)
+		}
+		if a.Kind.Cloud() && a.ENIID != "" {
+			e, ok := enis[a.ENIID]
+			if !ok {
+				t.Fatalf("%s on unobserved ENI %s", a.Kind, a.ENIID)
+			}
+			if !e.Owned(o.Instance.ID) || e.ID == o.Instance.PrimaryENI {
+				t.Fatalf("%s on ENI %s that is not ours", a.Kind, a.ENIID)
+			}
+		}
+		if a.Kind == planner.AssignIPs && (a.IPv4Count > 10 || a.IPv6Count > 10) {
+			t.Fatalf("assign of more than 10 addresses in one call")
+		}
+		if a.Kind == planner.UnassignIPs {
+			for _, ip := range append(append([]netip.Addr{}, a.IPv4...), a.IPv6...) {
+				for _, s := range p.Statuses {
+					if s.IPv4 == ip || s.IPv6 == ip {
+						t.Fatalf("unassign %s while %s is bound to it", ip, s.Key)
+					}
+				}
+			}
+		}
+	}
+	// One status per entry, and no address bound twice.
+	if len(p.Statuses) != len(w.Desired.Entries) {
+		t.Fatalf("%d statuses for %d entries", len(p.Statuses), len(w.Desired.Entries))
+	}
+	seen := map[netip.Addr]observed.AttachmentKey{}
+	for _, s := range p.Statuses {
+		for _, ip := range []netip.Addr{s.IPv4, s.IPv6} {
+			if !ip.IsValid() {
+				continue
+			}
+			if k, dup := seen[ip]; dup {
+				t.Fatalf("%s bound to %s and %s", ip, k, s.Key)
+			}
+			seen[ip] = s.Key
+		}
+		if s.Phase != planner.PhaseReady && s.Reason == "" {
+			t.Fatalf("%s is %s without a reason", s.Key, s.Phase)
+		}
+	}
+}
+
+// checkSettled checks invariant 4: nothing leaked once the pool settles.
+func checkSettled(t *testing.T, w *plannertest.World, p planner.Plan) {
+	t.Helper()
+	cfg := w.Desired.Config
+	for _, e := range w.ENIs {
+		if e.Owned(w.Instance.ID) && e.Status == observed.ENIAvailable {
+			t.Fatalf("owned ENI %s left Available after settling", e.ID)
+		}
+	}
+	s := p.Pool
+	if s.Idle > max(cfg.Pool.MaxIdle, cfg.Pool.MinIdle) && s.Total > cfg.Pool.MinTotal && s.Waiting == 0 {
+		t.Fatalf("idle %d above maxIdle %d after settling (total %d, minTotal %d)\n%s\n%s", s.Idle, cfg.Pool.MaxIdle, s.Total, cfg.Pool.MinTotal, p.Render(), w.Dump())
+	}
+	for _, st := range p.Statuses {
+		if st.Phase == planner.PhasePending && st.ReasonCode != planner.ReasonWaitingCooldown {
+			t.Fatalf("%s still Pending after settling: %s", st.Key, st.Reason)
+		}
+	}
+	if cfg.Mode == desired.ModeSharedENI {
+		for _, pn := range w.Node.Pods {
+			found := false
+			for _, e := range w.Desired.Entries {
+				found = found || (e.ContainerID == pn.Key.ContainerID && e.IfName == pn.Key.IfName)
+			}
+			if !found {
+				t.Fatalf("kernel state of gone attachment %s left after settling", pn.Key)
+			}
+		}
+	}
+	_ = time.Second
+}
