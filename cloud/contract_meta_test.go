@@ -1,0 +1,91 @@
+package cloud_test
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/enidnet/enid/cloud"
+	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/desired"
+)
+
+func TestContractRAMRoleCredentials(t *testing.T) {
+	e := newSimEnv(t, ecssim.Config{MetadataRequireToken: true}, "", nil)
+	md := cloud.NewMetadata(e.sim.MetadataURL(e.inst.ID), nil)
+	p, err := cloud.CredentialsFrom(desiredRAMRole(), nil, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg
+	cfg.Credentials = p
+	c, err := cloud.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Instance(e.ctx, e.inst.ID)
+	if err != nil {
+		t.Fatalf("with RAM role credentials from metadata: %v", err)
+	}
+	if got.PrimaryENI != e.inst.PrimaryENI {
+		t.Errorf("instance %+v", got)
+	}
+}
+
+func desiredRAMRole() desired.Credentials {
+	return desired.Credentials{Source: desired.CredentialsRAMRole}
+}
+
+func TestContractMetadata(t *testing.T) {
+	e := newSimEnv(t, ecssim.Config{MetadataRequireToken: true}, "ecs.g7.large", nil)
+	md := cloud.NewMetadata(e.sim.MetadataURL(e.inst.ID), nil)
+	ctx := e.ctx
+	for want, f := range map[string]func(context.Context) (string, error){
+		e.inst.ID:            md.InstanceID,
+		ecssim.DefaultRegion: md.RegionID,
+		e.inst.Zone:          md.ZoneID,
+		"ecs.g7.large":       md.InstanceType,
+		ecssim.DefaultVPCID:  md.VPCID,
+	} {
+		if got, err := f(ctx); err != nil || got != want {
+			t.Errorf("got %q, %v; want %q", got, err, want)
+		}
+	}
+	eni := e.create(t, cloud.CreateENIRequest{Tags: ownerTags(e.inst.ID), IPv4Count: 2})
+	e.attach(t, eni.ID)
+	macs, err := md.MACs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{strings.ToLower(e.inst.MAC), eni.MAC}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, macs); diff != "" {
+		t.Errorf("MACs (-want +got):\n%s", diff)
+	}
+	got, err := md.Interface(ctx, e.inst.MAC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := e.c.VSwitches(ctx, []string{e.inst.VSwitchID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIf := cloud.MetadataInterface{
+		MAC: strings.ToLower(e.inst.MAC), ENIID: e.inst.PrimaryENI, VSwitchID: e.inst.VSwitchID,
+		Gateway: vs[0].Gateway(), CIDR: vs[0].CIDR, IPv6CIDR: vs[0].IPv6CIDR, PrimaryIP: e.inst.PrimaryIP,
+	}
+	if vs[0].IPv6CIDR.IsValid() {
+		wantIf.GatewayV6 = got.GatewayV6 // the simulator's choice; checked below
+		if !vs[0].IPv6CIDR.Contains(got.GatewayV6) {
+			t.Errorf("IPv6 gateway %v outside %v", got.GatewayV6, vs[0].IPv6CIDR)
+		}
+	}
+	if diff := cmp.Diff(wantIf, got, addrCmp, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("primary interface (-want +got):\n%s", diff)
+	}
+}
