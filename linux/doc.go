@@ -3,5 +3,6 @@
 // kernel's state (the node half of observed) and makes the kernel match
 // what a plan asks (the execute step of desired -> observed -> plan ->
 // execute). Every operation is "ensure": idempotent, repairing drift, and
-// reporting what it changed.
+// reporting what it changed. docs/datapath.md lists every route, rule,
+// neighbour, sysctl and name it creates.
 package linux
