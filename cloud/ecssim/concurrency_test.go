@@ -117,5 +117,8 @@ func TestConcurrentAssignUnassign(t *testing.T) {
 	if got := vs.VSwitches.VSwitch[0].AvailableIpAddressCount; got != 60-5 {
 		t.Errorf("AvailableIpAddressCount = %d, want %d", got, 60-5)
 	}
+	if err := e.sim.Check(); err != nil {
+		t.Errorf("invariants: %v", err)
+	}
 	t.Logf("failures: %v; calls: %v", failures, e.sim.Counters()["AssignPrivateIpAddresses"])
 }
