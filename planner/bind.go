@@ -183,12 +183,13 @@ func (b *builder) bindShared() {
 
 // podByKeyString finds a live pod by its key string.
 func (b *builder) podByKeyString(s string) *podState {
-	for _, p := range b.pods { // only called for the few sticky records
-		if p.key.String() == s {
-			return p
+	if b.podByStr == nil {
+		b.podByStr = make(map[string]*podState, len(b.pods))
+		for _, p := range b.pods {
+			b.podByStr[p.key.String()] = p
 		}
 	}
-	return nil
+	return b.podByStr[s]
 }
 
 func (p *podState) bound() bool { return p.eni != nil }

@@ -70,6 +70,7 @@ type builder struct {
 
 	pods        []*podState // live entries, sorted by key
 	podByKey    map[observed.AttachmentKey]*podState
+	podByStr    map[string]*podState // built on first use
 	problemKeys map[observed.AttachmentKey]bool
 	runtime     map[observed.AttachmentKey]bool
 	published   map[observed.AttachmentKey]observed.Binding

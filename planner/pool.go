@@ -215,9 +215,9 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if blocked := b.eniLimit(planned); blocked != nil {
 			return out, blocked
 		}
-		att := b.add(Action{Kind: AttachENI, Target: e.ID, Reason: Reason{ReasonAdoptENI, "owned ENI left Available; " + why.Text},
-			ENIID: e.ID, InstanceID: b.o.Instance.ID, ClientToken: token("attach", itoa(b.mem.Epoch), b.o.Instance.ID, e.ID)})
-		b.configureNew(e.ID, 0, e.VSwitchID, att)
+		// The next pass configures it, once its device index is known.
+		b.add(Action{Kind: AttachENI, Target: e.ID, Reason: Reason{ReasonAdoptENI, "owned ENI left Available; " + why.Text},
+			ENIID: e.ID, MAC: e.MAC, InstanceID: b.o.Instance.ID, ClientToken: token("attach", itoa(b.mem.Epoch), b.o.Instance.ID, e.ID)})
 		planned++
 		k := min(n, max(1, b.units(e)))
 		n -= k
@@ -392,8 +392,9 @@ func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) int {
 	return id
 }
 
-// configureNew plans ConfigureENI for an ENI this plan attaches; its table
-// comes from the device index the attach gives (Table 0).
+// configureNew plans ConfigureENI for an ENI a CreateENI of this plan makes
+// (ref is that action's ID+1); its table comes from the device index the
+// attach gives (Table 0).
 func (b *builder) configureNew(eniID string, ref int, vswID string, attach int) {
 	if b.excl {
 		return
@@ -489,7 +490,10 @@ func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
 
 // dropENI plans DetachENI then DeleteENI of an owned, unused ENI.
 func (b *builder) dropENI(e *eniState, why Reason) {
-	det := b.add(Action{Kind: DetachENI, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID, InstanceID: b.o.Instance.ID})
+	// MAC and Table let the executor remove the ENI's device configuration
+	// before the detach.
+	det := b.add(Action{Kind: DetachENI, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID, InstanceID: b.o.Instance.ID,
+		MAC: e.eni.MAC, Table: e.table()})
 	b.add(Action{Kind: DeleteENI, Target: e.eni.ID, Reason: why, DependsOn: []int{det}, ENIID: e.eni.ID})
 }
 
