@@ -177,17 +177,21 @@ func (s *Server) serveIdempotent(w http.ResponseWriter, r *http.Request, reqID s
 	w.Write(body) // the client may be gone; nothing to do then
 }
 
-// commonParams are not part of what ClientToken idempotency compares.
-var commonParams = map[string]bool{
-	"Signature": true, "SignatureNonce": true, "Timestamp": true, "AccessKeyId": true,
-	"SignatureMethod": true, "SignatureVersion": true, "SignatureType": true, "SecurityToken": true,
-	"Format": true, "Version": true, "RegionId": true,
+// commonParam reports whether k is a common parameter, not part of what
+// ClientToken idempotency compares.
+func commonParam(k string) bool {
+	switch k {
+	case "Signature", "SignatureNonce", "Timestamp", "AccessKeyId", "SignatureMethod", "SignatureVersion",
+		"SignatureType", "SecurityToken", "Format", "Version", "RegionId":
+		return true
+	}
+	return false
 }
 
 func canonicalParams(p url.Values) string {
 	var parts []string
 	for k, vs := range p {
-		if commonParams[k] {
+		if commonParam(k) {
 			continue
 		}
 		parts = append(parts, k+"="+strings.Join(vs, ","))

@@ -16,7 +16,8 @@ import (
 //	GET  /_sim/settings        the run-time Settings (JSON)
 //	POST /_sim/settings        replace the run-time Settings (JSON)
 //
-// It is not authenticated: the simulator is for loopback use.
+// Durations in the JSON bodies are nanoseconds (time.Duration). It is not
+// authenticated: the simulator is for loopback use.
 func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 	var v any
 	switch r.Method + " " + r.URL.Path {

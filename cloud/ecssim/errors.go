@@ -12,56 +12,50 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
-// errorStatus holds the HTTP status of every error code the simulator
-// answers (see the reference ecs-openapi.md). Unknown codes (scripted
-// faults) answer 400.
-var errorStatus = map[string]int{
-	"InvalidVSwitchId.IpNotEnough":                403,
-	"QuotaExceeded.PrivateIpAddress":              403,
-	"InvalidEniId.NotFound":                       404,
-	"InvalidEcsId.NotFound":                       404,
-	"InvalidInstanceId.NotFound":                  404,
-	"InvalidVSwitchId.NotFound":                   404,
-	"InvalidSecurityGroupId.NotFound":             404,
-	"InvalidOperation.InvalidEniState":            400,
-	"InvalidOperation.DetachPrimaryEniNotAllowed": 400,
-	"InvalidOperation.AvailabilityZoneMismatch":   403,
-	"EniPerInstanceLimitExceeded":                 403,
-	"MaxEniCountExceeded":                         403,
-	"InvalidOperation.Ipv4CountExceeded":          403,
-	"InvalidOperation.Ipv6CountExceeded":          403,
-	"InvalidIp.IpAssigned":                        403,
-	"InvalidIp.IpUnassigned":                      403,
-	"InvalidPrivateIpAddress.Duplicated":          400,
-	"InvalidParameter":                            400,
-	"MissingParameter":                            400,
-	"Operation.Conflict":                          403,
-	"InternalError":                               500,
-	"ServiceUnavailable":                          503,
-	"Throttling":                                  400,
-	"Throttling.User":                             400,
-	"IdempotentParameterMismatch":                 400,
-	"SignatureDoesNotMatch":                       400,
-	"InvalidAccessKeyId.NotFound":                 404,
-	"InvalidSecurityToken.Expired":                400,
-	"InvalidAction.NotFound":                      404,
-	"SignatureNonceUsed":                          400,
-	"InvalidVSwitchId.NotSupportIpv6":             403,
+// statusOf is the HTTP status of every error code the simulator answers
+// (see the reference ecs-openapi.md). Unknown codes (scripted faults)
+// answer 400.
+func statusOf(code string) int {
+	switch code {
+	case "InvalidVSwitchId.IpNotEnough", "QuotaExceeded.PrivateIpAddress",
+		"InvalidOperation.AvailabilityZoneMismatch", "EniPerInstanceLimitExceeded",
+		"MaxEniCountExceeded", "InvalidOperation.Ipv4CountExceeded",
+		"InvalidOperation.Ipv6CountExceeded", "InvalidIp.IpAssigned", "InvalidIp.IpUnassigned",
+		"Operation.Conflict", "InvalidVSwitchId.NotSupportIpv6":
+		return 403
+	case "InvalidEniId.NotFound", "InvalidEcsId.NotFound", "InvalidInstanceId.NotFound",
+		"InvalidVSwitchId.NotFound", "InvalidSecurityGroupId.NotFound",
+		"InvalidAccessKeyId.NotFound", "InvalidAction.NotFound":
+		return 404
+	case "InvalidOperation.InvalidEniState", "InvalidOperation.DetachPrimaryEniNotAllowed",
+		"InvalidPrivateIpAddress.Duplicated", "InvalidParameter", "MissingParameter", "Throttling",
+		"Throttling.User", "IdempotentParameterMismatch", "SignatureDoesNotMatch",
+		"InvalidSecurityToken.Expired", "SignatureNonceUsed":
+		return 400
+	case "InternalError":
+		return 500
+	case "ServiceUnavailable":
+		return 503
+	}
+	return 400
 }
 
-// errorMessages are the default messages of the retryable fault codes.
-var errorMessages = map[string]string{
-	"Throttling":         "Request was denied due to request throttling.",
-	"Throttling.User":    "Request was denied due to user flow control.",
-	"InternalError":      "The request processing has failed due to some unknown error.",
-	"ServiceUnavailable": "The request has failed due to a temporary failure of the server.",
+// defaultMessage is the message of a retryable fault code ("" for others).
+func defaultMessage(code string) string {
+	switch code {
+	case "Throttling":
+		return "Request was denied due to request throttling."
+	case "Throttling.User":
+		return "Request was denied due to user flow control."
+	case "InternalError":
+		return "The request processing has failed due to some unknown error."
+	case "ServiceUnavailable":
+		return "The request has failed due to a temporary failure of the server."
+	}
+	return ""
 }
 
 // apiErr returns the error with code and its real HTTP status.
 func apiErr(code, format string, args ...any) *apiError {
-	st, ok := errorStatus[code]
-	if !ok {
-		st = 400
-	}
-	return &apiError{Code: code, Status: st, Message: fmt.Sprintf(format, args...)}
+	return &apiError{Code: code, Status: statusOf(code), Message: fmt.Sprintf(format, args...)}
 }

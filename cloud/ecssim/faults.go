@@ -92,7 +92,7 @@ func (s *Server) CurrentSettings() Settings {
 func (s *Server) admitLocked(action string) (time.Duration, *apiError) {
 	d := s.latencyLocked(action)
 	if !s.bucket.take(s.now()) {
-		return d, apiErr("Throttling.User", "%s", errorMessages["Throttling.User"])
+		return d, apiErr("Throttling.User", "%s", defaultMessage("Throttling.User"))
 	}
 	for i, f := range s.oneShot {
 		if f.Action != "" && f.Action != action {
@@ -106,7 +106,7 @@ func (s *Server) admitLocked(action string) (time.Duration, *apiError) {
 		}
 		e := apiErr(f.Code, "%s", f.Message)
 		if e.Message == "" {
-			e.Message = errorMessages[f.Code]
+			e.Message = defaultMessage(f.Code)
 			if e.Message == "" {
 				e.Message = "Injected fault."
 			}
@@ -126,7 +126,7 @@ func (s *Server) admitLocked(action string) (time.Duration, *apiError) {
 			codes = []string{"Throttling", "InternalError", "ServiceUnavailable"}
 		}
 		c := codes[s.rng.IntN(len(codes))]
-		msg := errorMessages[c]
+		msg := defaultMessage(c)
 		if msg == "" {
 			msg = "Injected fault."
 		}

@@ -18,6 +18,9 @@ const (
 	MetadataTokenTTLHeader = "X-aliyun-ecs-metadata-token-ttl-seconds"
 )
 
+// ownerAccountID is the simulated account's ID.
+const ownerAccountID = "1234567890123456"
+
 // ramCredentialTTL is how long RAM-role credentials from the metadata
 // service stay valid; they are renewed when less than a third remains.
 const ramCredentialTTL = 6 * time.Hour
@@ -118,7 +121,7 @@ func (s *Server) metadataValue(inst, key string) (string, bool) {
 	switch key {
 	case "":
 		return strings.Join([]string{"instance-id", "region-id", "zone-id", "instance/", "mac", "vpc-id", "vpc-cidr-block",
-			"vswitch-id", "vswitch-cidr-block", "private-ipv4", "hostname", "network/", "ram/"}, "\n"), true
+			"vswitch-id", "vswitch-cidr-block", "private-ipv4", "hostname", "owner-account-id", "network/", "ram/"}, "\n"), true
 	case "instance-id":
 		return in.ID, true
 	case "region-id":
@@ -141,6 +144,8 @@ func (s *Server) metadataValue(inst, key string) (string, bool) {
 		return v.CIDR.String(), true
 	case "private-ipv4":
 		return prim.PrimaryIP.String(), true
+	case "owner-account-id":
+		return ownerAccountID, true
 	case "hostname":
 		return strings.TrimPrefix(in.ID, "i-"), true
 	case "network/", "network":
@@ -189,7 +194,7 @@ func (s *Server) macValueLocked(e *ENIState, field string) (string, bool) {
 	switch field {
 	case "":
 		return strings.Join([]string{"network-interface-id", "primary-ip-address", "private-ipv4s", "ipv6s", "gateway",
-			"ipv6-gateway", "netmask", "vswitch-id", "vpc-id", "vswitch-cidr-block", "vswitch-ipv6-cidr-block"}, "\n"), true
+			"ipv6-gateway", "netmask", "vswitch-id", "vpc-id", "vpc-cidr-block", "vswitch-cidr-block", "vswitch-ipv6-cidr-block"}, "\n"), true
 	case "network-interface-id":
 		return e.ID, true
 	case "primary-ip-address":
@@ -218,6 +223,8 @@ func (s *Server) macValueLocked(e *ENIState, field string) (string, bool) {
 		return e.VPCID, true
 	case "vswitch-cidr-block":
 		return v.CIDR.String(), true
+	case "vpc-cidr-block":
+		return s.m.vpcCIDR.String(), true
 	case "vswitch-ipv6-cidr-block":
 		if !v.IPv6CIDR.IsValid() {
 			return "", false
