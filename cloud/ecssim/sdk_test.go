@@ -26,7 +26,7 @@ type env struct {
 	host string
 }
 
-func newEnv(t *testing.T, cfg ecssim.Config) *env {
+func newEnv(t testing.TB, cfg ecssim.Config) *env {
 	t.Helper()
 	sim, err := ecssim.New(cfg)
 	if err != nil {
@@ -49,7 +49,7 @@ func newEnv(t *testing.T, cfg ecssim.Config) *env {
 		vpc: vpcClient(t, host)}
 }
 
-func ecsClient(t *testing.T, host, id, secret string) *ecs.Client {
+func ecsClient(t testing.TB, host, id, secret string) *ecs.Client {
 	t.Helper()
 	c, err := ecs.NewClientWithOptions("cn-hangzhou", sdk.NewConfig(), credentials.NewStaticAKCredentialsProvider(id, secret))
 	if err != nil {
@@ -59,7 +59,7 @@ func ecsClient(t *testing.T, host, id, secret string) *ecs.Client {
 	return c
 }
 
-func vpcClient(t *testing.T, host string) *vpc.Client {
+func vpcClient(t testing.TB, host string) *vpc.Client {
 	t.Helper()
 	c, err := vpc.NewClientWithOptions("cn-hangzhou", sdk.NewConfig(),
 		credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret))
@@ -71,7 +71,7 @@ func vpcClient(t *testing.T, host string) *vpc.Client {
 }
 
 // code returns the API error code of err ("" when err is nil).
-func code(t *testing.T, err error) string {
+func code(t testing.TB, err error) string {
 	t.Helper()
 	if err == nil {
 		return ""
@@ -83,7 +83,7 @@ func code(t *testing.T, err error) string {
 	return se.ErrorCode()
 }
 
-func (e *env) createENI(t *testing.T, secondary int) *ecs.CreateNetworkInterfaceResponse {
+func (e *env) createENI(t testing.TB, secondary int) *ecs.CreateNetworkInterfaceResponse {
 	t.Helper()
 	req := ecs.CreateCreateNetworkInterfaceRequest()
 	req.VSwitchId = "vsw-sim-h"
@@ -99,7 +99,7 @@ func (e *env) createENI(t *testing.T, secondary int) *ecs.CreateNetworkInterface
 	return resp
 }
 
-func (e *env) waitStatus(t *testing.T, id, want string) ecs.NetworkInterfaceSet {
+func (e *env) waitStatus(t testing.TB, id, want string) ecs.NetworkInterfaceSet {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -293,10 +293,10 @@ func (s *Server) Start(ecsAddr, metadataAddr string) error {
 	}
 	s.bgMu.Lock()
 	defer s.bgMu.Unlock()
-	if s.closed {
-		ecsLn.Close()
+	if s.closed || s.ecsLn != nil {
+		ecsLn.Close() // never served: nothing to report
 		mdLn.Close()
-		return errors.New("start: server closed")
+		return errors.New("start: server closed or already started")
 	}
 	s.ecsLn, s.mdLn = ecsLn, mdLn
 	for _, p := range []struct {
