@@ -182,6 +182,15 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// CloseIdleConnections closes the idle keep-alive connections of the
+// client's transport (when it has any), e.g. before shutting down a
+// simulator it talked to. The client stays usable.
+func (c *Client) CloseIdleConnections() {
+	if t, ok := c.transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+}
+
 func setDefaults(cfg *Config) {
 	r := &cfg.Retry
 	if r.MaxAttempts <= 0 {
@@ -227,6 +236,19 @@ func setDefaults(cfg *Config) {
 // call performs one API call with rate limiting and retries. req and resp
 // are reused across attempts (the SDK signs afresh each time).
 func (c *Client) call(ctx context.Context, req requests.AcsRequest, resp responses.AcsResponse) error {
+	return c.callRepeat(ctx, req, resp, true)
+}
+
+// callOnce is call for a request that is not safe to repeat once it may
+// have taken effect: a create or assign without a ClientToken. Only
+// throttling (refused before any effect) is retried; after a 5xx or a
+// transport error the caller must observe before trying again, or it might
+// make a second ENI.
+func (c *Client) callOnce(ctx context.Context, req requests.AcsRequest, resp responses.AcsResponse) error {
+	return c.callRepeat(ctx, req, resp, false)
+}
+
+func (c *Client) callRepeat(ctx context.Context, req requests.AcsRequest, resp responses.AcsResponse, repeatable bool) error {
 	action := req.GetActionName()
 	start := c.clk.Now()
 	for attempt := 1; ; attempt++ {
@@ -234,7 +256,7 @@ func (c *Client) call(ctx context.Context, req requests.AcsRequest, resp respons
 			return fmt.Errorf("%s: waiting for rate limit: %w", action, err)
 		}
 		err := c.attempt(ctx, req, resp)
-		if err == nil || !Retryable(err) {
+		if err == nil || !Retryable(err) || !repeatable && !errors.Is(err, ErrThrottled) {
 			return err
 		}
 		if attempt >= c.cfg.Retry.MaxAttempts {

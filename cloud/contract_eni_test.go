@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -339,5 +341,48 @@ func TestContractWaitDeadEnd(t *testing.T) {
 	}
 	if _, err := e.c.WaitENI(e.ctx, eni.ID, observed.ENIAvailable); !errors.Is(err, cloud.ErrConflict) {
 		t.Errorf("waiting Available while it is deleted: %v, want ErrConflict", err)
+	}
+}
+
+// TestContractConcurrentCalls runs calls from many goroutines through one
+// Client (under -race this proves the per-attempt SDK clients share nothing
+// mutable).
+func TestContractConcurrentCalls(t *testing.T) {
+	e := newSimEnv(t, ecssim.Config{}, "ecs.g7.4xlarge", nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 24)
+	for i := range 8 {
+		wg.Go(func() {
+			if _, err := e.c.Instance(e.ctx, e.inst.ID); err != nil {
+				errs <- err
+			}
+			tok := cloud.ClientToken(e.inst.ID, "concurrent", strconv.Itoa(i))
+			eni, err := e.c.CreateENI(e.ctx, cloud.CreateENIRequest{VSwitchID: e.inst.VSwitchID,
+				SecurityGroups: []string{ecssim.DefaultSecurityGroup}, Tags: ownerTags(e.inst.ID), ClientToken: tok})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if _, err := e.c.AssignIPv4(e.ctx, eni.ID, 2, nil, tok); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got, err := e.c.ListENIs(e.ctx, cloud.ENIFilter{Tags: ownerTags(e.inst.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 8 {
+		t.Errorf("%d ENIs, want 8", len(got))
+	}
+	for _, x := range got {
+		if len(x.IPv4) != 2 {
+			t.Errorf("%s has %d secondary IPs, want 2", x.ID, len(x.IPv4))
+		}
 	}
 }

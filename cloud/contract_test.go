@@ -6,6 +6,7 @@ package cloud_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/netip"
 	"slices"
 	"testing"
@@ -50,7 +51,14 @@ func newSimEnv(t testing.TB, scfg ecssim.Config, instanceType string, tweak func
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One transport for every client of the test, its connections closed
+	// before the simulator shuts down (cleanups run last-in first-out): a
+	// connection dialed but never used would hold the simulator's graceful
+	// shutdown for 5 s.
+	tr := &http.Transport{Proxy: nil}
+	t.Cleanup(tr.CloseIdleConnections)
 	cfg := cloud.Config{
+		Transport:   tr,
 		Endpoint:    sim.Endpoint(),
 		Region:      ecssim.DefaultRegion,
 		Credentials: credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret),

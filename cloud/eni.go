@@ -116,6 +116,7 @@ type CreateENIRequest struct {
 // CreateENI creates a secondary ENI; it is Available when this returns.
 // Repeating the call with the same ClientToken and parameters returns the
 // same ENI; with other parameters it fails with ErrIdempotencyMismatch.
+// Without a ClientToken only throttled attempts are retried (see callOnce).
 func (c *Client) CreateENI(ctx context.Context, r CreateENIRequest) (observed.ENI, error) {
 	req := ecs.CreateCreateNetworkInterfaceRequest()
 	req.VSwitchId = r.VSwitchID
@@ -140,7 +141,11 @@ func (c *Client) CreateENI(ctx context.Context, r CreateENIRequest) (observed.EN
 		req.Tag = &tags
 	}
 	resp := ecs.CreateCreateNetworkInterfaceResponse()
-	if err := c.call(ctx, req, resp); err != nil {
+	do := c.call
+	if r.ClientToken == "" {
+		do = c.callOnce
+	}
+	if err := do(ctx, req, resp); err != nil {
 		return observed.ENI{}, fmt.Errorf("create eni in %s: %w", r.VSwitchID, err)
 	}
 	e := observed.ENI{
@@ -251,7 +256,8 @@ func (c *Client) lookup(ctx context.Context, eniID string) (observed.ENI, bool) 
 	return enis[0], true
 }
 
-// WaitENI polls eniID until its Status is want and returns it then. It
+// WaitENI polls eniID until its Status is want and returns it then (want
+// "" waits for the ENI to be gone, as WaitENIGone does). It
 // fails with ErrNotFound if the ENI is not there (a describe may miss an ENI
 // created a moment ago, so this too must settle, see below), with
 // ErrConflict when the
@@ -263,6 +269,9 @@ func (c *Client) lookup(ctx context.Context, eniID string) (observed.ENI, bool) 
 // least Wait.Settle, so stale reads cannot end the wait. Poll intervals grow from Wait.Initial to Wait.Max; each poll is
 // an ordinary rate-limited, retried call.
 func (c *Client) WaitENI(ctx context.Context, eniID string, want observed.ENIStatus) (observed.ENI, error) {
+	if want == "" {
+		return observed.ENI{}, c.WaitENIGone(ctx, eniID)
+	}
 	var got observed.ENI
 	var seen []observed.ENIStatus // distinct consecutive states, oldest first ("" = not found)
 	streak := 0                   // polls in a row showing seen's last state

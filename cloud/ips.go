@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/responses"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 )
 
@@ -22,7 +23,9 @@ const maxIPsPerCall = 10
 // into calls of at most 10; each call after the first gets a ClientToken
 // derived from clientToken and its index, so a repeat of the whole request
 // repeats every call. When a later call fails, the addresses the earlier
-// calls assigned are returned along with the error.
+// calls assigned are returned along with the error. Without a ClientToken
+// only throttled attempts are retried: an assign repeated after a lost
+// answer would add addresses twice.
 func (c *Client) AssignIPv4(ctx context.Context, eniID string, count int, ips []netip.Addr, clientToken string) ([]netip.Addr, error) {
 	out, err := c.assign(ctx, eniID, count, ips, clientToken, func(ctx context.Context, n int, ips []string, token string) ([]string, error) {
 		req := ecs.CreateAssignPrivateIpAddressesRequest()
@@ -34,7 +37,7 @@ func (c *Client) AssignIPv4(ctx context.Context, eniID string, count int, ips []
 			req.PrivateIpAddress = &ips
 		}
 		resp := ecs.CreateAssignPrivateIpAddressesResponse()
-		if err := c.call(ctx, req, resp); err != nil {
+		if err := c.callFor(token)(ctx, req, resp); err != nil {
 			return nil, err
 		}
 		return resp.AssignedPrivateIpAddressesSet.PrivateIpSet.PrivateIpAddress, nil
@@ -57,7 +60,7 @@ func (c *Client) AssignIPv6(ctx context.Context, eniID string, count int, ips []
 			req.Ipv6Address = &ips
 		}
 		resp := ecs.CreateAssignIpv6AddressesResponse()
-		if err := c.call(ctx, req, resp); err != nil {
+		if err := c.callFor(token)(ctx, req, resp); err != nil {
 			return nil, err
 		}
 		return resp.Ipv6Sets.Ipv6Address, nil
@@ -66,6 +69,14 @@ func (c *Client) AssignIPv6(ctx context.Context, eniID string, count int, ips []
 		return out, fmt.Errorf("assign ipv6 to eni %s: %w", eniID, err)
 	}
 	return out, nil
+}
+
+// callFor picks call or, without a ClientToken, callOnce.
+func (c *Client) callFor(token string) func(context.Context, requests.AcsRequest, responses.AcsResponse) error {
+	if token == "" {
+		return c.callOnce
+	}
+	return c.call
 }
 
 type assignFunc func(ctx context.Context, count int, ips []string, token string) ([]string, error)

@@ -190,3 +190,34 @@ func TestUnassignFallsBackToSingles(t *testing.T) {
 		t.Errorf("%d calls, want 1 for the batch and 3 singles", n)
 	}
 }
+
+// TestUntokenedCreateNotRepeated: a create without a ClientToken is
+// retried after throttling (refused before any effect) but not after a 5xx
+// (it may have made the ENI); with a token it is.
+func TestUntokenedCreateNotRepeated(t *testing.T) {
+	const created = `{"RequestId":"r","NetworkInterfaceId":"eni-new","Status":"Available","PrivateIpAddress":"10.0.0.5"}`
+	for _, tt := range []struct {
+		name, token, code string
+		status, calls     int
+		ok                bool
+	}{
+		{"throttled, no token", "", "Throttling", 400, 2, true},
+		{"5xx, no token", "", "InternalError", 500, 1, false},
+		{"5xx, token", ClientToken("x"), "InternalError", 500, 2, true},
+	} {
+		srv := newFaultServer(t, func(_ string, n int) (int, string) {
+			if n == 0 {
+				return tt.status, errBody(tt.code)
+			}
+			return 200, created
+		})
+		c := newTestClient(t, fastConfig(srv.endpoint()))
+		_, err := c.CreateENI(testCtx(t), CreateENIRequest{VSwitchID: "vsw-1", ClientToken: tt.token})
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: err %v, want ok=%v", tt.name, err, tt.ok)
+		}
+		if n := srv.count("CreateNetworkInterface"); n != tt.calls {
+			t.Errorf("%s: %d calls, want %d", tt.name, n, tt.calls)
+		}
+	}
+}
