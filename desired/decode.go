@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -119,6 +120,9 @@ func (d *strictDecoder) decode(path string, src any, v reflect.Value) {
 // leaf decodes a value that has no fields of its own through encoding/json,
 // turning its error into a problem at path.
 func (d *strictDecoder) leaf(path string, src any, v reflect.Value) {
+	if setScalar(src, v) {
+		return
+	}
 	raw, err := json.Marshal(src)
 	if err != nil {
 		d.add(path, "cannot encode value: %v", err)
@@ -134,6 +138,46 @@ func (d *strictDecoder) leaf(path string, src any, v reflect.Value) {
 		return
 	}
 	v.Set(n.Elem())
+}
+
+// setScalar sets plain strings, integers, floats and booleans without a
+// round trip through encoding/json (entries are read on every agent pass).
+// It reports false when it did not set v; the slow path then decodes it or
+// words the error.
+func setScalar(src any, v reflect.Value) bool {
+	if reflect.PointerTo(v.Type()).Implements(jsonUnmarshalerType) {
+		return false
+	}
+	switch x := src.(type) {
+	case string:
+		if v.Kind() == reflect.String {
+			v.SetString(x)
+			return true
+		}
+	case bool:
+		if v.Kind() == reflect.Bool {
+			v.SetBool(x)
+			return true
+		}
+	case json.Number:
+		switch v.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			n, err := strconv.ParseInt(x.String(), 10, 64)
+			if err != nil || v.OverflowInt(n) {
+				return false
+			}
+			v.SetInt(n)
+			return true
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			n, err := strconv.ParseUint(x.String(), 10, 64)
+			if err != nil || v.OverflowUint(n) {
+				return false
+			}
+			v.SetUint(n)
+			return true
+		}
+	}
+	return false
 }
 
 func leafMessage(err error, t reflect.Type) string {

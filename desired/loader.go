@@ -8,7 +8,7 @@ import (
 // ConfigLoader loads the config and keeps the last good one, so that a
 // broken edit never replaces a working config: Load returns the last good
 // config together with the error, and the caller just keeps using what Load
-// returned.
+// returned. It is safe for concurrent use.
 type ConfigLoader struct {
 	src ConfigSource
 

@@ -1,0 +1,57 @@
+package desired
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// BenchmarkReadAll200 reads a directory of 200 entries, as every agent pass
+// does on a full node.
+func BenchmarkReadAll200(b *testing.B) {
+	s := NewEntryStore(b.TempDir())
+	for i := range 200 {
+		e := validEntry()
+		e.ContainerID = fmt.Sprintf("c%03d", i)
+		if _, err := s.Write(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		entries, problems, err := s.ReadAll()
+		if err != nil || len(problems) > 0 || len(entries) != 200 {
+			b.Fatalf("%d entries, %v, %v", len(entries), problems, err)
+		}
+	}
+}
+
+// BenchmarkLoadConfig loads the full example plus two drop-ins.
+func BenchmarkLoadConfig(b *testing.B) {
+	dir := b.TempDir()
+	full, err := os.ReadFile("../examples/config/full.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := ConfigSource{Main: filepath.Join(dir, "config.yaml"), DropInDir: filepath.Join(dir, "config.d")}
+	if err := os.MkdirAll(src.DropInDir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	files := map[string]string{
+		src.Main: string(full),
+		filepath.Join(src.DropInDir, "10.yaml"): "apiVersion: enid.dev/v1alpha1\nkind: AgentConfig\npool: {minIdle: 3}\n",
+		filepath.Join(src.DropInDir, "20.yaml"): "apiVersion: enid.dev/v1alpha1\nkind: AgentConfig\neni: {tags: {x: y1}}\n",
+	}
+	for p, c := range files {
+		if err := os.WriteFile(p, []byte(c), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	facts := NodeFacts{Zone: "cn-hangzhou-j", InstanceType: "ecs.g7.large"}
+	for b.Loop() {
+		if _, err := LoadConfig(src, facts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
