@@ -39,7 +39,7 @@ func BenchmarkLoadConfig(b *testing.B) {
 		b.Fatal(err)
 	}
 	files := map[string]string{
-		src.Main: string(full),
+		src.Main:                                string(full),
 		filepath.Join(src.DropInDir, "10.yaml"): "apiVersion: enid.dev/v1alpha1\nkind: AgentConfig\npool: {minIdle: 3}\n",
 		filepath.Join(src.DropInDir, "20.yaml"): "apiVersion: enid.dev/v1alpha1\nkind: AgentConfig\neni: {tags: {x: y1}}\n",
 	}
