@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/enidnet/enid/observed"
 	"github.com/vishvananda/netlink"
@@ -30,6 +31,9 @@ type ExclusiveSpec struct {
 	// (via 169.254.1.1) instead of the ENI: service CIDRs, the node's own
 	// address. May be empty; the host reaches the pod over the veth anyway.
 	HostRoutes []netip.Prefix
+	// WaitForDevice bounds how long to wait for the ENI's device to appear
+	// on the node; 0 means look once.
+	WaitForDevice time.Duration
 }
 
 func (s ExclusiveSpec) validate() error {
@@ -72,7 +76,7 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 		return PodResult{}, err
 	}
 	defer func() { _ = pod.Close() }() // releasing descriptors cannot fail usefully
-	l, err := d.moveIn(pod, mac, s, ch)
+	l, err := d.moveIn(ctx, pod, mac, s, ch)
 	if err != nil {
 		return PodResult{}, err
 	}
@@ -122,13 +126,13 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 
 // moveIn returns the ENI inside the pod named IfName, moving it from the
 // node and renaming it as needed.
-func (d *Datapath) moveIn(pod *nsRef, mac net.HardwareAddr, s ExclusiveSpec, ch *Changes) (netlink.Link, error) {
+func (d *Datapath) moveIn(ctx context.Context, pod *nsRef, mac net.HardwareAddr, s ExclusiveSpec, ch *Changes) (netlink.Link, error) {
 	l, err := linkByMAC(pod.h, mac)
 	if err != nil && !isNotFound(err) {
 		return nil, err
 	}
 	if l == nil {
-		hl, err := linkByMAC(d.node.h, mac)
+		hl, err := waitForMAC(ctx, d.node.h, mac, s.WaitForDevice)
 		if err != nil {
 			return nil, fmt.Errorf("eni %s is neither in the pod nor on the node: %w", mac, err)
 		}

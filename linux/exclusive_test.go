@@ -9,6 +9,8 @@ import (
 	"github.com/enidnet/enid/linux/linuxtest"
 	"github.com/enidnet/enid/observed"
 	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 )
 
 // TestExclusiveENI: the ENI moves into the pod, is reachable from the vpc,
@@ -133,5 +135,73 @@ func TestExclusiveTeardownNetnsGone(t *testing.T) {
 	}
 	if d := dumpNS(t, e.tp.NodeNS); strings.Contains(d, linux.HostVethName(s.Key)) {
 		t.Errorf("service veth left behind:\n%s", d)
+	}
+}
+
+// TestExclusiveDeviceReturned: when a pod's netns dies the kernel puts a
+// physical ENI back on the host under another name, label still on. It
+// is observed as an ENI device (the attachment as unhealthy), and
+// teardown without a netns renames it back and clears the label.
+func TestExclusiveDeviceReturned(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	const mac = "02:00:00:00:00:97"
+	cidr := netip.MustParsePrefix("10.0.7.0/24")
+	if err := e.tp.PlugENI(mac, netip.MustParseAddr("10.0.7.7"), cidr, observed.GatewayOf(cidr)); err != nil {
+		t.Fatal(err)
+	}
+	before := dumpNS(t, e.tp.NodeNS)
+	ns, cleanup, err := e.tp.NewPodNS("exclret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	s := linux.ExclusiveSpec{
+		Key: observed.AttachmentKey{ContainerID: "excl2", IfName: "eth0"}, NetNS: ns, IfName: "eth0", MAC: mac,
+		Prefix: netip.MustParsePrefix("10.0.7.7/24"), Gateway: observed.GatewayOf(cidr),
+	}
+	if _, _, err := e.dp.EnsureExclusive(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	// What the kernel does for a physical device when the netns dies.
+	nodeFD, err := netns.GetFromPath(e.tp.NodeNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nodeFD.Close()
+	withH(t, ns, func(h *netlink.Handle) error {
+		l, err := h.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		if err := h.LinkSetDown(l); err != nil {
+			return err
+		}
+		if err := h.LinkSetName(l, "dev7"); err != nil {
+			return err
+		}
+		return h.LinkSetNsFd(l, int(nodeFD))
+	})
+	n, err := e.dp.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dev *observed.ENIDevice
+	for i := range n.ENIDevices {
+		if n.ENIDevices[i].MAC == mac {
+			dev = &n.ENIDevices[i]
+		}
+	}
+	if dev == nil || dev.Name != "dev7" {
+		t.Errorf("returned eni not observed as a device: %+v", n.ENIDevices)
+	}
+	if len(n.Pods) != 1 || n.Pods[0].Key != s.Key || n.Pods[0].Healthy {
+		t.Errorf("pods = %+v, want the one exclusive attachment, unhealthy", n.Pods)
+	}
+	if _, err := e.dp.TeardownExclusive(ctx, s.Key, "", mac); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, dumpNS(t, e.tp.NodeNS)); diff != "" {
+		t.Errorf("node after teardown (-before +after):\n%s", diff)
 	}
 }

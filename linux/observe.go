@@ -77,7 +77,7 @@ func (d *Datapath) Observe(ctx context.Context) (observed.Node, error) {
 		if a.Flags&net.FlagLoopback != 0 || len(a.HardwareAddr) != 6 {
 			continue
 		}
-		if _, ok := parseLabel(a.Alias); ok {
+		if isHostVeth(l) {
 			continue
 		}
 		t := tableOf[a.Index]
@@ -87,10 +87,10 @@ func (d *Datapath) Observe(ctx context.Context) (observed.Node, error) {
 		})
 	}
 	for _, l := range v.links {
-		lab, ok := parseLabel(l.Attrs().Alias)
-		if !ok {
+		if !isHostVeth(l) {
 			continue
 		}
+		lab, _ := parseLabel(l.Attrs().Alias) // isHostVeth parsed it
 		if err := ctx.Err(); err != nil {
 			return observed.Node{}, fmt.Errorf("observe node: %w", err)
 		}
@@ -258,4 +258,12 @@ func hasDefault(h *netlink.Handle, l netlink.Link, fam int, gw netip.Addr) (bool
 		}
 	}
 	return false, nil
+}
+
+// isHostVeth reports whether l is a host veth enid labelled: labelled, and
+// not itself the ENI its label names (an exclusive ENI back on the node
+// with its label still on is an ENI device, not an attachment).
+func isHostVeth(l netlink.Link) bool {
+	lab, ok := parseLabel(l.Attrs().Alias)
+	return ok && lab.ENI != l.Attrs().HardwareAddr.String()
 }
