@@ -97,6 +97,7 @@ type VSwitchConfig struct {
 	Zone     string
 	CIDR     netip.Prefix
 	IPv6CIDR netip.Prefix // optional
+	Tags     map[string]string
 }
 
 // Delays are the durations of asynchronous ENI transitions.

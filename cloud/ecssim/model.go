@@ -68,6 +68,9 @@ func (m *model) addVSwitch(c VSwitchConfig) error {
 	p := newPool(c.CIDR, c.IPv6CIDR)
 	m.pools[c.ID] = p
 	m.vsw[c.ID] = &VSwitchState{ID: c.ID, ZoneID: c.Zone, VPCID: m.vpcID, CIDR: c.CIDR.Masked(), IPv6CIDR: c.IPv6CIDR.Masked(), AvailableIPs: p.available(), Tags: map[string]string{}}
+	for k, v := range c.Tags {
+		m.vsw[c.ID].Tags[k] = v
+	}
 	return nil
 }
 

@@ -15,7 +15,8 @@ import (
 func TestPagination(t *testing.T) {
 	var vsw []ecssim.VSwitchConfig
 	for i := range 3 {
-		vsw = append(vsw, ecssim.VSwitchConfig{ID: fmt.Sprintf("vsw-%d", i), Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix(fmt.Sprintf("192.168.%d.0/24", i))})
+		vsw = append(vsw, ecssim.VSwitchConfig{ID: fmt.Sprintf("vsw-%d", i), Zone: "cn-hangzhou-h",
+			CIDR: netip.MustParsePrefix(fmt.Sprintf("192.168.%d.0/24", i)), Tags: map[string]string{"parity": fmt.Sprint(i % 2)}})
 	}
 	e := newEnv(t, ecssim.Config{Zones: []string{"cn-hangzhou-h"}, VSwitches: vsw})
 	want := []string{e.inst.PrimaryENI}
@@ -103,5 +104,18 @@ func TestPagination(t *testing.T) {
 	}
 	if d := cmp.Diff([][]string{{"vsw-0", "vsw-1"}, {"vsw-2"}}, pages); d != "" {
 		t.Errorf("vSwitch pages (-want +got):\n%s", d)
+	}
+	dv := vpc.CreateDescribeVSwitchesRequest()
+	dv.Tag = &[]vpc.DescribeVSwitchesTag{{Key: "parity", Value: "0"}}
+	vs, err := e.vpc.DescribeVSwitches(dv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tagged []string
+	for _, v := range vs.VSwitches.VSwitch {
+		tagged = append(tagged, v.VSwitchId+":"+v.Tags.Tag[0].Key+"="+v.Tags.Tag[0].Value)
+	}
+	if d := cmp.Diff([]string{"vsw-0:parity=0", "vsw-2:parity=0"}, tagged); d != "" {
+		t.Errorf("vSwitches by tag (-want +got):\n%s", d)
 	}
 }

@@ -433,10 +433,9 @@ func (s *Server) load() (bool, error) {
 	m := s.m
 	m.region, m.vpcID, m.vpcCIDR, m.seq = st.Region, st.VPCID, st.VPCCIDR, st.Seq
 	for _, v := range st.VSwitches {
-		if err := m.addVSwitch(VSwitchConfig{ID: v.ID, Zone: v.ZoneID, CIDR: v.CIDR, IPv6CIDR: v.IPv6CIDR}); err != nil {
+		if err := m.addVSwitch(VSwitchConfig{ID: v.ID, Zone: v.ZoneID, CIDR: v.CIDR, IPv6CIDR: v.IPv6CIDR, Tags: v.Tags}); err != nil {
 			return false, fmt.Errorf("load state: %w", err)
 		}
-		m.vsw[v.ID].Tags = v.Tags
 	}
 	for _, in := range st.Instances {
 		c := in
