@@ -2,10 +2,12 @@ package cloud_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -87,5 +89,34 @@ func TestContractMetadata(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantIf, got, addrCmp, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("primary interface (-want +got):\n%s", diff)
+	}
+}
+
+// TestContractMetadataLag: an ENI just InUse is not yet in metadata; its
+// MAC is ErrNotFound until the lag passes.
+func TestContractMetadataLag(t *testing.T) {
+	e := newSimEnv(t, ecssim.Config{MetadataLag: 80 * time.Millisecond}, "", nil)
+	md := cloud.NewMetadata(e.sim.MetadataURL(e.inst.ID), nil)
+	eni := e.create(t, cloud.CreateENIRequest{Tags: ownerTags(e.inst.ID)})
+	e.attach(t, eni.ID)
+	if _, err := md.Interface(e.ctx, eni.MAC); !errors.Is(err, cloud.ErrNotFound) {
+		t.Fatalf("right after InUse: %v, want ErrNotFound", err)
+	}
+	if macs, err := md.MACs(e.ctx); err != nil || slices.Contains(macs, eni.MAC) {
+		t.Errorf("MACs right after InUse: %v, %v; want without %s", macs, err, eni.MAC)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		mi, err := md.Interface(e.ctx, eni.MAC)
+		if err == nil {
+			if mi.ENIID != eni.ID {
+				t.Errorf("metadata names %s, want %s", mi.ENIID, eni.ID)
+			}
+			break
+		}
+		if !errors.Is(err, cloud.ErrNotFound) || time.Now().After(deadline) {
+			t.Fatalf("after the lag: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
