@@ -16,8 +16,12 @@ type InstanceType struct {
 	TrunkSupported bool // EniTrunkSupported
 }
 
-// instanceTypes is the table the simulator knows. Figures are the
-// published limits of these types.
+// instanceTypes is the table the simulator knows. EniQuantity,
+// EniPrivateIpAddressQuantity and EniIpv6AddressQuantity are the published
+// limits as given in the project's reference (ecs.u1-c1m4.xlarge is
+// Alibaba's DescribeInstanceTypes example). EniTotalQuantity of the g7
+// types, CPU and memory were not checked against the live API: nothing in
+// enid depends on them.
 func instanceTypes() map[string]InstanceType {
 	ts := []InstanceType{
 		{ID: "ecs.g7.large", Family: "ecs.g7", CPUCores: 2, MemoryGiB: 8, ENIs: 3, IPv4PerENI: 6, IPv6PerENI: 6, ENITotal: 6, TrunkSupported: true},
