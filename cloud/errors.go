@@ -93,10 +93,11 @@ func (e *APIError) Unwrap() error { return e.err }
 
 // Retryable reports whether a call that failed with err may succeed when
 // repeated unchanged: throttling, InternalError, ServiceUnavailable, other
-// 5xx, Operation.Conflict and transport errors. Context errors are not.
+// 5xx, Operation.Conflict and transport errors. An error that also says
+// the caller's context ended is not.
 func Retryable(err error) bool {
 	var ae *APIError
-	if !errors.As(err, &ae) {
+	if !errors.As(err, &ae) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	switch {

@@ -221,3 +221,21 @@ func TestUntokenedCreateNotRepeated(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelDuringBackoff: a context that ends while the client waits to
+// retry ends the call with both errors, and it is not retryable.
+func TestCancelDuringBackoff(t *testing.T) {
+	srv := newFaultServer(t, func(string, int) (int, string) { return 503, errBody("ServiceUnavailable") })
+	cfg := fastConfig(srv.endpoint())
+	cfg.Retry.BaseDelay, cfg.Retry.MaxDelay = time.Second, time.Second
+	c := newTestClient(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := c.DeleteENI(ctx, "eni-1")
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || Retryable(err) {
+		t.Errorf("got %v (retryable %v), want ErrUnavailable and the deadline, not retryable", err, Retryable(err))
+	}
+	if n := srv.count("DeleteNetworkInterface"); n != 1 {
+		t.Errorf("%d attempts, want 1", n)
+	}
+}
