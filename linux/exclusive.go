@@ -25,6 +25,10 @@ type ExclusiveSpec struct {
 	Prefix netip.Prefix
 	// Gateway is the vSwitch gateway.
 	Gateway netip.Addr
+	// PrefixV6 is the pod's IPv6 address with its prefix length, and
+	// GatewayV6 the IPv6 gateway; zero values mean no IPv6.
+	PrefixV6  netip.Prefix
+	GatewayV6 netip.Addr
 	// MTU of the ENI in the pod and of the service veth; 0 leaves it.
 	MTU int
 	// HostRoutes are destinations the pod reaches through the service veth
@@ -45,6 +49,9 @@ func (s ExclusiveSpec) validate() error {
 	}
 	if !s.Prefix.IsValid() || !s.Prefix.Addr().Is4() || !s.Gateway.Is4() {
 		return fmt.Errorf("prefix %v and gateway %v must be IPv4", s.Prefix, s.Gateway)
+	}
+	if s.PrefixV6.IsValid() != s.GatewayV6.IsValid() || (s.PrefixV6.IsValid() && (!s.PrefixV6.Addr().Is6() || !s.GatewayV6.Is6())) {
+		return fmt.Errorf("ipv6 prefix %v and gateway %v must both be IPv6 or both be unset", s.PrefixV6, s.GatewayV6)
 	}
 	return nil
 }
@@ -83,16 +90,22 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 	if err := ensureLink(pod.h, l, s.MTU, " in pod", ch); err != nil {
 		return PodResult{}, err
 	}
-	if err := ensureAddrs(pod.h, l, []netip.Prefix{s.Prefix}, " in pod", ch); err != nil {
+	prefixes, gateways := []netip.Prefix{s.Prefix}, []netip.Addr{s.Gateway}
+	if s.PrefixV6.IsValid() {
+		prefixes, gateways = append(prefixes, s.PrefixV6), append(gateways, s.GatewayV6)
+	}
+	if err := ensureAddrs(pod.h, l, prefixes, " in pod", ch); err != nil {
 		return PodResult{}, err
 	}
-	if err := ensureDefault(pod.h, l, s.Gateway, " in pod", ch); err != nil {
-		return PodResult{}, err
+	for _, gw := range gateways {
+		if err := ensureDefault(pod.h, l, gw, " in pod", ch); err != nil {
+			return PodResult{}, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return PodResult{}, err
 	}
-	lab := label{Key: s.Key, NetNS: s.NetNS, Mode: modeExclusive, ENI: mac.String(), IPv4: s.Prefix.Addr()}
+	lab := label{Key: s.Key, NetNS: s.NetNS, Mode: modeExclusive, ENI: mac.String(), IPv4: s.Prefix.Addr(), IPv6: s.PrefixV6.Addr()}
 	hv, sv, err := d.ensureVeth(pod, HostVethName(s.Key), svcVethName(s.Key), s.MTU, lab.String(), ch)
 	if err != nil {
 		return PodResult{}, err
@@ -103,15 +116,29 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 	if err := ensureLink(d.node.h, hv, s.MTU, "", ch); err != nil {
 		return PodResult{}, err
 	}
-	gw := podGateway(s.Prefix.Addr())
-	if err := ensurePermNeigh(pod.h, sv, gw, hv.Attrs().HardwareAddr, " in pod", ch); err != nil {
+	ips := podIPs(s.Prefix.Addr(), s.PrefixV6.Addr())
+	for _, ip := range ips {
+		gw := podGateway(ip)
+		if err := ensurePermNeigh(pod.h, sv, gw, hv.Attrs().HardwareAddr, " in pod", ch); err != nil {
+			return PodResult{}, err
+		}
+		var dsts []netip.Prefix
+		for _, p := range s.HostRoutes {
+			if p.Addr().Is4() == ip.Is4() {
+				dsts = append(dsts, p)
+			}
+		}
+		if err := ensureViaRoutes(pod.h, sv, gw, dsts, ch); err != nil {
+			return PodResult{}, err
+		}
+	}
+	if err := d.ensureHostRoutes(hv, ips, ch); err != nil {
 		return PodResult{}, err
 	}
-	if err := ensureViaRoutes(pod.h, sv, gw, s.HostRoutes, ch); err != nil {
-		return PodResult{}, err
-	}
-	if err := d.ensureHostRoutes(hv, []netip.Addr{s.Prefix.Addr()}, ch); err != nil {
-		return PodResult{}, err
+	if s.PrefixV6.IsValid() {
+		if err := ensurePermNeigh(d.node.h, hv, s.PrefixV6.Addr(), sv.Attrs().HardwareAddr, "", ch); err != nil {
+			return PodResult{}, err
+		}
 	}
 	return PodResult{
 		HostVeth: hv.Attrs().Name,

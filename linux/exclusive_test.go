@@ -22,7 +22,8 @@ func TestExclusiveENI(t *testing.T) {
 	cidr := netip.MustParsePrefix("10.0.9.0/24")
 	gw := observed.GatewayOf(cidr)
 	podIP := netip.MustParseAddr("10.0.9.7")
-	if err := e.tp.PlugENI(mac, podIP, cidr, gw); err != nil {
+	podIP6 := netip.MustParseAddr("fd00:9::7")
+	if err := e.tp.PlugENI(mac, podIP, cidr, gw, podIP6); err != nil {
 		t.Fatal(err)
 	}
 	name, err := e.tp.NodeName(mac)
@@ -39,7 +40,8 @@ func TestExclusiveENI(t *testing.T) {
 		Key:   observed.AttachmentKey{ContainerID: "excl0", IfName: "eth0"},
 		NetNS: ns, IfName: "eth0", MAC: mac,
 		Prefix: netip.PrefixFrom(podIP, 24), Gateway: gw, MTU: 1500,
-		HostRoutes: []netip.Prefix{netip.MustParsePrefix("172.21.0.0/20")},
+		PrefixV6: netip.PrefixFrom(podIP6, 64), GatewayV6: netip.MustParseAddr(linuxtest.GatewayV6),
+		HostRoutes: []netip.Prefix{netip.MustParsePrefix("172.21.0.0/20"), netip.MustParsePrefix("fd99::/108")},
 	}
 	res, ch, err := e.dp.EnsureExclusive(ctx, s)
 	if err != nil {
@@ -56,6 +58,9 @@ func TestExclusiveENI(t *testing.T) {
 		"addr 10.0.9.7/24 dev eth0",
 		"route 0.0.0.0/0 via 10.0.9.253 dev eth0 table 254 proto 222 scope 0",
 		"route 172.21.0.0/20 via 169.254.1.1 dev " + res.Interfaces[2].Name + " table 254 proto 222 scope 0",
+		"addr fd00:9::7/64 dev eth0",
+		"route ::/0 via fe80::fffe dev eth0 table 254 proto 222 scope 0",
+		"route fd99::/108 via fe80::1 dev " + res.Interfaces[2].Name + " table 254 proto 222 scope 0",
 	} {
 		if !contains(pod, want) {
 			t.Errorf("pod lacks %q:\n%s", want, pod)
@@ -70,6 +75,9 @@ func TestExclusiveENI(t *testing.T) {
 	if err := linuxtest.Ping(ctx, ns, gw); err != nil {
 		t.Error(err)
 	}
+	if err := linuxtest.Ping(ctx, ns, netip.MustParseAddr(linuxtest.VPCHostV6)); err != nil {
+		t.Error(err)
+	}
 	n, err := e.dp.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +88,7 @@ func TestExclusiveENI(t *testing.T) {
 			got = append(got, p)
 		}
 	}
-	want := []observed.PodNet{{Key: s.Key, HostVeth: res.HostVeth, NetNS: ns, IPv4: podIP, ENIMAC: mac, Exclusive: true, Healthy: true}}
+	want := []observed.PodNet{{Key: s.Key, HostVeth: res.HostVeth, NetNS: ns, IPv4: podIP, IPv6: podIP6, ENIMAC: mac, Exclusive: true, Healthy: true}}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 		t.Errorf("observed (-want +got):\n%s", diff)
 	}

@@ -195,8 +195,10 @@ func (d *Datapath) checkPodNS(hv netlink.Link, lab label, p observed.PodNet, ips
 		if !isUp(l) {
 			problem("eni %s is down in the pod", lab.ENI)
 		}
-		if ok, err := hasDefault(pod.h, l, netlink.FAMILY_V4, netip.Addr{}); err != nil || !ok {
-			problem("no default route via %s in the pod", l.Attrs().Name)
+		for _, ip := range ips {
+			if ok, err := hasDefault(pod.h, l, familyOf(ip), netip.Addr{}); err != nil || !ok {
+				problem("no %s default route via %s in the pod", familyName(ip), l.Attrs().Name)
+			}
 		}
 		if sv, err := linkByName(pod.h, svcVethName(lab.Key)); err != nil || !paired(hv, sv) {
 			problem("service veth %s missing in the pod", svcVethName(lab.Key))
@@ -266,4 +268,11 @@ func hasDefault(h *netlink.Handle, l netlink.Link, fam int, gw netip.Addr) (bool
 func isHostVeth(l netlink.Link) bool {
 	lab, ok := parseLabel(l.Attrs().Alias)
 	return ok && lab.ENI != l.Attrs().HardwareAddr.String()
+}
+
+func familyName(a netip.Addr) string {
+	if a.Is4() {
+		return "ipv4"
+	}
+	return "ipv6"
 }
