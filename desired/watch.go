@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -157,28 +158,18 @@ func (s *watchState) refresh() bool {
 	changed := false
 	need := map[string]bool{}
 	for _, d := range s.dirs {
-		if err := s.fw.Add(d); err == nil {
+		p, ok := s.watchNearest(d)
+		if p == d {
 			if !s.watched[d] {
 				changed = true
 			}
-			s.watched[d] = true
-			need[d] = true
-			continue
-		}
-		if s.watched[d] {
+		} else if s.watched[d] {
 			changed = true
 			delete(s.watched, d)
 		}
-		for p := filepath.Dir(d); ; p = filepath.Dir(p) {
-			if err := s.fw.Add(p); err == nil {
-				s.watched[p] = true
-				need[p] = true
-				break
-			}
-			if p == filepath.Dir(p) {
-				s.log.Warn("cannot watch any parent of a directory", "dir", d)
-				break
-			}
+		if ok {
+			s.watched[p] = true
+			need[p] = true
 		}
 	}
 	for p := range s.watched {
@@ -189,6 +180,35 @@ func (s *watchState) refresh() bool {
 		}
 	}
 	return changed
+}
+
+// watchNearest watches d or, when it does not exist, its nearest existing
+// parent, and returns the path watched. A directory on the way down may be
+// created between the failed watch and the parent's watch (mkdir -p races
+// with us); its creation event is then lost, so after watching a parent it
+// looks again for the next directory down and retries when it is there.
+func (s *watchState) watchNearest(d string) (string, bool) {
+	for range 64 {
+		if err := s.fw.Add(d); err == nil {
+			return d, true
+		}
+		child := d
+		p := filepath.Dir(d)
+		for {
+			if err := s.fw.Add(p); err == nil {
+				break
+			}
+			if p == filepath.Dir(p) {
+				s.log.Warn("cannot watch any parent of a directory", "dir", d)
+				return "", false
+			}
+			child, p = p, filepath.Dir(p)
+		}
+		if _, err := os.Lstat(child); err != nil {
+			return p, true // still absent: its creation will be an event in p
+		}
+	}
+	return "", false
 }
 
 // handle decides whether an event is a change the caller must see.

@@ -267,14 +267,22 @@ func TestWatcherCoalescesBursts(t *testing.T) {
 		}
 	}
 	burst := time.Since(start)
+	// Collect signals until none has come for a while.
 	signals := 0
-	deadline := time.After(burst + 10*testDebounce)
+	quiet := 10 * testDebounce
+	timeout := time.After(10 * time.Second)
 loop:
 	for {
+		wait := quiet
+		if signals == 0 {
+			wait = 5 * time.Second
+		}
 		select {
 		case <-w.C():
 			signals++
-		case <-deadline:
+		case <-time.After(wait):
+			break loop
+		case <-timeout:
 			break loop
 		}
 	}
