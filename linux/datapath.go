@@ -74,6 +74,14 @@ type Changes []string
 // String joins the changes with "; ".
 func (c Changes) String() string { return strings.Join(c, "; ") }
 
+// logChanges records at Info what an operation changed (errors are the
+// caller's to report, with the changes made before them).
+func (d *Datapath) logChanges(op, target string, ch *Changes) {
+	if len(*ch) > 0 {
+		d.logger.Info("datapath changed", "op", op, "target", target, "changes", []string(*ch))
+	}
+}
+
 func (c *Changes) add(format string, args ...any) { *c = append(*c, fmt.Sprintf(format, args...)) }
 
 // HostVethName is the host-side veth name for an attachment: "enid" plus

@@ -57,6 +57,7 @@ func (d *Datapath) EnsureENI(ctx context.Context, s ENISpec) (Changes, error) {
 	}
 	name := l.Attrs().Name
 	var ch Changes
+	defer d.logChanges("ensure eni", s.MAC, &ch)
 	set := []sysctl{
 		{path: []string{"net", "ipv4", "ip_forward"}, value: "1"},
 		{path: []string{"net", "ipv4", "conf", name, "forwarding"}, value: "1"},
@@ -137,6 +138,7 @@ func (d *Datapath) RemoveENI(ctx context.Context, mac string, table int) (Change
 		return nil, fmt.Errorf("remove eni %s: %w", mac, err)
 	}
 	var ch Changes
+	defer d.logChanges("remove eni", mac, &ch)
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		if err := ctx.Err(); err != nil {
 			return ch, fmt.Errorf("remove eni %s: %w", mac, err)

@@ -66,6 +66,7 @@ func (d *Datapath) EnsureExclusive(ctx context.Context, s ExclusiveSpec) (PodRes
 		return PodResult{}, nil, fmt.Errorf("ensure exclusive %s: %w", s.Key, err)
 	}
 	var ch Changes
+	defer d.logChanges("ensure exclusive", s.Key.String(), &ch)
 	res, err := d.ensureExclusive(ctx, s, &ch)
 	if err != nil {
 		return res, ch, fmt.Errorf("ensure exclusive %s: %w", s.Key, err)
@@ -236,6 +237,7 @@ func ensureViaRoutes(h *netlink.Handle, l netlink.Link, gw netip.Addr, dsts []ne
 // already gone or already back is success.
 func (d *Datapath) TeardownExclusive(ctx context.Context, key observed.AttachmentKey, netns string, mac string) (Changes, error) {
 	var ch Changes
+	defer d.logChanges("teardown exclusive", key.String(), &ch)
 	if err := d.teardownExclusive(ctx, key, netns, mac, &ch); err != nil {
 		return ch, fmt.Errorf("teardown exclusive %s: %w", key, err)
 	}

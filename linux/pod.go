@@ -74,6 +74,7 @@ func (d *Datapath) EnsurePod(ctx context.Context, s PodSpec) (PodResult, Changes
 		return PodResult{}, nil, fmt.Errorf("ensure pod %s: %w", s.Key, err)
 	}
 	var ch Changes
+	defer d.logChanges("ensure pod", s.Key.String(), &ch)
 	res, err := d.ensurePod(ctx, s, &ch)
 	if err != nil {
 		return res, ch, fmt.Errorf("ensure pod %s: %w", s.Key, err)
@@ -401,6 +402,7 @@ func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Chang
 // Everything already gone is success.
 func (d *Datapath) TeardownPod(ctx context.Context, key observed.AttachmentKey, netns string) (Changes, error) {
 	var ch Changes
+	defer d.logChanges("teardown pod", key.String(), &ch)
 	if err := d.teardownVeth(ctx, key, &ch); err != nil {
 		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
 	}
