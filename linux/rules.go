@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -9,8 +10,13 @@ import (
 )
 
 // listRules dumps the node's policy rules of one family.
+// On a node with IPv6 disabled the IPv6 list is empty, not an error.
 func (d *Datapath) listRules(fam int) ([]netlink.Rule, error) {
-	return dump("list rules", func() ([]netlink.Rule, error) { return d.node.h.RuleList(fam) })
+	rules, err := dump("list rules", func() ([]netlink.Rule, error) { return d.node.h.RuleList(fam) })
+	if fam == netlink.FAMILY_V6 && errors.Is(err, unix.EAFNOSUPPORT) {
+		return nil, nil
+	}
+	return rules, err
 }
 
 // ruleString renders a rule the way `ip rule` does, briefly.
@@ -172,9 +178,21 @@ func (d *Datapath) sweepRules(ch *Changes) error {
 
 // hostRoutes lists enid's routes of one family in the main table (the
 // host routes to pods).
+// On a node with IPv6 disabled the kernel may answer an IPv6 dump with
+// every family's routes, so the family is checked here.
 func (d *Datapath) hostRoutes(fam int) ([]netlink.Route, error) {
-	return dump("list routes", func() ([]netlink.Route, error) {
+	routes, err := dump("list routes", func() ([]netlink.Route, error) {
 		return d.node.h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: Proto},
 			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
 	})
+	if fam == netlink.FAMILY_V6 && errors.Is(err, unix.EAFNOSUPPORT) {
+		return nil, nil
+	}
+	var r []netlink.Route
+	for _, rt := range routes {
+		if rt.Dst != nil && familyOf(prefixOf(rt.Dst).Addr()) == fam {
+			r = append(r, rt)
+		}
+	}
+	return r, err
 }
