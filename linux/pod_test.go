@@ -1,6 +1,7 @@
 package linux_test
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -125,5 +126,33 @@ func TestPodRoundTrip(t *testing.T) {
 	}
 	if ch, err := e.dp.TeardownPod(ctx, s.Key, s.NetNS); err != nil || len(ch) != 0 {
 		t.Errorf("second teardown: changes %v, err %v; want none", ch, err)
+	}
+}
+
+// TestEnsurePodErrors: a missing netns is ErrNotFound; an interface of
+// the requested name that is not enid's is ErrConflict and left alone.
+func TestEnsurePodErrors(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := ctxT(t)
+	s := e.podSpec(t, 0, 17)
+	gone := s
+	gone.NetNS = "/run/netns/enid-no-such-netns"
+	if _, _, err := e.dp.EnsurePod(ctx, gone); !errors.Is(err, linux.ErrNotFound) {
+		t.Errorf("missing netns: err = %v, want ErrNotFound", err)
+	}
+	withH(t, s.NetNS, func(h *netlink.Handle) error {
+		return h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "other0"})
+	})
+	before := dumpNS(t, s.NetNS)
+	if _, _, err := e.dp.EnsurePod(ctx, s); !errors.Is(err, linux.ErrConflict) {
+		t.Errorf("foreign eth0: err = %v, want ErrConflict", err)
+	}
+	if diff := cmp.Diff(before, dumpNS(t, s.NetNS)); diff != "" {
+		t.Errorf("pod changed (-before +after):\n%s", diff)
+	}
+	bad := s
+	bad.Table = unix.RT_TABLE_MAIN
+	if _, _, err := e.dp.EnsurePod(ctx, bad); err == nil {
+		t.Error("table main accepted")
 	}
 }
