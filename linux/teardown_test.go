@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -49,9 +48,7 @@ func TestTeardownNetnsGone(t *testing.T) {
 // checkThreadsHome fails unless every thread of the process is back in the
 // process's own network namespace: no goroutine was left running in a pod
 // or node namespace. Threads deliberately left locked exit shortly after
-// their goroutine, so a few retries are allowed. The main thread is
-// skipped: if a locked goroutine ended on it, the runtime parks it for
-// good instead of exiting it, and it never runs Go code again.
+// their goroutine, so a few retries are allowed.
 func checkThreadsHome(t *testing.T) {
 	t.Helper()
 	runtime.LockOSThread()
@@ -60,7 +57,6 @@ func checkThreadsHome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leader := strconv.Itoa(os.Getpid())
 	var stray []string
 	for range 50 {
 		stray = stray[:0]
@@ -70,7 +66,7 @@ func checkThreadsHome(t *testing.T) {
 		}
 		for _, task := range tasks {
 			ns, err := os.Readlink("/proc/self/task/" + task.Name() + "/ns/net")
-			if err == nil && ns != home && task.Name() != leader {
+			if err == nil && ns != home {
 				stray = append(stray, task.Name()+" in "+ns)
 			}
 		}

@@ -43,19 +43,31 @@ func createNS(prefix string) (string, error) {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		// This thread is switched to the new namespace and never unlocked:
-		// it exits with the goroutine, so nothing else runs in it.
 		runtime.LockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			errc <- fmt.Errorf("get current netns: %w", err)
+			return
+		}
+		defer func() { _ = orig.Close() }() // read-only descriptor
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			errc <- fmt.Errorf("unshare: %w", err)
 			return
 		}
 		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
-		if err := unix.Mount(self, path, "none", unix.MS_BIND, ""); err != nil {
-			errc <- fmt.Errorf("bind mount netns: %w", err)
+		merr := unix.Mount(self, path, "none", unix.MS_BIND, "")
+		if err := netns.Set(orig); err != nil {
+			// Stay locked: the thread exits with this goroutine.
+			errc <- errors.Join(merr, fmt.Errorf("return to original netns: %w", err))
 			return
 		}
-		errc <- nil
+		runtime.UnlockOSThread()
+		if merr != nil {
+			merr = fmt.Errorf("bind mount netns: %w", merr)
+		}
+		errc <- merr
 	}()
 	if err := <-errc; err != nil {
 		_ = os.Remove(path) // best effort: the mount failed, the file is ours
