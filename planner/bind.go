@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"cmp"
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"time"
@@ -39,74 +41,139 @@ func (b *builder) addrsOn(ip4, ip6 netip.Addr) *eniState {
 	return e
 }
 
-// eniOf finds the usable ENI that has ip as a secondary address.
-func (b *builder) eniOf(ip netip.Addr) *eniState {
-	if b.excl {
-		return b.pairIdx[ip]
-	}
+// indexAddrs builds addrIdx: the secondary addresses of every usable ENI
+// (exclusive mode: each ENI's primary address and first IPv6).
+func (b *builder) indexAddrs() {
+	n := 0
 	for _, e := range b.usable {
-		if e.eni.HasIP(ip) {
-			return e
+		n += len(e.eni.IPv4) + len(e.eni.IPv6) + 1
+	}
+	b.addrIdx = make([]addrRef, 0, n)
+	for _, e := range b.usable {
+		a4, a6 := e.eni.IPv4, e.eni.IPv6
+		if b.excl {
+			a4, a6 = []netip.Addr{e.eni.PrimaryIP}, a6[:min(1, len(a6))]
 		}
+		for _, a := range a4 {
+			hi, lo := addrKey(a)
+			b.addrIdx = append(b.addrIdx, addrRef{hi: hi, lo: lo, ip: a, eni: e})
+		}
+		for _, a := range a6 {
+			hi, lo := addrKey(a)
+			b.addrIdx = append(b.addrIdx, addrRef{hi: hi, lo: lo, ip: a, eni: e})
+		}
+	}
+	slices.SortFunc(b.addrIdx, func(x, y addrRef) int { return cmp.Or(cmp.Compare(x.hi, y.hi), cmp.Compare(x.lo, y.lo)) })
+}
+
+// addrKey is the address as two integers: cheap to compare.
+func addrKey(a netip.Addr) (hi, lo uint64) {
+	b := a.As16()
+	return binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
+}
+
+// slot returns the index entry of a pod address of a usable ENI, or nil.
+func (b *builder) slot(ip netip.Addr) *addrRef {
+	if !ip.IsValid() {
+		return nil
+	}
+	hi, lo := addrKey(ip)
+	i, j := 0, len(b.addrIdx)
+	for i < j {
+		m := int(uint(i+j) >> 1)
+		if r := &b.addrIdx[m]; r.hi < hi || (r.hi == hi && r.lo < lo) {
+			i = m + 1
+		} else {
+			j = m
+		}
+	}
+	if i < len(b.addrIdx) && b.addrIdx[i].hi == hi && b.addrIdx[i].lo == lo {
+		return &b.addrIdx[i]
 	}
 	return nil
 }
 
-// addrs returns the addresses of a pair that the stack uses.
-func (b *builder) addrs(ip4, ip6 netip.Addr) []netip.Addr {
-	var out []netip.Addr
+// eniOf finds the usable ENI that has ip as a pod address.
+func (b *builder) eniOf(ip netip.Addr) *eniState {
+	if s := b.slot(ip); s != nil {
+		return s.eni
+	}
+	return nil
+}
+
+// addrRef is one pod address of a usable ENI and who holds it.
+type addrRef struct {
+	hi, lo uint64 // addrKey(ip)
+	ip     netip.Addr
+	eni    *eniState
+	h      *holder
+}
+
+// addrs returns the addresses of a pair that the stack uses (an array, so
+// that the per-pod hot path does not allocate).
+func (b *builder) addrs(ip4, ip6 netip.Addr) pairAddrs {
+	var out pairAddrs
 	if b.v4 && ip4.IsValid() {
-		out = append(out, ip4)
+		out.a[out.n] = ip4
+		out.n++
 	}
 	if b.v6 && ip6.IsValid() {
-		out = append(out, ip6)
+		out.a[out.n] = ip6
+		out.n++
 	}
 	return out
 }
 
+// pairAddrs holds up to two addresses.
+type pairAddrs struct {
+	a [2]netip.Addr
+	n int
+}
+
+func (p *pairAddrs) list() []netip.Addr { return p.a[:p.n] }
+
 // holderOf returns the first holder of any address of the pair.
 func (b *builder) holderOf(ip4, ip6 netip.Addr) *holder {
-	for _, a := range b.addrs(ip4, ip6) {
-		if h := b.holders[a]; h != nil {
-			return h
+	pa := b.addrs(ip4, ip6)
+	for _, a := range pa.list() {
+		if s := b.slot(a); s != nil && s.h != nil {
+			return s.h
 		}
 	}
 	return nil
 }
 
 func (b *builder) hold(ip4, ip6 netip.Addr, h *holder) {
-	for _, a := range b.addrs(ip4, ip6) {
-		b.holders[a] = h
+	pa := b.addrs(ip4, ip6)
+	for _, a := range pa.list() {
+		if s := b.slot(a); s != nil {
+			s.h = h
+		}
 	}
 }
 
 // bindShared derives every binding that already exists.
 func (b *builder) bindShared() {
-	kernel := slices.Clone(b.o.Node.Pods)
-	slices.SortFunc(kernel, func(x, y observed.PodNet) int { return cmpKey(x.Key, y.Key) })
-	pubs := slices.Clone(b.o.Node.Published)
-	slices.SortFunc(pubs, func(x, y observed.Binding) int { return cmpKey(x.Key, y.Key) })
-
 	// 1. Live kernel state, then 2. kernel state nobody wants any more.
-	for _, pn := range kernel {
-		if p := b.podByKey[pn.Key]; p != nil && pn.Exclusive == b.excl {
+	for j, pn := range b.kernel {
+		if p := b.kernelPod[j]; p != nil && pn.Exclusive == b.excl {
 			b.claim(p, pn.IPv4, pn.IPv6, ReasonKernelDiffers)
 		}
 	}
-	for _, pn := range kernel {
-		if b.podByKey[pn.Key] == nil {
+	for j, pn := range b.kernel {
+		if b.kernelPod[j] == nil {
 			b.holdGone(pn.Key, pn.IPv4, pn.IPv6)
 			b.teardown(pn)
 		}
 	}
 	// 3. Published statuses of live entries, then 4. of gone ones.
-	for _, pb := range pubs {
-		if p := b.podByKey[pb.Key]; p != nil && !p.bound() && p.status == nil {
+	for j, pb := range b.pubs {
+		if p := b.pubPod[j]; p != nil && !p.bound() && p.status == nil {
 			b.claim(p, pb.IPv4, pb.IPv6, ReasonStatusOutdated)
 		}
 	}
-	for _, pb := range pubs {
-		if b.podByKey[pb.Key] == nil {
+	for j, pb := range b.pubs {
+		if b.pubPod[j] == nil {
 			b.holdGone(pb.Key, pb.IPv4, pb.IPv6)
 			b.unpublish(pb.Key)
 		}
@@ -184,9 +251,11 @@ func (b *builder) bindShared() {
 // podByKeyString finds a live pod by its key string.
 func (b *builder) podByKeyString(s string) *podState {
 	if b.podByStr == nil {
-		b.podByStr = make(map[string]*podState, len(b.pods))
+		b.podByStr = map[string]*podState{}
 		for _, p := range b.pods {
-			b.podByStr[p.key.String()] = p
+			if p.sticky != "" { // only sticky pods hold reservations
+				b.podByStr[p.key.String()] = p
+			}
 		}
 	}
 	return b.podByStr[s]
@@ -196,16 +265,41 @@ func (p *podState) bound() bool { return p.eni != nil }
 
 // claim binds p to the pair when the addresses are ours and free; a pair
 // held by another attachment fails p (never two pods on one address).
+//
+// It looks each address up once: this is the per-pod hot path.
 func (b *builder) claim(p *podState, ip4, ip6 netip.Addr, src ReasonCode) {
-	e := b.addrsOn(ip4, ip6)
-	if e == nil {
-		return // not (or no longer) on an ENI we use: bind anew
+	var s4, s6 *addrRef
+	if b.v4 {
+		if s4 = b.slot(ip4); s4 == nil {
+			return // not (or no longer) on an ENI we use: bind anew
+		}
 	}
-	if h := b.holderOf(ip4, ip6); h != nil && h.pod != p {
-		p.status = b.failStatus(p, ReasonAddressConflict, "address "+b.addrs(ip4, ip6)[0].String()+" is held by "+h.key.String())
+	if b.v6 {
+		if s6 = b.slot(ip6); s6 == nil || (s4 != nil && s4.eni != s6.eni) {
+			return
+		}
+	}
+	s := s4
+	if s == nil {
+		s = s6
+	}
+	h := s.h
+	if h == nil && s6 != nil {
+		h = s6.h
+	}
+	if h != nil && h.pod != p {
+		p.status = b.failStatus(p, ReasonAddressConflict, "address "+s.ip.String()+" is held by "+h.key.String())
 		return
 	}
-	b.bindTo(p, ip4, ip6, e, src)
+	p.ipv4, p.ipv6, p.eni, p.source = netip.Addr{}, netip.Addr{}, s.eni, src
+	p.h = holder{key: p.key, kind: holdLive, pod: p}
+	if s4 != nil {
+		p.ipv4, s4.h = ip4, &p.h
+	}
+	if s6 != nil {
+		p.ipv6, s6.h = ip6, &p.h
+	}
+	s.eni.used++
 }
 
 func (b *builder) bindTo(p *podState, ip4, ip6 netip.Addr, e *eniState, src ReasonCode) {
@@ -217,7 +311,8 @@ func (b *builder) bindTo(p *podState, ip4, ip6 netip.Addr, e *eniState, src Reas
 	}
 	p.ipv4, p.ipv6, p.eni, p.source = ip4, ip6, e, src
 	e.used++
-	b.hold(ip4, ip6, &holder{key: p.key, kind: holdLive, pod: p})
+	p.h = holder{key: p.key, kind: holdLive, pod: p}
+	b.hold(ip4, ip6, &p.h)
 }
 
 // holdGone records addresses held by an attachment that has no entry.
@@ -239,7 +334,8 @@ func (b *builder) holdGone(k observed.AttachmentKey, ip4, ip6 netip.Addr) {
 	// cooldown does, no other pod may take it early (restoring it to the
 	// same pod ignores the cooldown).
 	if kind == holdStale && b.cfg.Pool.Cooldown > 0 {
-		for _, a := range b.addrs(ip4, ip6) {
+		pa := b.addrs(ip4, ip6)
+		for _, a := range pa.list() {
 			if b.mem.Cooldowns == nil {
 				b.mem.Cooldowns = map[netip.Addr]time.Time{}
 			}
@@ -250,37 +346,47 @@ func (b *builder) holdGone(k observed.AttachmentKey, ip4, ip6 netip.Addr) {
 
 // computeFree fills each usable ENI's free lists: addresses nobody holds
 // and that are not cooling down.
+//
+// One walk over the address index (sorted, so each ENI's lists come out
+// ascending).
 func (b *builder) computeFree() (cooling int) {
-	for _, e := range b.usable {
-		c4, c6 := 0, 0
-		a4, a6 := e.eni.IPv4, e.eni.IPv6
-		if b.excl {
-			a4, a6 = []netip.Addr{e.eni.PrimaryIP}, a6[:min(1, len(a6))]
+	type counts struct{ c4, c6 int }
+	cool := map[*eniState]*counts{}
+	for i := range b.addrIdx {
+		r := &b.addrIdx[i]
+		is4 := r.ip.Is4()
+		if r.h != nil || (is4 && !b.v4) || (!is4 && !b.v6) {
+			continue
 		}
-		e.free4, c4 = b.freeOf(a4, b.v4)
-		e.free6, c6 = b.freeOf(a6, b.v6)
-		c := max(c4, c6)
-		e.held += c
-		cooling += c
+		if len(b.mem.Cooldowns) > 0 {
+			if until, ok := b.mem.Cooldowns[r.ip]; ok && b.now.Before(until) {
+				c := cool[r.eni]
+				if c == nil {
+					c = &counts{}
+					cool[r.eni] = c
+				}
+				if is4 {
+					c.c4++
+				} else {
+					c.c6++
+				}
+				continue
+			}
+		}
+		if is4 {
+			r.eni.free4 = append(r.eni.free4, r.ip)
+		} else {
+			r.eni.free6 = append(r.eni.free6, r.ip)
+		}
+	}
+	for _, e := range b.usable {
+		if c := cool[e]; c != nil {
+			n := max(c.c4, c.c6)
+			e.held += n
+			cooling += n
+		}
 	}
 	return cooling
-}
-
-func (b *builder) freeOf(all []netip.Addr, used bool) (free []netip.Addr, cooling int) {
-	if !used {
-		return nil, 0
-	}
-	for _, a := range all {
-		if b.holders[a] != nil {
-			continue
-		}
-		if until, ok := b.mem.Cooldowns[a]; ok && b.now.Before(until) {
-			cooling++
-			continue
-		}
-		free = append(free, a)
-	}
-	return free, cooling
 }
 
 // freeSlots is how many pods the ENI can take now.

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/enidnet/enid/desired"
@@ -48,10 +49,12 @@ type builder struct {
 	mem Memory
 
 	v4, v6 bool // families pods get
+	// addrIdx lists the pod addresses of usable ENIs, sorted, with who
+	// holds each during planning.
+	addrIdx []addrRef
 	// excl is exclusive-ENI mode: one unit is a whole ENI, named by its
 	// primary address (and first IPv6).
-	excl    bool
-	pairIdx map[netip.Addr]*eniState
+	excl bool
 
 	plan     Plan
 	complete bool
@@ -68,14 +71,19 @@ type builder struct {
 	devices map[string]observed.ENIDevice
 	vsw     map[string]observed.VSwitch
 
-	pods        []*podState // live entries, sorted by key
-	podByKey    map[observed.AttachmentKey]*podState
+	pods        []*podState          // live entries, sorted by key
 	podByStr    map[string]*podState // built on first use
 	problemKeys map[observed.AttachmentKey]bool
 	runtime     map[observed.AttachmentKey]bool
-	published   map[observed.AttachmentKey]observed.Binding
+	// kernel and pubs are the node's pod states and published statuses,
+	// sorted by key (the caller's slices are never reordered).
+	kernel []observed.PodNet
+	pubs   []observed.Binding
+	// kernelPod[i] and pubPod[i] are the live pods of kernel[i] and
+	// pubs[i] (nil: no entry wants the attachment).
+	kernelPod []*podState
+	pubPod    []*podState
 
-	holders map[netip.Addr]*holder
 	// stickyHolders are the key strings named by sticky reservations: their
 	// addresses are held for the pod's return, not cooled down.
 	stickyHolders map[string]bool
@@ -110,6 +118,9 @@ type podState struct {
 	status  *PodStatus // set when the pod cannot be served
 	waitFor string     // what a waiting pod waits for
 	waitRC  ReasonCode
+	h       holder            // the pod's hold on its addresses
+	kn      *observed.PodNet  // the pod's kernel state, nil when none
+	pub     *observed.Binding // the pod's published status, nil when none
 }
 
 // holder says who holds an address during planning.
@@ -137,11 +148,6 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		byMAC:         map[string]*eniState{},
 		devices:       map[string]observed.ENIDevice{},
 		vsw:           map[string]observed.VSwitch{},
-		podByKey:      map[observed.AttachmentKey]*podState{},
-		problemKeys:   map[observed.AttachmentKey]bool{},
-		runtime:       map[observed.AttachmentKey]bool{},
-		published:     map[observed.AttachmentKey]observed.Binding{},
-		holders:       map[netip.Addr]*holder{},
 		staleTeardown: map[observed.AttachmentKey]int{},
 	}
 	if b.opt.LeakGrace <= 0 {
@@ -203,17 +209,11 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		return cmp.Or(cmp.Compare(x.eni.DeviceIndex, y.eni.DeviceIndex), cmp.Compare(x.eni.ID, y.eni.ID))
 	})
 	b.excl = d.Config.Mode == desired.ModeExclusiveENI
-	b.pairIdx = map[netip.Addr]*eniState{}
 	for _, s := range b.usable {
 		b.byID[s.eni.ID] = s
 		b.byMAC[s.eni.MAC] = s
-		if b.excl {
-			b.pairIdx[s.eni.PrimaryIP] = s
-			if len(s.eni.IPv6) > 0 {
-				b.pairIdx[s.eni.IPv6[0]] = s
-			}
-		}
 	}
+	b.indexAddrs()
 	// Forget leak stamps of ENIs that are no longer Available.
 	for id := range b.mem.LeakedSince {
 		if !slices.ContainsFunc(b.avail, func(e *observed.ENI) bool { return e.ID == id }) {
@@ -221,26 +221,37 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		}
 	}
 
+	// One allocation for all pods; sorted by key, duplicates dropped.
+	arr := make([]podState, len(d.Entries))
+	b.pods = make([]*podState, 0, len(d.Entries))
 	for i := range d.Entries {
 		e := &d.Entries[i]
-		k := observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}
-		if _, dup := b.podByKey[k]; dup {
-			continue
-		}
-		p := &podState{entry: e, key: k}
+		p := &arr[i]
+		*p = podState{entry: e, key: observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}}
 		if wantsSticky(e) && b.cfg.StickyIPHold > 0 {
 			p.sticky = e.PodNamespace + "/" + e.PodName + "/" + e.IfName
 		}
 		b.pods = append(b.pods, p)
-		b.podByKey[k] = p
 	}
-	slices.SortFunc(b.pods, func(x, y *podState) int { return cmpKey(x.key, y.key) })
+	if !slices.IsSortedFunc(b.pods, func(x, y *podState) int { return cmpKey(x.key, y.key) }) {
+		slices.SortStableFunc(b.pods, func(x, y *podState) int { return cmpKey(x.key, y.key) })
+	}
+	b.pods = slices.CompactFunc(b.pods, func(x, y *podState) bool { return x.key == y.key })
+	b.plan.Statuses = make([]PodStatus, 0, len(b.pods)+len(d.EntryProblems))
+	// Actions are large: grow the slice at most a few times.
+	b.plan.Actions = make([]Action, 0, 8+len(o.Node.Pods)/4+len(b.pods)/4)
 	for _, ep := range d.EntryProblems {
 		if ep.ContainerID != "" {
+			if b.problemKeys == nil {
+				b.problemKeys = map[observed.AttachmentKey]bool{}
+			}
 			b.problemKeys[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
 		}
 	}
 	for _, r := range d.Hints.RuntimeAttachments {
+		if b.runtime == nil {
+			b.runtime = map[observed.AttachmentKey]bool{}
+		}
 		b.runtime[observed.AttachmentKey{ContainerID: r.ContainerID, IfName: r.IfName}] = true
 	}
 	b.stickyHolders = map[string]bool{}
@@ -249,9 +260,14 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 			b.stickyHolders[r.Key] = true
 		}
 	}
-	for _, pb := range o.Node.Published {
-		b.published[pb.Key] = pb
-	}
+	b.kernel = sortedBy(o.Node.Pods, kernelKey)
+	b.pubs = sortedBy(o.Node.Published, pubKey)
+	// Join pods with their kernel state and published status in one walk
+	// over the sorted lists.
+	b.kernelPod = make([]*podState, len(b.kernel))
+	join(b.pods, b.kernel, kernelKey, func(p *podState, j int) { p.kn, b.kernelPod[j] = &b.kernel[j], p })
+	b.pubPod = make([]*podState, len(b.pubs))
+	join(b.pods, b.pubs, pubKey, func(p *podState, j int) { p.pub, b.pubPod[j] = &b.pubs[j], p })
 	return b
 }
 
@@ -262,14 +278,19 @@ func wantsSticky(e *desired.Entry) bool {
 }
 
 func cmpKey(a, b observed.AttachmentKey) int {
-	return cmp.Or(cmp.Compare(a.ContainerID, b.ContainerID), cmp.Compare(a.IfName, b.IfName))
+	if c := strings.Compare(a.ContainerID, b.ContainerID); c != 0 {
+		return c
+	}
+	return strings.Compare(a.IfName, b.IfName)
 }
 
 // add appends an action, fills its ID and returns it.
 func (b *builder) add(a Action) int {
 	a.ID = len(b.plan.Actions)
-	slices.Sort(a.DependsOn)
-	a.DependsOn = slices.Compact(a.DependsOn)
+	if len(a.DependsOn) > 1 {
+		slices.Sort(a.DependsOn)
+		a.DependsOn = slices.Compact(a.DependsOn)
+	}
 	b.plan.Actions = append(b.plan.Actions, a)
 	return a.ID
 }
@@ -316,3 +337,51 @@ func (b *builder) finish() Plan {
 }
 
 const rfc3339 = time.RFC3339
+
+// sortedBy returns l sorted by key, cloning it only when it is not sorted
+// already (observed lists usually are).
+func sortedBy[T any](l []T, key func(T) observed.AttachmentKey) []T {
+	c := func(x, y T) int { return cmpKey(key(x), key(y)) }
+	if slices.IsSortedFunc(l, c) {
+		return l
+	}
+	l = slices.Clone(l)
+	slices.SortStableFunc(l, c)
+	return l
+}
+
+// find returns the element of sorted l with key k.
+func find[T any](l []T, k observed.AttachmentKey, key func(T) observed.AttachmentKey) (*T, bool) {
+	i, ok := slices.BinarySearchFunc(l, k, func(x T, k observed.AttachmentKey) int { return cmpKey(key(x), k) })
+	if !ok {
+		return nil, false
+	}
+	return &l[i], true
+}
+
+func podKey(p *podState) observed.AttachmentKey          { return p.key }
+func kernelKey(p observed.PodNet) observed.AttachmentKey { return p.Key }
+func pubKey(p observed.Binding) observed.AttachmentKey   { return p.Key }
+
+// pod returns the live pod with key k, or nil.
+func (b *builder) pod(k observed.AttachmentKey) *podState {
+	if p, ok := find(b.pods, k, podKey); ok {
+		return *p
+	}
+	return nil
+}
+
+// join calls f for every pod whose key appears in the sorted list l, with
+// the index of that element.
+func join[T any](pods []*podState, l []T, key func(T) observed.AttachmentKey, f func(*podState, int)) {
+	i := 0
+	for j := range l {
+		k := key(l[j])
+		for i < len(pods) && cmpKey(pods[i].key, k) < 0 {
+			i++
+		}
+		if i < len(pods) && pods[i].key == k {
+			f(pods[i], j)
+		}
+	}
+}

@@ -74,14 +74,10 @@ func (b *builder) unpublish(k observed.AttachmentKey) {
 // binding and PublishStatus where the published status differs from the
 // answer, for every live entry and every entry problem.
 func (b *builder) podActions() {
-	kernel := make(map[observed.AttachmentKey]*observed.PodNet, len(b.o.Node.Pods))
-	for i := range b.o.Node.Pods {
-		kernel[b.o.Node.Pods[i].Key] = &b.o.Node.Pods[i]
-	}
 	exclusive := b.excl
 	for _, p := range b.pods {
 		if p.status != nil {
-			b.publish(*p.status, nil)
+			b.publish(*p.status, p.pub, nil)
 			continue
 		}
 		if !p.bound() {
@@ -99,7 +95,7 @@ func (b *builder) podActions() {
 		if !b.v6 {
 			st.GatewayV6 = netip.Addr{}
 		}
-		pn := kernel[p.key]
+		pn := p.kn
 		good := pn != nil && pn.Healthy && pn.Exclusive == exclusive && pn.IPv4 == p.ipv4 &&
 			pn.IPv6 == p.ipv6 && pn.ENIMAC == e.eni.MAC
 		var deps []int
@@ -131,25 +127,26 @@ func (b *builder) podActions() {
 			}
 			deps = append(deps, b.add(a))
 		}
-		b.publish(st, deps)
+		b.publish(st, p.pub, deps)
 	}
 	for _, ep := range b.d.EntryProblems {
 		if ep.ContainerID == "" {
 			continue
 		}
 		k := observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}
-		if b.podByKey[k] != nil {
+		if b.pod(k) != nil {
 			continue
 		}
-		b.publish(PodStatus{Key: k, Phase: PhaseFailed, ReasonCode: ReasonEntryInvalid, Reason: "entry " + ep.File + ": " + ep.Err, IfName: ep.IfName}, nil)
+		pub, _ := find(b.pubs, k, pubKey)
+		b.publish(PodStatus{Key: k, Phase: PhaseFailed, ReasonCode: ReasonEntryInvalid, Reason: "entry " + ep.File + ": " + ep.Err, IfName: ep.IfName}, pub, nil)
 	}
 }
 
 // publish records st as the attachment's answer and plans PublishStatus
-// when the published one differs.
-func (b *builder) publish(st PodStatus, deps []int) {
+// when the published one (pb, nil when none) differs.
+func (b *builder) publish(st PodStatus, pb *observed.Binding, deps []int) {
 	b.plan.Statuses = append(b.plan.Statuses, st)
-	if pb, ok := b.published[st.Key]; ok && pb.Revision == st.Revision && pb.Phase == st.Phase &&
+	if pb != nil && pb.Revision == st.Revision && pb.Phase == st.Phase &&
 		pb.Reason == st.Reason && pb.IPv4 == st.IPv4 && pb.IPv6 == st.IPv6 && pb.ENIID == st.ENIID {
 		return
 	}

@@ -42,13 +42,13 @@ func (b *builder) shared() {
 	pp := b.policy()
 
 	// Count the pool.
-	seen := map[*holder]bool{}
+	// Every holder holds one address of the stack's first family.
 	var used, sticky, gone int
-	for _, h := range b.holders {
-		if seen[h] {
+	for _, s := range b.addrIdx {
+		h := s.h
+		if h == nil || s.ip.Is4() != b.v4 {
 			continue
 		}
-		seen[h] = true
 		switch h.kind {
 		case holdLive, holdKeep:
 			used++

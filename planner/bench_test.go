@@ -1,0 +1,82 @@
+package planner_test
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
+)
+
+// benchState builds a node with n pods spread over ENIs of 49 addresses
+// each. warm: every pod is set up and published (the steady state; the plan
+// is empty). Otherwise no pod has an address yet (a burst).
+func benchState(n int, warm bool) (desired.State, observed.State) {
+	const perENI = 49
+	nENI := n/perENI + 2
+	inst := observed.Instance{ID: "i-1", ZoneID: "z1", PrimaryENI: "eni-p",
+		Limits: observed.Limits{ENIs: nENI + 2, IPv4PerENI: perENI + 1, IPv6PerENI: perENI}}
+	d := desired.State{Config: desired.Config{Mode: desired.ModeSharedENI, IPStack: desired.IPv4Only,
+		Pool:         desired.Pool{MinIdle: 5, MaxIdle: 2 * perENI, Batch: 10, ReleaseDelay: desired.Duration(time.Minute), Cooldown: desired.Duration(30 * time.Second)},
+		ENI:          desired.ENIConfig{VSwitches: map[string][]string{"z1": {"vsw-a"}}, SecurityGroups: []string{"sg-1"}},
+		StickyIPHold: desired.Duration(5 * time.Minute)}}
+	o := observed.State{Instance: inst, Complete: true,
+		VSwitches: []observed.VSwitch{{ID: "vsw-a", ZoneID: "z1", CIDR: netip.MustParsePrefix("10.0.0.0/8"), AvailableIPs: 1 << 20}}}
+	tags := map[string]string{observed.TagManagedBy: observed.TagManagedByValue, observed.TagOwner: "i-1"}
+	ip := netip.MustParseAddr("10.1.0.0")
+	for i := range nENI {
+		e := observed.ENI{ID: fmt.Sprintf("eni-%04d", i), MAC: fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&255),
+			Status: observed.ENIInUse, Type: observed.ENITypeSecondary, InstanceID: "i-1", VSwitchID: "vsw-a", ZoneID: "z1",
+			Tags: tags, DeviceIndex: i + 1}
+		for range perENI {
+			ip = ip.Next()
+			e.IPv4 = append(e.IPv4, ip)
+		}
+		o.ENIs = append(o.ENIs, e)
+		o.Node.ENIDevices = append(o.Node.ENIDevices, observed.ENIDevice{MAC: e.MAC, Up: true, Table: 1000 + i + 1, Configured: true})
+	}
+	for i := range n {
+		e := o.ENIs[i/perENI]
+		k := observed.AttachmentKey{ContainerID: fmt.Sprintf("c%06d", i), IfName: "eth0"}
+		ent := desired.Entry{ContainerID: k.ContainerID, IfName: "eth0", NetNS: "/var/run/netns/" + k.ContainerID,
+			PodNamespace: "ns", PodName: fmt.Sprintf("p%d", i), Revision: "r1"}
+		if i%10 == 0 {
+			ent.Annotations = map[string]string{planner.AnnotationStickyIP: "true"}
+		}
+		d.Entries = append(d.Entries, ent)
+		if warm {
+			a := e.IPv4[i%perENI]
+			o.Node.Pods = append(o.Node.Pods, observed.PodNet{Key: k, IPv4: a, ENIMAC: e.MAC, Healthy: true})
+			o.Node.Published = append(o.Node.Published, observed.Binding{Key: k, Revision: "r1", Phase: planner.PhaseReady, IPv4: a, ENIID: e.ID})
+		}
+	}
+	return d, o
+}
+
+// BenchmarkMake plans nodes of 10 to 5000 pods, steady (warm) and burst.
+// Figures are recorded in docs/plan.md.
+func BenchmarkMake(b *testing.B) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, warm := range []bool{true, false} {
+		for _, n := range []int{10, 100, 1000, 5000} {
+			name := fmt.Sprintf("warm/pods=%d", n)
+			if !warm {
+				name = fmt.Sprintf("burst/pods=%d", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				d, o := benchState(n, warm)
+				mem := planner.Make(d, o, planner.Options{Now: now}).Memory
+				if p := planner.Make(d, o, planner.Options{Now: now, Memory: mem}); warm && !p.Empty() {
+					b.Fatalf("warm state is not converged:\n%s", p.Render())
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					planner.Make(d, o, planner.Options{Now: now, Memory: mem})
+				}
+			})
+		}
+	}
+}
