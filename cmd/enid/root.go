@@ -49,7 +49,7 @@ would do, like "terraform plan".`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCmd())
+	root.AddCommand(newRunCmd(), newPlanCmd(), newStatusCmd(), newDemoCmd(), newVersionCmd())
 	root.AddCommand(newSimCmd())
 	return root
 }

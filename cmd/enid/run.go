@@ -1,0 +1,169 @@
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/enidnet/enid/internal/simnode"
+	"github.com/enidnet/enid/reconcile"
+)
+
+func newRunCmd() *cobra.Command {
+	var (
+		f           nodeFlags
+		metricsAddr string
+		sim         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the node agent",
+		Long: `Run the node agent: watch the config and the pod entries, observe the cloud
+and the kernel, plan, apply, and publish a status per pod attachment.
+
+With --sim it starts the built-in ECS simulator in-process, with one instance
+for this node (and, as root, namespaces that play the node and the VPC), and
+runs against it: the way to try enid anywhere.`,
+		Example: `  # on a node (as the DaemonSet does)
+  enid run --metrics-addr 127.0.0.1:9090
+
+  # anywhere, against the built-in simulator, with files under /tmp/enid
+  enid run --sim --run-dir /tmp/enid/run --state-dir /tmp/enid/state --config-file /tmp/enid/config.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			log, err := f.logger(os.Stderr)
+			if err != nil {
+				return err
+			}
+			if sim {
+				sn, err := startSim(&f, log, cmd)
+				if err != nil {
+					return err
+				}
+				defer sn.Close()
+			}
+			return runAgent(ctx, cmd, &f, metricsAddr, log)
+		},
+	}
+	f.register(cmd.Flags())
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9090", "serve Prometheus metrics at http://ADDR/metrics (\"\" to disable)")
+	cmd.Flags().BoolVar(&sim, "sim", false, "start the built-in ECS simulator and run against it")
+	return cmd
+}
+
+// runAgent builds the agent from the flags and runs it until ctx ends.
+func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, metricsAddr string, log *slog.Logger) error {
+	cfg, err := baseConfig(f)
+	if err != nil {
+		printLines(cmd.ErrOrStderr(), "invalid config:", configErrorLines(err))
+		return &exitError{code: 1, err: errors.New("refusing to start with an invalid config")}
+	}
+	metrics := reconcile.NewMetrics()
+	cs, err := newCloud(ctx, f, cfg, log, metrics)
+	if err != nil {
+		return err
+	}
+	dp, closeDP, err := newDatapath(f, log)
+	if err != nil {
+		return err
+	}
+	defer closeDP()
+	agent, err := reconcile.New(reconcile.Config{
+		Paths: f.paths(), InstanceID: cs.instanceID, NodeName: f.resolveNodeName(),
+		Cloud: cs.client, Datapath: dp, Logger: log, Metrics: metrics, Version: version,
+	})
+	if err != nil {
+		return err
+	}
+	if metricsAddr != "" {
+		stopMetrics, err := serveMetrics(metricsAddr, agent.Metrics())
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	return agent.Run(ctx)
+}
+
+// startSim starts an in-process simulated node for `run --sim` and points
+// the flags and the environment at it. Without a config file it writes one
+// that matches the simulator.
+func startSim(f *nodeFlags, log *slog.Logger, cmd *cobra.Command) (*simnode.Node, error) {
+	withDP := f.datapath == "linux" || (f.datapath == "auto" && os.Geteuid() == 0)
+	sn, err := simnode.Start(simnode.Options{Datapath: withDP})
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range sn.Env() {
+		os.Setenv(k, v)
+	}
+	f.instanceID = sn.Instance.ID
+	if withDP {
+		f.datapath, f.nodeNetNS = "linux", sn.NodeNS()
+	} else {
+		f.datapath = "none"
+	}
+	if _, err := os.Stat(f.configFile); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dirOf(f.configFile), 0o755); err != nil {
+			sn.Close()
+			return nil, err
+		}
+		if err := os.WriteFile(f.configFile, []byte(sn.ConfigYAML()), 0o644); err != nil {
+			sn.Close()
+			return nil, fmt.Errorf("write a simulator config: %w", err)
+		}
+		log.Info("wrote a config for the simulator", "file", f.configFile)
+	}
+	log.Info("simulator running", "ecs", sn.Sim.Endpoint(), "instance", sn.Instance.ID, "datapath", f.datapath)
+	fmt.Fprintln(cmd.ErrOrStderr(), "# to reach the simulator from another shell:")
+	for k, v := range sn.Env() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "export %s=%s\n", k, v)
+	}
+	return sn, nil
+}
+
+func dirOf(p string) string {
+	for i := len(p) - 1; i >= 0; i-- {
+		if p[i] == '/' {
+			return p[:i]
+		}
+	}
+	return "."
+}
+
+// serveMetrics serves /metrics until the returned stop is called.
+func serveMetrics(addr string, m *reconcile.Metrics) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(os.Stderr, "metrics server:", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx) //nolint:errcheck // best effort at exit; Serve's error is reported above
+		<-done
+	}, nil
+}

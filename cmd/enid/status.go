@@ -1,0 +1,155 @@
+
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// statusReport is `enid status --output json`.
+type statusReport struct {
+	Agent    *status.Agent       `json:"agent,omitempty"`
+	AgentErr string              `json:"agentError,omitempty"`
+	Pods     []status.Attachment `json:"pods"`
+	Problems []string            `json:"problems,omitempty"`
+}
+
+func newStatusCmd() *cobra.Command {
+	var (
+		runDir string
+		output string
+		ready  bool
+		maxAge time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the agent's heartbeat, pool, pods by phase and last errors",
+		Long: `Read what the agent publishes (/run/enid/agent.json and /run/enid/status/)
+and show it: readiness, the pool (total, used, idle, cooldown, sticky, ENIs),
+pods by phase with their addresses and reasons, and the last errors.
+
+--ready only checks readiness and exits 0 (ready) or 1 (not ready or the
+heartbeat is older than --max-age): the DaemonSet's readiness probe.`,
+		Example: `  enid status
+  enid status -o json | jq '.pods[] | select(.phase != "Ready")'
+  enid status --ready`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			agentFile := filepath.Join(runDir, "agent.json")
+			if ready {
+				a, err := status.ReadAgent(agentFile)
+				if err != nil {
+					return &exitError{code: 1, err: fmt.Errorf("not ready: %w", err)}
+				}
+				if err := a.Serving(time.Now(), maxAge); err != nil {
+					return &exitError{code: 1, err: fmt.Errorf("not ready: %w", err)}
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), "ready")
+				return nil
+			}
+			var rep statusReport
+			if a, err := status.ReadAgent(agentFile); err != nil {
+				rep.AgentErr = err.Error()
+			} else {
+				rep.Agent = &a
+			}
+			pods, problems, err := status.NewStore(filepath.Join(runDir, "status")).ReadAll()
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			rep.Pods = pods
+			if rep.Pods == nil {
+				rep.Pods = []status.Attachment{}
+			}
+			for _, p := range problems {
+				rep.Problems = append(rep.Problems, fmt.Sprint(p))
+			}
+			switch output {
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			case "text":
+				printStatus(cmd.OutOrStdout(), rep, time.Now())
+				return nil
+			}
+			return fmt.Errorf("--output %q: use text or json", output)
+		},
+	}
+	cmd.Flags().StringVar(&runDir, "run-dir", "/run/enid", "the agent's run directory")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&ready, "ready", false, "only check readiness: exit 0 when the agent is ready")
+	cmd.Flags().DurationVar(&maxAge, "max-age", 30*time.Second, "with --ready, the oldest heartbeat still taken as alive")
+	return cmd
+}
+
+func printStatus(w io.Writer, rep statusReport, now time.Time) {
+	if rep.Agent == nil {
+		fmt.Fprintf(w, "Agent:     not running or never started (%s)\n", rep.AgentErr)
+	} else {
+		a := rep.Agent
+		state := "ready"
+		if !a.Ready {
+			state = "NOT READY"
+		}
+		if a.Reason != "" {
+			state += " (" + a.Reason + ")"
+		}
+		fmt.Fprintf(w, "Agent:     %s, pid %d, version %s, heartbeat %s ago\n", state, a.PID, a.Version, now.Sub(a.Heartbeat).Round(time.Millisecond))
+		p := a.Pool
+		fmt.Fprintf(w, "Pool:      %d IPs on %d ENIs: %d used, %d idle, %d cooldown, %d sticky\n", p.Total, p.ENIs, p.Used, p.Idle, p.Cooldown, p.Sticky)
+		var phases []string
+		for ph, n := range a.Pods {
+			phases = append(phases, fmt.Sprintf("%d %s", n, ph))
+		}
+		sort.Strings(phases)
+		fmt.Fprintf(w, "Pods:      %s\n", orDash(strings.Join(phases, ", ")))
+		if len(a.LastErrors) > 0 {
+			fmt.Fprintln(w, "Last errors:")
+			for _, e := range a.LastErrors {
+				fmt.Fprintln(w, "  -", e)
+			}
+		}
+	}
+	if len(rep.Pods) == 0 {
+		fmt.Fprintln(w, "\nNo pod attachments.")
+	} else {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ATTACHMENT\tPHASE\tADDRESSES\tENI\tREASON")
+		for _, p := range rep.Pods {
+			var addrs []string
+			for _, ip := range p.IPs {
+				addrs = append(addrs, ip.Address.String())
+			}
+			id := p.ContainerID
+			if len(id) > 12 {
+				id = id[:12]
+			}
+			fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\t%s\n", id, p.IfName, p.Phase, orDash(strings.Join(addrs, ",")), orDash(p.ENIID), orDash(p.Reason))
+		}
+		tw.Flush()
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintln(w, "problem:", p)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,179 @@
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/enidnet/enid/cloud"
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/linux"
+	"github.com/enidnet/enid/reconcile"
+)
+
+// Environment variables the agent, `enid plan` and the demo accept (the
+// ones `enid sim` prints).
+const (
+	envECSEndpoint      = "ENID_ECS_ENDPOINT"
+	envMetadataEndpoint = "ENID_METADATA_ENDPOINT"
+	envRegion           = "ALIBABA_CLOUD_REGION_ID"
+)
+
+// nodeFlags are the flags that say where the agent's files are and how it
+// reaches the cloud and the kernel; run, plan and status share them.
+type nodeFlags struct {
+	configFile string
+	configDir  string
+	runDir     string
+	stateDir   string
+	nodeName   string
+	instanceID string
+	datapath   string
+	nodeNetNS  string
+	logLevel   string
+}
+
+func (f *nodeFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.configFile, "config-file", "/etc/enid/config.yaml", "main config file")
+	fs.StringVar(&f.configDir, "config-dir", "/etc/enid/config.d", "drop-in directory (*.yaml merged in lexical order)")
+	fs.StringVar(&f.runDir, "run-dir", "/run/enid", "directory of pods/, status/ and agent.json (shared with enid-cni)")
+	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/enid", "directory for what cannot be observed again (planner memory, lock)")
+	fs.StringVar(&f.nodeName, "node-name", "", "Kubernetes node name (default $NODE_NAME, else the hostname)")
+	fs.StringVar(&f.instanceID, "instance-id", "", "ECS instance ID (default: from instance metadata)")
+	fs.StringVar(&f.datapath, "datapath", "auto", "node datapath: linux (netlink, needs root), none (record only), auto (linux when root)")
+	fs.StringVar(&f.nodeNetNS, "node-netns", "", "network namespace path that plays the node (default: the current one)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+}
+
+func (f *nodeFlags) paths() reconcile.Paths {
+	p := reconcile.DefaultPaths()
+	p.Config = desired.ConfigSource{Main: f.configFile, DropInDir: f.configDir}
+	p.Entries = filepath.Join(f.runDir, "pods")
+	p.Statuses = filepath.Join(f.runDir, "status")
+	p.AgentFile = filepath.Join(f.runDir, "agent.json")
+	p.StateDir = f.stateDir
+	return p
+}
+
+func (f *nodeFlags) logger(w *os.File) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", f.logLevel)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+func (f *nodeFlags) resolveNodeName() string {
+	if f.nodeName != "" {
+		return f.nodeName
+	}
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n
+	}
+	h, _ := os.Hostname() // best effort: the name is for display and overrides
+	return h
+}
+
+// baseConfig loads the config for what is needed before the instance is
+// known (cloud access). Per-node overrides that match on zone or instance
+// type apply later, in the agent; cloud settings should not depend on them.
+func baseConfig(f *nodeFlags) (desired.Config, error) {
+	cfg, err := desired.LoadConfig(desired.ConfigSource{Main: f.configFile, DropInDir: f.configDir},
+		desired.NodeFacts{NodeName: f.resolveNodeName()})
+	if err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// cloudSetup is a cloud client and what identifies this node to it.
+type cloudSetup struct {
+	client     *cloud.Client
+	metadata   *cloud.Metadata
+	instanceID string
+}
+
+// newCloud builds the cloud client from the config and the environment.
+func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.Logger, obs cloud.Observer) (cloudSetup, error) {
+	endpoint := cfg.Cloud.Endpoint
+	if v := os.Getenv(envECSEndpoint); v != "" {
+		endpoint = v
+	}
+	mdURL := cfg.Cloud.MetadataEndpoint
+	if v := os.Getenv(envMetadataEndpoint); v != "" {
+		mdURL = v
+	}
+	md := cloud.NewMetadata(mdURL, nil)
+	region := cfg.Cloud.Region
+	if v := os.Getenv(envRegion); v != "" && region == "" {
+		region = v
+	}
+	if region == "" {
+		r, err := md.RegionID(ctx)
+		if err != nil {
+			return cloudSetup{}, fmt.Errorf("no cloud.region in the config and instance metadata did not answer: %w", err)
+		}
+		region = r
+	}
+	creds, err := cloud.CredentialsFrom(cfg.Cloud.Credentials, os.Getenv, md)
+	if err != nil {
+		return cloudSetup{}, fmt.Errorf("cloud.credentials: %w", err)
+	}
+	c, err := cloud.New(cloud.Config{Endpoint: endpoint, Region: region, Credentials: creds,
+		RateLimit: cfg.Cloud.RateLimit, Observer: obs, Logger: log,
+		Wait: cloud.WaitPolicy{Initial: 50 * time.Millisecond, Max: time.Second}})
+	if err != nil {
+		return cloudSetup{}, err
+	}
+	id := f.instanceID
+	if id == "" {
+		if id, err = md.InstanceID(ctx); err != nil {
+			return cloudSetup{}, fmt.Errorf("find this instance's ID (use --instance-id or %s): %w", envMetadataEndpoint, err)
+		}
+	}
+	return cloudSetup{client: c, metadata: md, instanceID: id}, nil
+}
+
+// newDatapath picks the datapath: the kernel when root (or asked), else a
+// record kept in <run-dir>/datapath.json that `enid plan` can read too.
+func newDatapath(f *nodeFlags, log *slog.Logger) (reconcile.Datapath, func(), error) {
+	mode := f.datapath
+	if mode == "auto" {
+		mode = "none"
+		if os.Geteuid() == 0 {
+			mode = "linux"
+		}
+	}
+	switch mode {
+	case "linux":
+		dp, err := linux.New(log, f.nodeNetNS)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open the node datapath: %w", err)
+		}
+		return dp, func() { dp.Close() }, nil
+	case "none":
+		dp, err := reconcile.NewNoDatapath(filepath.Join(f.runDir, "datapath.json"))
+		if err != nil {
+			return nil, nil, err
+		}
+		return dp, func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("--datapath %q: use linux, none or auto", f.datapath)
+}
+
+// configErrorLines turns a config error into one line per problem.
+func configErrorLines(err error) []string {
+	var ce *desired.ConfigError
+	if errors.As(err, &ce) {
+		return ce.Strings()
+	}
+	return strings.Split(err.Error(), "\n")
+}

@@ -1,0 +1,217 @@
+
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+
+	"github.com/enidnet/enid/cloud"
+	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// world is an agent on the simulator without a datapath: the real SDK over
+// HTTP, the real files, the real planner.
+type world struct {
+	t     *testing.T
+	sim   *ecssim.Server
+	inst  ecssim.InstanceInfo
+	dir   string
+	paths Paths
+	cl    *cloud.Client
+}
+
+func newWorld(t *testing.T, simCfg ecssim.Config, pool string) *world {
+	t.Helper()
+	sim, err := ecssim.New(simCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sim.AddInstance(ecssim.InstanceSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	dir := t.TempDir()
+	w := &world{t: t, sim: sim, inst: inst, dir: dir}
+	w.paths = Paths{
+		Config:    desired.ConfigSource{Main: filepath.Join(dir, "etc", "config.yaml"), DropInDir: filepath.Join(dir, "etc", "config.d")},
+		Entries:   filepath.Join(dir, "run", "pods"),
+		Statuses:  filepath.Join(dir, "run", "status"),
+		AgentFile: filepath.Join(dir, "run", "agent.json"),
+		StateDir:  filepath.Join(dir, "state"),
+	}
+	st := sim.Dump()
+	var vsw []string
+	for _, v := range st.VSwitches {
+		if v.ZoneID == inst.Zone {
+			vsw = append(vsw, v.ID)
+		}
+	}
+	cfg := fmt.Sprintf("apiVersion: enid.dev/v1alpha1\nkind: AgentConfig\neni:\n  vSwitches:\n    %s: [%s]\n  securityGroups: [%s]\n%s",
+		inst.Zone, vsw[0], ecssim.DefaultSecurityGroup, pool)
+	if err := os.MkdirAll(filepath.Dir(w.paths.Config.Main), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w.paths.Config.Main, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.cl, err = cloud.New(cloud.Config{Endpoint: sim.Endpoint(), Region: st.Region,
+		Credentials: credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret),
+		Wait:        cloud.WaitPolicy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// start runs an agent until the returned stop is called.
+func (w *world) start(dp Datapath) (stop func()) {
+	w.t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Heartbeat: 50 * time.Millisecond, Logger: log})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			w.t.Errorf("agent: %v", err)
+		}
+	}
+}
+
+func (w *world) addPod(i int) desired.Key {
+	w.t.Helper()
+	e := desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: fmt.Sprintf("%064x", i+1), IfName: "eth0",
+		NetNS: fmt.Sprintf("/var/run/netns/pod%d", i), PodNamespace: "default", PodName: fmt.Sprintf("pod-%d", i),
+		PodUID: fmt.Sprintf("uid-%d", i), Created: time.Now()}
+	if _, err := desired.NewEntryStore(w.paths.Entries).Write(e); err != nil {
+		w.t.Fatal(err)
+	}
+	return e.Key()
+}
+
+func (w *world) waitFor(what string, timeout time.Duration, cond func() bool) {
+	w.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			ips, enis := w.ownedIPs()
+			w.t.Fatalf("timed out waiting for %s (statuses %d, owned IPs %d on %d ENIs)\n%s", what, len(w.statuses()), ips, enis, w.planNow())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// planNow renders what a fresh observation would plan (as `enid plan`).
+func (w *world) planNow() string {
+	l := desired.NewConfigLoader(w.paths.Config, desired.NodeFacts{Zone: w.inst.Zone})
+	d := desired.Load(l, desired.NewEntryStore(w.paths.Entries), desired.HintSources{})
+	o := observed.Collect(context.Background(), NewSources(w.cl, NewNoDatapathMust(w.t), status.NewStore(w.paths.Statuses)), w.inst.ID, nil, time.Now())
+	mem, err := ReadMemory(w.paths.StateDir)
+	if err != nil {
+		return err.Error()
+	}
+	b, _ := json.MarshalIndent(mem, "", " ")
+	return planner.Make(d, o, planner.Options{Now: time.Now(), Memory: mem}).Render() + "\nmemory: " + string(b)
+}
+
+func (w *world) statuses() map[string]status.Attachment {
+	all, _, err := status.NewStore(w.paths.Statuses).ReadAll()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	m := map[string]status.Attachment{}
+	for _, a := range all {
+		m[a.ContainerID+"_"+a.IfName] = a
+	}
+	return m
+}
+
+// ownedIPs counts secondary IPs on the ENIs the simulator holds for us.
+func (w *world) ownedIPs() (ips int, enis int) {
+	for _, e := range w.sim.Dump().ENIs {
+		if e.Type == "Secondary" && e.Tags["enid.dev/owner"] == w.inst.ID {
+			ips += len(e.IPv4)
+			enis++
+		}
+	}
+	return ips, enis
+}
+
+func TestAgentServesPodsAndSettles(t *testing.T) {
+	w := newWorld(t, ecssim.Config{Delays: ecssim.Delays{Attach: 50 * time.Millisecond}},
+		"pool:\n  minIdle: 2\n  maxIdle: 4\n  batch: 5\n  releaseDelay: 200ms\n  cooldown: 100ms\n")
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+
+	const n = 12
+	var keys []desired.Key
+	for i := range n {
+		keys = append(keys, w.addPod(i))
+	}
+	start := time.Now()
+	w.waitFor("all pods ready", 20*time.Second, func() bool {
+		st := w.statuses()
+		for _, k := range keys {
+			if st[k.String()].Phase != status.Ready {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("%d pods ready in %s", n, time.Since(start))
+	seen := map[netip.Addr]string{}
+	for k, a := range w.statuses() {
+		if len(a.IPs) != 1 {
+			t.Fatalf("%s: %d IPs, want 1", k, len(a.IPs))
+		}
+		ip := a.IPs[0].Address.Addr()
+		if other, dup := seen[ip]; dup {
+			t.Fatalf("%s and %s share %s", k, other, ip)
+		}
+		seen[ip] = k
+	}
+	for _, k := range keys {
+		if err := desired.NewEntryStore(w.paths.Entries).Remove(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start = time.Now()
+	w.waitFor("statuses removed and pool settled", 20*time.Second, func() bool {
+		ips, _ := w.ownedIPs()
+		return len(w.statuses()) == 0 && ips <= 4 && ips >= 2
+	})
+	t.Logf("settled in %s", time.Since(start))
+}
+
+func NewNoDatapathMust(t *testing.T) *NoDatapath {
+	t.Helper()
+	dp, err := NewNoDatapath("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dp
+}

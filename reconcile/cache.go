@@ -1,0 +1,178 @@
+
+package reconcile
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/enidnet/enid/observed"
+)
+
+// cache is the agent's observed state between full observations. Action
+// results update it at once (and destructive actions update it before they
+// run, so no pass hands out an address that is on its way out); a full
+// observation replaces it on start, on resync and after errors.
+//
+// Updates never modify a slice in place: a snapshot handed to the planner
+// shares backing arrays with the cache, so every change builds new slices.
+type cache struct {
+	mu sync.Mutex // guards everything below
+	st observed.State
+	// have is false until the first full observation.
+	have bool
+	// refreshed is when the last full observation was taken.
+	refreshed time.Time
+	// dirty asks for a full observation at the next opportunity.
+	dirty bool
+}
+
+func (c *cache) snapshot() (observed.State, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st, c.have
+}
+
+func (c *cache) replace(st observed.State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st, c.have, c.refreshed, c.dirty = st, true, st.At, !st.Complete
+}
+
+func (c *cache) markDirty() {
+	c.mu.Lock()
+	c.dirty = true
+	c.mu.Unlock()
+}
+
+// needsRefresh reports whether a full observation is due.
+func (c *cache) needsRefresh(now time.Time, resync time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.have || c.dirty || (resync > 0 && now.Sub(c.refreshed) >= resync)
+}
+
+// updateENI replaces (or adds) one ENI.
+func (c *cache) updateENI(e observed.ENI) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	enis := make([]observed.ENI, 0, len(c.st.ENIs)+1)
+	found := false
+	for _, old := range c.st.ENIs {
+		if old.ID == e.ID {
+			enis = append(enis, e)
+			found = true
+			continue
+		}
+		enis = append(enis, old)
+	}
+	if !found {
+		enis = append(enis, e)
+		slices.SortFunc(enis, func(a, b observed.ENI) int { return strings.Compare(a.ID, b.ID) })
+	}
+	c.st.ENIs = enis
+}
+
+// editENI applies f to a copy of the ENI with that ID, if present.
+func (c *cache) editENI(id string, f func(*observed.ENI)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	enis := slices.Clone(c.st.ENIs)
+	for i := range enis {
+		if enis[i].ID == id {
+			e := enis[i]
+			e.IPv4, e.IPv6 = slices.Clone(e.IPv4), slices.Clone(e.IPv6)
+			f(&e)
+			enis[i] = e
+		}
+	}
+	c.st.ENIs = enis
+}
+
+func (c *cache) removeENI(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st.ENIs = slices.DeleteFunc(slices.Clone(c.st.ENIs), func(e observed.ENI) bool { return e.ID == id })
+}
+
+// addIPs and removeIPs keep an ENI's address lists sorted and unique.
+func addIPs(list []netip.Addr, ips []netip.Addr) []netip.Addr {
+	out := append(slices.Clone(list), ips...)
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+func removeIPs(list []netip.Addr, ips []netip.Addr) []netip.Addr {
+	return slices.DeleteFunc(slices.Clone(list), func(a netip.Addr) bool { return slices.Contains(ips, a) })
+}
+
+func (c *cache) setENIDevice(d observed.ENIDevice) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	devs := slices.DeleteFunc(slices.Clone(c.st.Node.ENIDevices), func(o observed.ENIDevice) bool { return o.MAC == d.MAC })
+	devs = append(devs, d)
+	slices.SortFunc(devs, func(a, b observed.ENIDevice) int { return strings.Compare(a.MAC, b.MAC) })
+	c.st.Node.ENIDevices = devs
+}
+
+func (c *cache) removeENIDevice(mac string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st.Node.ENIDevices = slices.DeleteFunc(slices.Clone(c.st.Node.ENIDevices), func(o observed.ENIDevice) bool { return o.MAC == mac })
+}
+
+func (c *cache) setPod(p observed.PodNet) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pods := slices.DeleteFunc(slices.Clone(c.st.Node.Pods), func(o observed.PodNet) bool { return o.Key == p.Key })
+	pods = append(pods, p)
+	slices.SortFunc(pods, func(a, b observed.PodNet) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	c.st.Node.Pods = pods
+}
+
+func (c *cache) removePod(key observed.AttachmentKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st.Node.Pods = slices.DeleteFunc(slices.Clone(c.st.Node.Pods), func(o observed.PodNet) bool { return o.Key == key })
+}
+
+func (c *cache) setPublished(b observed.Binding) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pub := slices.DeleteFunc(slices.Clone(c.st.Node.Published), func(o observed.Binding) bool { return o.Key == b.Key })
+	pub = append(pub, b)
+	slices.SortFunc(pub, func(a, b observed.Binding) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	c.st.Node.Published = pub
+}
+
+func (c *cache) removePublished(key observed.AttachmentKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st.Node.Published = slices.DeleteFunc(slices.Clone(c.st.Node.Published), func(o observed.Binding) bool { return o.Key == key })
+}
+
+// publishedKey finds the attachment published under the name s.
+func (c *cache) publishedKey(s string) (observed.AttachmentKey, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.st.Node.Published {
+		if b.Key.String() == s {
+			return b.Key, true
+		}
+	}
+	return observed.AttachmentKey{}, false
+}
+
+// publishedReady reports whether a Ready status for that revision is out.
+func (c *cache) publishedReady(key observed.AttachmentKey, revision string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.st.Node.Published {
+		if b.Key == key {
+			return b.Phase == "Ready" && b.Revision == revision
+		}
+	}
+	return false
+}

@@ -1,0 +1,521 @@
+
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/enidnet/enid/cloud"
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/linux"
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// executor runs plans. Actions of one plan run as a dependency graph with
+// bounded parallelism; an action whose twin (same kind, target and token)
+// is still running from an earlier pass is not started again, and neither
+// is anything that depends on it: the next pass plans those again with
+// what the finished action left behind. Node actions of one pod never wait
+// for cloud actions they don't depend on.
+type executor struct {
+	cloud      Cloud
+	dp         Datapath
+	statuses   *status.Store
+	cache      *cache
+	instanceID string
+	log        *slog.Logger
+	metrics    *Metrics
+	now        func() time.Time
+	// wake asks the loop for a pass; it never blocks.
+	wake func()
+	// waitDevice bounds how long ConfigureENI waits for the ENI's device.
+	waitDevice time.Duration
+	// sem bounds how many actions run at once.
+	sem chan struct{}
+	// wg counts running actions; the agent waits on it at shutdown.
+	wg sync.WaitGroup
+
+	mu sync.Mutex // guards the fields below
+	// inflight counts running (or waiting) actions by key; cloudRunning
+	// counts the cloud ones among them.
+	inflight     map[string]int
+	cloudRunning int
+	retry        map[string]retryState
+	lastErrors   []string
+}
+
+// retryState is the back-off of one action key after a failure.
+type retryState struct {
+	failures int
+	until    time.Time
+	err      string
+}
+
+const maxLastErrors = 10
+
+func newExecutor(c Cloud, dp Datapath, st *status.Store, ch *cache, instanceID string, log *slog.Logger, m *Metrics, now func() time.Time, wake func(), parallel int, waitDevice time.Duration) *executor {
+	return &executor{
+		cloud: c, dp: dp, statuses: st, cache: ch, instanceID: instanceID, log: log, metrics: m,
+		now: now, wake: wake, waitDevice: waitDevice, sem: make(chan struct{}, max(1, parallel)),
+		inflight: map[string]int{}, retry: map[string]retryState{},
+	}
+}
+
+// actionKey identifies an action across passes: while an action with the
+// same key runs, its twin from a later pass is not started. A CreateENI is
+// known by its ClientToken (which the planner derives from what exists, so
+// a pass that cannot see the running create yet plans the same token). Other
+// cloud actions are keyed by their ENI alone: one cloud operation per ENI at
+// a time, so an assign planned before an earlier assign's addresses are seen
+// never asks for them twice. Node actions are keyed by kind and target.
+func actionKey(a planner.Action) string {
+	switch {
+	case a.Kind == planner.CreateENI:
+		return "create/" + a.ClientToken
+	case a.Kind.Cloud() && a.ENIID != "":
+		return "eni/" + a.ENIID
+	}
+	return string(a.Kind) + "/" + a.Target
+}
+
+// busy reports whether anything is running.
+func (x *executor) busy() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.inflight) > 0
+}
+
+// nextRetry returns the earliest time a backed-off action may run again.
+func (x *executor) nextRetry() (time.Time, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var first time.Time
+	for _, r := range x.retry {
+		if first.IsZero() || r.until.Before(first) {
+			first = r.until
+		}
+	}
+	return first, !first.IsZero()
+}
+
+func (x *executor) errors() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]string(nil), x.lastErrors...)
+}
+
+// run is the state of one plan's execution.
+type run struct {
+	plan    planner.Plan
+	entries map[observed.AttachmentKey]desired.Entry
+	done    []chan struct{}
+	ok      []bool
+	// created holds the ENI made by a CreateENI action (by action ID), and
+	// attached the ENI after AttachENI; read only after done[id] closes.
+	created []observed.ENI
+	podRes  []linux.PodResult
+}
+
+// dispatch starts the plan's actions and returns without waiting for them.
+func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[observed.AttachmentKey]desired.Entry) {
+	n := len(p.Actions)
+	r := &run{plan: p, entries: entries, done: make([]chan struct{}, n), ok: make([]bool, n),
+		created: make([]observed.ENI, n), podRes: make([]linux.PodResult, n)}
+	skipped := make([]bool, n)
+	now := x.now()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	// Only actions of earlier passes hold keys: actions of this plan that
+	// share a key (detach then delete one ENI) are ordered by DependsOn.
+	earlier := make(map[string]bool, len(x.inflight))
+	for k := range x.inflight {
+		earlier[k] = true
+	}
+	// Cloud changes go in rounds: while any cloud action of an earlier pass
+	// runs, this plan's cloud actions wait for the next pass. A plan made
+	// before a running create or assign shows its result would ask for the
+	// same capacity again; one round at a time, each planned from all the
+	// demand known when it starts, never does.
+	cloudBusy := x.cloudRunning > 0
+	for i, a := range p.Actions {
+		r.done[i] = make(chan struct{})
+		key := actionKey(a)
+		skip := false
+		for _, d := range a.DependsOn {
+			if d >= 0 && d < n && skipped[d] {
+				skip = true
+			}
+		}
+		if earlier[key] || (cloudBusy && a.Kind.Cloud()) {
+			skip = true
+		}
+		if rs, ok := x.retry[key]; ok && now.Before(rs.until) {
+			skip = true
+		}
+		if skip {
+			skipped[i] = true
+			close(r.done[i])
+			continue
+		}
+		x.inflight[key]++
+		if a.Kind.Cloud() {
+			x.cloudRunning++
+		}
+		x.beforeRun(a)
+		x.wg.Add(1)
+		go x.runAction(ctx, r, i, key)
+	}
+}
+
+// beforeRun updates the cache for actions that give something up, before
+// they run, so no pass meanwhile hands out what is on its way out.
+func (x *executor) beforeRun(a planner.Action) {
+	switch a.Kind {
+	case planner.UnassignIPs:
+		x.cache.editENI(a.ENIID, func(e *observed.ENI) {
+			e.IPv4, e.IPv6 = removeIPs(e.IPv4, a.IPv4), removeIPs(e.IPv6, a.IPv6)
+		})
+	case planner.DetachENI:
+		x.cache.editENI(a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIDetaching })
+	case planner.DeleteENI:
+		x.cache.editENI(a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIDeleting })
+	case planner.SetupPod, planner.MoveENI:
+		if a.Pod != nil {
+			// Claim the address for this pod at once (not yet healthy).
+			x.cache.setPod(observed.PodNet{Key: a.Pod.Key, NetNS: a.Pod.NetNS, IPv4: a.Pod.IPv4, IPv6: a.Pod.IPv6,
+				ENIMAC: a.Pod.ENIMAC, Exclusive: a.Kind == planner.MoveENI, Problems: []string{"setup in progress"}})
+		}
+	}
+}
+
+func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
+	defer x.wg.Done()
+	a := r.plan.Actions[i]
+	defer close(r.done[i])
+	defer func() {
+		x.mu.Lock()
+		if x.inflight[key]--; x.inflight[key] <= 0 {
+			delete(x.inflight, key)
+		}
+		if a.Kind.Cloud() {
+			x.cloudRunning--
+		}
+		x.mu.Unlock()
+		x.wake()
+	}()
+	for _, d := range a.DependsOn {
+		if d < 0 || d >= len(r.done) {
+			continue
+		}
+		select {
+		case <-r.done[d]:
+		case <-ctx.Done():
+			return
+		}
+		if !r.ok[d] {
+			return // a dependency failed or was skipped; the next pass decides again
+		}
+	}
+	select {
+	case x.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	start := x.now()
+	err := x.execute(ctx, r, i)
+	<-x.sem
+	elapsed := x.now().Sub(start)
+	x.metrics.execSeconds.WithLabelValues(string(a.Kind)).Observe(elapsed.Seconds())
+	if err == nil {
+		r.ok[i] = true
+		x.mu.Lock()
+		delete(x.retry, key)
+		x.mu.Unlock()
+		x.metrics.actions.WithLabelValues(string(a.Kind), "ok").Inc()
+		x.log.Debug("action done", "kind", a.Kind, "target", a.Target, "took", elapsed)
+		return
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	x.failed(a, key, err)
+}
+
+// failed records a failure: the action backs off (exponentially, jittered,
+// longer for terminal errors), the observation is refreshed in full, and
+// the error is kept for `enid status`.
+func (x *executor) failed(a planner.Action, key string, err error) {
+	retryable := cloud.Retryable(err) || !a.Kind.Cloud()
+	outcome := "retry"
+	if !retryable {
+		outcome = "error"
+	}
+	x.metrics.actions.WithLabelValues(string(a.Kind), outcome).Inc()
+	if a.Kind.Cloud() || errors.Is(err, linux.ErrNotFound) {
+		x.cache.markDirty()
+	}
+	x.mu.Lock()
+	rs := x.retry[key]
+	rs.failures++
+	base, limit := 200*time.Millisecond, 30*time.Second
+	if !retryable {
+		base, limit = 5*time.Second, 2*time.Minute
+	}
+	d := min(limit, base<<min(rs.failures-1, 10))
+	d = d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+	rs.until, rs.err = x.now().Add(d), err.Error()
+	x.retry[key] = rs
+	msg := fmt.Sprintf("%s %s: %v", a.Kind, a.Target, err)
+	x.lastErrors = append(x.lastErrors, msg)
+	if len(x.lastErrors) > maxLastErrors {
+		x.lastErrors = x.lastErrors[len(x.lastErrors)-maxLastErrors:]
+	}
+	x.mu.Unlock()
+	x.log.Warn("action failed", "kind", a.Kind, "target", a.Target, "retryable", retryable, "retry_in", d, "err", err)
+	if a.Pod != nil && (a.Kind == planner.SetupPod || a.Kind == planner.MoveENI) {
+		// The pod stays Pending with the reason, so a CNI ADD that times out
+		// reports it; a later pass retries.
+		x.cache.removePod(a.Pod.Key)
+		x.publish(planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
+			ReasonCode: "setup-failed", Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}, nil, 0, nil)
+	}
+}
+
+// eniOf resolves the ENI an action means: its own ENIID, or the ENI the
+// referenced CreateENI made.
+func (r *run) eniOf(a planner.Action) (id, mac string) {
+	if a.ENIRef > 0 && a.ENIRef-1 < len(r.created) {
+		e := r.created[a.ENIRef-1]
+		return e.ID, e.MAC
+	}
+	return a.ENIID, a.MAC
+}
+
+// execute performs one action and records its result in the cache.
+func (x *executor) execute(ctx context.Context, r *run, i int) error {
+	a := r.plan.Actions[i]
+	switch a.Kind {
+	case planner.CreateENI:
+		e, err := x.cloud.CreateENI(ctx, cloud.CreateENIRequest{VSwitchID: a.VSwitchID, SecurityGroups: a.SecurityGroups,
+			Tags: a.Tags, IPv4Count: a.IPv4Count, IPv6Count: a.IPv6Count, ClientToken: a.ClientToken,
+			Description: "enid pod ENI for " + x.instanceID})
+		if err != nil {
+			return fmt.Errorf("create eni in %s: %w", a.VSwitchID, err)
+		}
+		r.created[i] = e
+		x.cache.updateENI(e)
+		return nil
+	case planner.AttachENI:
+		id, _ := r.eniOf(a)
+		if err := x.cloud.AttachENI(ctx, id, x.instanceID); err != nil && !errors.Is(err, cloud.ErrConflict) {
+			return fmt.Errorf("attach eni %s: %w", id, err)
+		}
+		x.cache.editENI(id, func(e *observed.ENI) { e.Status = observed.ENIAttaching; e.InstanceID = x.instanceID })
+		e, err := x.cloud.WaitENI(ctx, id, observed.ENIInUse)
+		if err != nil {
+			return fmt.Errorf("wait for eni %s to attach: %w", id, err)
+		}
+		if a.ENIRef > 0 {
+			r.created[a.ENIRef-1] = e
+		}
+		x.cache.updateENI(e)
+		return nil
+	case planner.ConfigureENI:
+		id, mac := r.eniOf(a)
+		table := a.Table
+		if a.ENIRef > 0 {
+			e := r.created[a.ENIRef-1]
+			mac, table = e.MAC, 1000+e.DeviceIndex
+		}
+		_, err := x.dp.EnsureENI(ctx, linux.ENISpec{MAC: mac, Table: table, Gateway: a.Gateway, GatewayV6: a.GatewayV6, MTU: a.MTU, WaitForDevice: x.waitDevice})
+		if err != nil {
+			return fmt.Errorf("configure eni %s (%s): %w", id, mac, err)
+		}
+		x.cache.setENIDevice(observed.ENIDevice{MAC: mac, Table: table, MTU: a.MTU, Up: true, Configured: true})
+		return nil
+	case planner.AssignIPs:
+		id, _ := r.eniOf(a)
+		if a.IPv4Count > 0 || len(a.IPv4) > 0 {
+			ips, err := x.cloud.AssignIPv4(ctx, id, a.IPv4Count, a.IPv4, a.ClientToken)
+			if err != nil {
+				return fmt.Errorf("assign %d ipv4 to %s: %w", max(a.IPv4Count, len(a.IPv4)), id, err)
+			}
+			x.cache.editENI(id, func(e *observed.ENI) { e.IPv4 = addIPs(e.IPv4, ips) })
+		}
+		if a.IPv6Count > 0 || len(a.IPv6) > 0 {
+			ips, err := x.cloud.AssignIPv6(ctx, id, a.IPv6Count, a.IPv6, a.ClientToken+"-6")
+			if err != nil {
+				return fmt.Errorf("assign %d ipv6 to %s: %w", max(a.IPv6Count, len(a.IPv6)), id, err)
+			}
+			x.cache.editENI(id, func(e *observed.ENI) { e.IPv6 = addIPs(e.IPv6, ips) })
+		}
+		return nil
+	case planner.UnassignIPs:
+		if len(a.IPv4) > 0 {
+			if err := x.cloud.UnassignIPv4(ctx, a.ENIID, a.IPv4); err != nil {
+				return fmt.Errorf("unassign %v from %s: %w", a.IPv4, a.ENIID, err)
+			}
+		}
+		if len(a.IPv6) > 0 {
+			if err := x.cloud.UnassignIPv6(ctx, a.ENIID, a.IPv6); err != nil {
+				return fmt.Errorf("unassign %v from %s: %w", a.IPv6, a.ENIID, err)
+			}
+		}
+		return nil
+	case planner.DetachENI:
+		if a.MAC != "" {
+			if _, err := x.dp.RemoveENI(ctx, a.MAC, a.Table); err != nil {
+				return fmt.Errorf("unconfigure eni %s before detach: %w", a.ENIID, err)
+			}
+			x.cache.removeENIDevice(a.MAC)
+		}
+		if err := x.cloud.DetachENI(ctx, a.ENIID, x.instanceID); err != nil {
+			return fmt.Errorf("detach eni %s: %w", a.ENIID, err)
+		}
+		e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIAvailable)
+		if err != nil {
+			if errors.Is(err, cloud.ErrNotFound) {
+				x.cache.removeENI(a.ENIID)
+				return nil
+			}
+			return fmt.Errorf("wait for eni %s to detach: %w", a.ENIID, err)
+		}
+		x.cache.updateENI(e)
+		return nil
+	case planner.DeleteENI:
+		if err := x.cloud.DeleteENI(ctx, a.ENIID); err != nil {
+			return fmt.Errorf("delete eni %s: %w", a.ENIID, err)
+		}
+		x.cache.removeENI(a.ENIID)
+		return nil
+	case planner.SetupPod:
+		p := a.Pod
+		res, _, err := x.dp.EnsurePod(ctx, linux.PodSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, IPv4: p.IPv4, IPv6: p.IPv6,
+			ENIMAC: p.ENIMAC, Table: p.Table, MTU: p.MTU, Bandwidth: bandwidth(p.Bandwidth)})
+		if err != nil {
+			return fmt.Errorf("set up pod %s: %w", p.Key, err)
+		}
+		r.podRes[i] = res
+		x.cache.setPod(observed.PodNet{Key: p.Key, HostVeth: res.HostVeth, NetNS: p.NetNS, IPv4: p.IPv4, IPv6: p.IPv6, ENIMAC: p.ENIMAC, Healthy: true})
+		return nil
+	case planner.MoveENI:
+		p := a.Pod
+		res, _, err := x.dp.EnsureExclusive(ctx, linux.ExclusiveSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, MAC: p.ENIMAC,
+			Prefix: a.Prefix, Gateway: a.Gateway, MTU: p.MTU})
+		if err != nil {
+			return fmt.Errorf("move eni %s into pod %s: %w", p.ENIMAC, p.Key, err)
+		}
+		r.podRes[i] = res
+		x.cache.setPod(observed.PodNet{Key: p.Key, HostVeth: res.HostVeth, NetNS: p.NetNS, IPv4: p.IPv4, ENIMAC: p.ENIMAC, Exclusive: true, Healthy: true})
+		return nil
+	case planner.TeardownPod:
+		p := a.Pod
+		if _, err := x.dp.TeardownPod(ctx, p.Key, p.NetNS); err != nil {
+			return fmt.Errorf("tear down pod %s: %w", p.Key, err)
+		}
+		x.cache.removePod(p.Key)
+		return nil
+	case planner.ReturnENI:
+		p := a.Pod
+		if _, err := x.dp.TeardownExclusive(ctx, p.Key, p.NetNS, p.ENIMAC); err != nil {
+			return fmt.Errorf("return eni %s from pod %s: %w", p.ENIMAC, p.Key, err)
+		}
+		x.cache.removePod(p.Key)
+		return nil
+	case planner.PublishStatus:
+		var res *linux.PodResult
+		bits := 0
+		for _, d := range a.DependsOn {
+			if d >= 0 && d < len(r.podRes) && r.podRes[d].HostVeth != "" {
+				res = &r.podRes[d]
+			}
+			if d >= 0 && d < len(r.plan.Actions) && r.plan.Actions[d].Kind == planner.MoveENI {
+				bits = r.plan.Actions[d].Prefix.Bits()
+			}
+		}
+		if a.Status == nil {
+			key, ok := x.cache.publishedKey(a.Target)
+			if !ok {
+				return nil // nothing published under that name: already gone
+			}
+			if err := x.statuses.Remove(key.ContainerID, key.IfName); err != nil {
+				return fmt.Errorf("remove status %s: %w", a.Target, err)
+			}
+			x.cache.removePublished(key)
+			return nil
+		}
+		var created *time.Time
+		if e, ok := r.entries[a.Status.Key]; ok && !e.Created.IsZero() {
+			created = &e.Created
+		}
+		return x.publish(*a.Status, res, bits, created)
+	}
+	return fmt.Errorf("unknown action kind %q", a.Kind)
+}
+
+func bandwidth(b *desired.Bandwidth) *linux.Bandwidth {
+	if b == nil {
+		return nil
+	}
+	return &linux.Bandwidth{IngressRate: b.IngressRate, IngressBurst: b.IngressBurst, EgressRate: b.EgressRate, EgressBurst: b.EgressBurst}
+}
+
+// publish writes one attachment status and records it in the cache.
+// bits is the prefix length of an exclusive pod's address (its vSwitch's).
+// created, when known, is the entry's creation time: a first Ready status
+// observes the ADD-to-Ready latency.
+func (x *executor) publish(ps planner.PodStatus, res *linux.PodResult, bits int, created *time.Time) error {
+	a := status.Attachment{
+		APIVersion: status.Version, ContainerID: ps.Key.ContainerID, IfName: ps.Key.IfName, Revision: ps.Revision,
+		Phase: status.Phase(ps.Phase), Reason: ps.Reason, ReasonCode: string(ps.ReasonCode),
+		ENIID: ps.ENIID, ENIMAC: ps.ENIMAC, Exclusive: ps.Exclusive, Updated: x.now(),
+	}
+	if ps.Phase == planner.PhaseReady {
+		a.Interface = status.Interface{Name: ps.IfName}
+		if res != nil {
+			a.Interface.MAC = res.PodMAC
+			for _, in := range res.Interfaces {
+				if in.Name == ps.IfName {
+					a.Interface.Sandbox = in.Sandbox
+				}
+			}
+		}
+		if ps.IPv4.IsValid() {
+			gw := netip.MustParseAddr(linux.GatewayV4)
+			if !ps.Exclusive || bits == 0 {
+				bits = 32
+			}
+			if ps.Exclusive {
+				gw = ps.Gateway
+			}
+			a.IPs = append(a.IPs, status.IPConfig{Address: netip.PrefixFrom(ps.IPv4, bits), Gateway: gw})
+			a.Routes = append(a.Routes, status.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: gw})
+		}
+		if ps.IPv6.IsValid() {
+			gw := netip.MustParseAddr(linux.GatewayV6)
+			if ps.Exclusive && ps.GatewayV6.IsValid() {
+				gw = ps.GatewayV6
+			}
+			a.IPs = append(a.IPs, status.IPConfig{Address: netip.PrefixFrom(ps.IPv6, 128), Gateway: gw})
+			a.Routes = append(a.Routes, status.Route{Dst: netip.MustParsePrefix("::/0"), GW: gw})
+		}
+	}
+	if err := x.statuses.Write(a); err != nil {
+		return fmt.Errorf("write status %s: %w", ps.Key, err)
+	}
+	wasReady := x.cache.publishedReady(ps.Key, ps.Revision)
+	x.cache.setPublished(observed.Binding{Key: ps.Key, Revision: ps.Revision, Phase: ps.Phase, Reason: ps.Reason,
+		IPv4: ps.IPv4, IPv6: ps.IPv6, ENIID: ps.ENIID})
+	if ps.Phase == planner.PhaseReady && created != nil && !wasReady {
+		x.metrics.addToReady.Observe(x.now().Sub(*created).Seconds())
+	}
+	return nil
+}

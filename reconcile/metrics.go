@@ -1,0 +1,82 @@
+package reconcile
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the agent's Prometheus metrics, registered on a registry the
+// caller owns (no global registry).
+type Metrics struct {
+	// Registry holds every enid metric plus the Go and process collectors.
+	Registry *prometheus.Registry
+
+	poolIPs      *prometheus.GaugeVec
+	enis         prometheus.Gauge
+	podsByPhase  *prometheus.GaugeVec
+	planSeconds  prometheus.Histogram
+	execSeconds  *prometheus.HistogramVec
+	actions      *prometheus.CounterVec
+	cloudCalls   *prometheus.CounterVec
+	cloudLatency *prometheus.HistogramVec
+	addToReady   prometheus.Histogram
+	passes       prometheus.Counter
+	configErrors prometheus.Gauge
+}
+
+// NewMetrics creates the metrics on a fresh registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.poolIPs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "enid_pool_ips", Help: "Pod IPs held by the node, by state (total, used, idle, cooldown, sticky, target).",
+	}, []string{"state"})
+	m.enis = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "enid_enis", Help: "Secondary ENIs owned by enid and attached to this node.",
+	})
+	m.podsByPhase = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "enid_pods", Help: "Pod attachments by published phase.",
+	}, []string{"phase"})
+	m.planSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "enid_plan_duration_seconds", Help: "Time to compute one plan.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
+	})
+	m.execSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "enid_action_duration_seconds", Help: "Time to execute one plan action, by kind.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+	}, []string{"kind"})
+	m.actions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "enid_actions_total", Help: "Plan actions executed, by kind and outcome (ok, retry, error).",
+	}, []string{"kind", "outcome"})
+	m.cloudCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "enid_cloud_calls_total", Help: "ECS/VPC API call attempts, by action and outcome (ok or the error code).",
+	}, []string{"action", "outcome"})
+	m.cloudLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "enid_cloud_call_duration_seconds", Help: "ECS/VPC API call latency, by action.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 3, 10),
+	}, []string{"action"})
+	m.addToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "enid_add_to_ready_seconds", Help: "Time from a pod entry's creation (CNI ADD) to its Ready status.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 14),
+	})
+	m.passes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "enid_reconcile_passes_total", Help: "Reconcile passes run.",
+	})
+	m.configErrors = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "enid_config_invalid", Help: "1 when the config on disk is invalid and the last good one is in force.",
+	})
+	m.Registry.MustRegister(m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
+		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// ObserveCall records one cloud API attempt; it makes Metrics a
+// cloud.Observer.
+func (m *Metrics) ObserveCall(action, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.cloudCalls.WithLabelValues(action, outcome).Inc()
+	m.cloudLatency.WithLabelValues(action).Observe(d.Seconds())
+}

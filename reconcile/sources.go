@@ -1,0 +1,85 @@
+
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/enidnet/enid/cloud"
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// NewSources adapts the agent's cloud, datapath and status store to what
+// observed.Collect reads. `enid plan` and the agent observe through it.
+func NewSources(c Cloud, dp Datapath, st *status.Store) observed.Sources {
+	src := observed.Sources{Published: publishedSource{st}}
+	if c != nil {
+		src.Cloud = cloudSource{c}
+	}
+	if dp != nil {
+		src.Node = dp
+	}
+	return src
+}
+
+type cloudSource struct{ c Cloud }
+
+func (s cloudSource) Instance(ctx context.Context, id string) (observed.Instance, error) {
+	return s.c.Instance(ctx, id)
+}
+
+func (s cloudSource) VSwitches(ctx context.Context, ids []string) ([]observed.VSwitch, error) {
+	return s.c.VSwitches(ctx, ids)
+}
+
+// ENIs lists the ENIs attached to the instance and those carrying our
+// owner tag (attached or not: an Available one is in flight or leaked).
+func (s cloudSource) ENIs(ctx context.Context, id string) ([]observed.ENI, error) {
+	attached, err := s.c.ListENIs(ctx, cloud.ENIFilter{InstanceID: id})
+	if err != nil {
+		return nil, fmt.Errorf("list ENIs of %s: %w", id, err)
+	}
+	owned, err := s.c.ListENIs(ctx, cloud.ENIFilter{Tags: map[string]string{observed.TagOwner: id}})
+	if err != nil {
+		return attached, fmt.Errorf("list ENIs owned by %s: %w", id, err)
+	}
+	seen := map[string]bool{}
+	for _, e := range attached {
+		seen[e.ID] = true
+	}
+	for _, e := range owned {
+		if !seen[e.ID] {
+			attached = append(attached, e)
+		}
+	}
+	return attached, nil
+}
+
+type publishedSource struct{ st *status.Store }
+
+// Published reads back every status file. A file that can't be parsed is
+// skipped here: the planner will publish a fresh status for its entry.
+func (p publishedSource) Published(context.Context) ([]observed.Binding, error) {
+	if p.st == nil {
+		return nil, nil
+	}
+	all, _, err := p.st.ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]observed.Binding, 0, len(all))
+	for _, a := range all {
+		b := observed.Binding{Key: observed.AttachmentKey{ContainerID: a.ContainerID, IfName: a.IfName},
+			Revision: a.Revision, Phase: string(a.Phase), Reason: a.Reason, ENIID: a.ENIID}
+		for _, ip := range a.IPs {
+			if ip.Address.Addr().Is4() {
+				b.IPv4 = ip.Address.Addr()
+			} else {
+				b.IPv6 = ip.Address.Addr()
+			}
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
