@@ -139,7 +139,6 @@ const (
 	ReasonPoolBelowMinTotal ReasonCode = "pool-below-min-total"
 	ReasonPodsWaiting       ReasonCode = "pods-waiting"
 	ReasonIdleAboveMax      ReasonCode = "idle-above-max"
-	ReasonBalanceFamilies   ReasonCode = "balance-families"
 	ReasonENIUnconfigured   ReasonCode = "eni-unconfigured"
 	ReasonAdoptENI          ReasonCode = "adopt-available-eni"
 	ReasonLeakedENI         ReasonCode = "leaked-eni"

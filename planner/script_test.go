@@ -1,6 +1,7 @@
 package planner_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -21,11 +22,24 @@ var start = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 // and compares the rendered output with the expected text. Update the
 // expectations with -rewrite.
 func TestScripts(t *testing.T) {
+	sc := loadSchema(t)
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		w := plannertest.New(start, observed.Instance{})
 		var last planner.Plan
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			return run(t, w, &last, d)
+			out := run(t, w, &last, d)
+			if d.Cmd != "plan" && d.Cmd != "converge" {
+				return out
+			}
+			// Every plan a script makes must match docs/plan.schema.json.
+			b, err := json.Marshal(last)
+			if err != nil {
+				t.Fatalf("marshal plan: %v", err)
+			}
+			if errs := sc.validate(b); len(errs) > 0 {
+				t.Errorf("%s: plan JSON does not match the schema:\n%s", d.Pos, strings.Join(errs, "\n"))
+			}
+			return out
 		})
 	})
 }

@@ -70,6 +70,10 @@ type Config struct {
 	WaitForDevice time.Duration
 	// Debounce is the watcher's quiet time before a pass (default 1ms).
 	Debounce time.Duration
+	// NoWatch turns the file watcher off: the caller wakes the agent with
+	// Wake after changing files (the fleet benchmark runs a thousand agents
+	// in one process, more than the kernel's inotify instance limit).
+	NoWatch bool
 	// ShutdownGrace bounds the wait for running actions on shutdown (default 10s).
 	ShutdownGrace time.Duration
 	// Version is reported in the heartbeat.
@@ -147,6 +151,9 @@ func New(cfg Config) (*Agent, error) {
 // Metrics returns the agent's metrics.
 func (a *Agent) Metrics() *Metrics { return a.metrics }
 
+// Wake asks the agent for a pass; it never blocks, and wake-ups coalesce.
+func (a *Agent) Wake() { a.wake() }
+
 // wake asks for a pass without blocking; wake-ups coalesce.
 func (a *Agent) wake() {
 	select {
@@ -180,15 +187,20 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	watch, err := desired.NewWatcher(a.log, a.cfg.Paths.Entries, filepath.Dir(a.cfg.Paths.Config.Main), a.cfg.Paths.Config.DropInDir)
-	if err != nil {
-		return fmt.Errorf("watch desired state: %w", err)
-	}
-	// Bursts coalesce anyway: signals that arrive while a pass runs collapse
-	// into one. A long debounce would only add to every CNI ADD's latency.
-	watch.Debounce = a.cfg.Debounce
+	var watchC <-chan struct{}
 	watchDone := make(chan error, 1)
-	go func() { watchDone <- watch.Run(wctx) }()
+	if !a.cfg.NoWatch {
+		watch, err := desired.NewWatcher(a.log, a.cfg.Paths.Entries, filepath.Dir(a.cfg.Paths.Config.Main), a.cfg.Paths.Config.DropInDir)
+		if err != nil {
+			return fmt.Errorf("watch desired state: %w", err)
+		}
+		// Bursts coalesce anyway: signals that arrive while a pass runs
+		// collapse into one. A long debounce would only add to every CNI
+		// ADD's latency.
+		watch.Debounce = a.cfg.Debounce
+		watchC = watch.C()
+		go func() { watchDone <- watch.Run(wctx) }()
+	}
 
 	heartbeat := time.NewTicker(a.cfg.Heartbeat)
 	defer heartbeat.Stop()
@@ -206,7 +218,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				return fmt.Errorf("watcher stopped: %w", err)
 			}
 			watchDone = nil
-		case <-watch.C():
+		case <-watchC:
 			a.pass(actx)
 		case <-a.trigger:
 			a.pass(actx)
