@@ -235,3 +235,37 @@ func TestStoreConcurrentWrites(t *testing.T) {
 		t.Errorf("%d files in the dir, want %d (temp files left?)", len(names), n)
 	}
 }
+
+// ReadAll caches parsed entries; a rewrite (even to the same size) or a
+// removal must never be hidden by the cache.
+func TestStoreReadAllSeesRewrites(t *testing.T) {
+	s := NewEntryStore(filepath.Join(t.TempDir(), "pods"))
+	e := validEntry()
+	e.Annotations = map[string]string{"a": "1"}
+	if _, err := s.Write(e); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"2", "3", "4"} {
+		if _, _, err := s.ReadAll(); err != nil {
+			t.Fatal(err)
+		}
+		e.Annotations["a"] = v // same size: only the identity of the file changes
+		rev, err := s.Write(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := s.ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Annotations["a"] != v || got[0].Revision != rev {
+			t.Fatalf("after rewrite to %q ReadAll gave %+v (want revision %s)", v, got, rev)
+		}
+	}
+	if err := s.Remove(e.Key()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.ReadAll(); len(got) != 0 {
+		t.Fatalf("removed entry still read: %+v", got)
+	}
+}
