@@ -19,7 +19,9 @@ import (
 )
 
 func TestContractENILifecycle(t *testing.T) {
-	e := newSimEnv(t, ecssim.Config{}, "ecs.g7.xlarge", nil)
+	// A long enough attach that "Attaching" is still what a describe right
+	// after AttachENI sees on a loaded machine (with -race, under go test ./...).
+	e := newSimEnv(t, ecssim.Config{Delays: ecssim.Delays{Attach: 500 * time.Millisecond, Detach: 20 * time.Millisecond, Delete: 10 * time.Millisecond}}, "ecs.g7.xlarge", nil)
 	tags := ownerTags(e.inst.ID)
 	eni := e.create(t, cloud.CreateENIRequest{Tags: tags, IPv4Count: 3, IPv6Count: 2, ClientToken: cloud.ClientToken(e.inst.ID, "lifecycle"), Description: "enid test"})
 	if eni.Status != observed.ENIAvailable || eni.Type != observed.ENITypeSecondary || eni.VSwitchID != e.inst.VSwitchID ||
