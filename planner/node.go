@@ -2,6 +2,7 @@ package planner
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/enidnet/enid/observed"
@@ -75,6 +76,17 @@ func (b *builder) unpublish(k observed.AttachmentKey) {
 // answer, for every live entry and every entry problem.
 func (b *builder) podActions() {
 	exclusive := b.excl
+	// Actions are large: reserve room for those likely to come, once.
+	n := 0
+	for _, p := range b.pods {
+		switch {
+		case p.kn == nil || !p.kn.Healthy || p.status != nil:
+			n += 2
+		case p.pub == nil:
+			n++
+		}
+	}
+	b.plan.Actions = slices.Grow(b.plan.Actions, n)
 	for _, p := range b.pods {
 		if p.status != nil {
 			b.publish(*p.status, p.pub, nil)
