@@ -9,7 +9,11 @@ import (
 
 func main() {
 	if err := newRootCmd().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "enid:", err)
+		// An exit code alone (plan --detailed-exitcode's 2) is not an error
+		// to print.
+		if ee, ok := err.(*exitError); !ok || ee.err != nil {
+			fmt.Fprintln(os.Stderr, "enid:", err)
+		}
 		os.Exit(exitCode(err))
 	}
 }
