@@ -28,6 +28,9 @@ func instanceTypes() map[string]InstanceType {
 		{ID: "ecs.g7.xlarge", Family: "ecs.g7", CPUCores: 4, MemoryGiB: 16, ENIs: 4, IPv4PerENI: 15, IPv6PerENI: 15, ENITotal: 12, TrunkSupported: true},
 		{ID: "ecs.g7.2xlarge", Family: "ecs.g7", CPUCores: 8, MemoryGiB: 32, ENIs: 4, IPv4PerENI: 15, IPv6PerENI: 15, ENITotal: 25, TrunkSupported: true},
 		{ID: "ecs.g7.4xlarge", Family: "ecs.g7", CPUCores: 16, MemoryGiB: 64, ENIs: 8, IPv4PerENI: 30, IPv6PerENI: 30, ENITotal: 50, TrunkSupported: true},
+		// A fictional dense type (7 x 49 = 343 pod IPs) for the benchmark
+		// harness, which holds 250 pods on one node; no real type is claimed.
+		{ID: "ecs.sim.dense", Family: "ecs.sim", CPUCores: 64, MemoryGiB: 256, ENIs: 8, IPv4PerENI: 50, IPv6PerENI: 50, ENITotal: 64, TrunkSupported: true},
 		{ID: "ecs.u1-c1m4.xlarge", Family: "ecs.u1", CPUCores: 4, MemoryGiB: 16, ENIs: 3, IPv4PerENI: 10, IPv6PerENI: 1, ENITotal: 6, TrunkSupported: true},
 	}
 	m := make(map[string]InstanceType, len(ts))
