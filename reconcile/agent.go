@@ -1,4 +1,3 @@
-
 package reconcile
 
 import (
@@ -105,8 +104,8 @@ type Agent struct {
 	stopped    bool
 	nextFull   time.Time
 	// deadline is when time alone changes the plan (zero: never).
-	deadline time.Time
-	fullFails  int
+	deadline  time.Time
+	fullFails int
 }
 
 // New checks the config and returns an Agent ready to Run.

@@ -1,4 +1,3 @@
-
 package reconcile
 
 import (
@@ -9,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,4 +214,66 @@ func NewNoDatapathMust(t *testing.T) *NoDatapath {
 		t.Fatal(err)
 	}
 	return dp
+}
+
+// A restart that finds no kernel state (a datapath that starts empty) keeps
+// every pod on the address its published status names, and makes no cloud
+// change: bindings are observed again, not remembered privately.
+func TestAgentRestartKeepsBindings(t *testing.T) {
+	w := newWorld(t, ecssim.Config{Delays: ecssim.Delays{Attach: 20 * time.Millisecond}},
+		"pool:\n  minIdle: 2\n  maxIdle: 20\n  batch: 5\n")
+	stop := w.start(NewNoDatapathMust(t))
+	var keys []desired.Key
+	for i := range 6 {
+		keys = append(keys, w.addPod(i))
+	}
+	ready := func() bool {
+		st := w.statuses()
+		for _, k := range keys {
+			if st[k.String()].Phase != status.Ready {
+				return false
+			}
+		}
+		return true
+	}
+	w.waitFor("all pods ready", 20*time.Second, ready)
+	before := map[string]netip.Prefix{}
+	for k, a := range w.statuses() {
+		before[k] = a.IPs[0].Address
+	}
+	stop()
+
+	mutations := func() int {
+		n := 0
+		for action, outcomes := range w.sim.Counters() {
+			if !strings.HasPrefix(action, "Describe") {
+				for _, c := range outcomes {
+					n += c
+				}
+			}
+		}
+		return n
+	}
+	calls := mutations()
+	stop = w.start(NewNoDatapathMust(t))
+	defer stop()
+	// The new agent publishes again only what differs: wait for its first
+	// heartbeat, then for a quiet plan.
+	w.waitFor("the restarted agent to be ready", 10*time.Second, func() bool {
+		a, err := status.ReadAgent(w.paths.AgentFile)
+		return err == nil && a.Ready && a.Started.After(time.Now().Add(-10*time.Second)) && !a.Stopped
+	})
+	time.Sleep(300 * time.Millisecond)
+	w.waitFor("all pods ready after restart", 10*time.Second, ready)
+	for k, a := range w.statuses() {
+		if a.IPs[0].Address != before[k] {
+			t.Errorf("%s moved from %s to %s across a restart", k, before[k], a.IPs[0].Address)
+		}
+	}
+	if got := mutations(); got != calls {
+		t.Errorf("restart made %d cloud mutations, want none", got-calls)
+	}
+	if err := w.sim.Check(); err != nil {
+		t.Fatalf("simulator invariants: %v", err)
+	}
 }

@@ -103,7 +103,9 @@ func (r *Runtime) Add(ctx context.Context, p Pod) (*types100.Result, error) {
 }
 
 // Del runs CNI DEL.
-func (r *Runtime) Del(ctx context.Context, p Pod) error { return r.cni.DelNetworkList(ctx, r.list, r.conf(p)) }
+func (r *Runtime) Del(ctx context.Context, p Pod) error {
+	return r.cni.DelNetworkList(ctx, r.list, r.conf(p))
+}
 
 // Check runs CNI CHECK against the cached ADD result.
 func (r *Runtime) Check(ctx context.Context, p Pod) error {

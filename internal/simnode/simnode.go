@@ -1,4 +1,3 @@
-
 // Package simnode stands up a simulated node for trying and measuring
 // enid: the ECS simulator with one instance, and, when asked for a
 // datapath, a pair of network namespaces where the simulator's attach hook
