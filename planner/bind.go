@@ -189,7 +189,9 @@ func (b *builder) bindShared() {
 		}
 		e := b.addrsOn(r.IPv4, r.IPv6)
 		if e == nil {
-			delete(b.mem.Sticky, p.sticky) // the addresses are gone from our ENIs
+			if b.complete {
+				delete(b.mem.Sticky, p.sticky) // the addresses are gone from our ENIs
+			}
 			continue
 		}
 		h := b.holderOf(r.IPv4, r.IPv6)
@@ -230,7 +232,11 @@ func (b *builder) bindShared() {
 			r.Until = b.now.Add(b.cfg.StickyIPHold.D())
 		}
 		if b.addrsOn(r.IPv4, r.IPv6) == nil {
-			delete(b.mem.Sticky, k)
+			if b.complete { // a partial view may just not show the ENI
+				delete(b.mem.Sticky, k)
+			} else {
+				b.mem.Sticky[k] = r
+			}
 			continue
 		}
 		b.mem.Sticky[k] = r

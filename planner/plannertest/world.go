@@ -407,6 +407,9 @@ func (w *World) configure(a planner.Action) error {
 	if e == nil || e.Status != observed.ENIInUse || e.InstanceID != w.Instance.ID {
 		return fmt.Errorf("configure %s: not attached here", a.ENIID)
 	}
+	if !e.Owned(w.Instance.ID) {
+		w.violate("ConfigureENI on ENI %s that is not ours", e.ID)
+	}
 	t := a.Table
 	if t == 0 {
 		t = 1000 + e.DeviceIndex
