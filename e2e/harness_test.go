@@ -52,14 +52,14 @@ type node struct {
 	t  *testing.T
 	sn *simnode.Node
 	// dir holds etc/, run/, state/, the CNI cache and agent logs.
-	dir                                   string
-	cfgFile, cfgDir, runDir, stateDir     string
-	rt                                    *cnirun.Runtime
-	agent                                 *agentProc
-	starts                                int
-	podsMu                                sync.Mutex
-	pods                                  map[string]*pod // by name; guarded by podsMu
-	configMapDir                          string
+	dir                               string
+	cfgFile, cfgDir, runDir, stateDir string
+	rt                                *cnirun.Runtime
+	agent                             *agentProc
+	starts                            int
+	podsMu                            sync.Mutex
+	pods                              map[string]*pod // by name; guarded by podsMu
+	configMapDir                      string
 }
 
 // pod is a pod sandbox: its namespace and what the runtime passes to CNI.
