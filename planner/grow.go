@@ -1,0 +1,251 @@
+package planner
+
+// This file plans growth: addresses on attached ENIs, adoption of owned
+// Available ENIs, and new ENIs in a vSwitch chosen by policy.
+
+import (
+	"slices"
+	"time"
+
+	"github.com/enidnet/enid/observed"
+)
+
+// grow plans n more units: first on attached ENIs with room, then ENIs
+// attaching, then owned Available ENIs (adopted), then new ENIs. It returns
+// the capacity sources in that order and, when n cannot be met, the status
+// for pods left over.
+//
+// Rounding up to the batch applies to attached ENIs; new ENIs are made only
+// for what is needed (rounded up to the batch within the new ENI), so a
+// rounding surplus never costs an ENI.
+func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
+	var out []source
+	slotCap := b.slotCap()
+	for _, e := range b.fillOrder() {
+		if n == 0 || b.excl {
+			break
+		}
+		room := slotCap - b.units(e.eni)
+		k := min(room, n)
+		if k <= 0 {
+			continue
+		}
+		b.assign(e, b.units(e.eni)+k, why)
+		n -= k
+		need -= k
+		out = append(out, source{k, ReasonWaitingForIPs, "waiting for addresses on " + e.eni.ID})
+	}
+	n = max(0, need)
+	for _, e := range b.inflight {
+		if n == 0 {
+			break
+		}
+		k := min(n, b.units(e))
+		n -= k
+		out = append(out, source{k, ReasonWaitingForAttach, "waiting for ENI " + e.ID + " to attach"})
+	}
+	planned := 0 // ENIs this plan attaches
+	creates := 0 // ENIs this plan creates
+	for len(b.avail) > 0 && n > 0 {
+		e := b.adoptable()
+		if e == nil {
+			break
+		}
+		if blocked := b.eniLimit(planned); blocked != nil {
+			return out, blocked
+		}
+		// The next pass configures it, once its device index is known.
+		b.add(Action{Kind: AttachENI, Target: e.ID, Reason: Reason{ReasonAdoptENI, "owned ENI left Available; " + why.Text},
+			ENIID: e.ID, MAC: e.MAC, InstanceID: b.o.Instance.ID, ClientToken: token("attach", itoa(b.mem.Epoch), b.o.Instance.ID, e.ID)})
+		planned++
+		k := min(n, max(1, b.units(e)))
+		n -= k
+		out = append(out, source{k, ReasonWaitingForAttach, "waiting for ENI " + e.ID + " to attach"})
+	}
+	for n > 0 {
+		if blocked := b.eniLimit(planned); blocked != nil {
+			return out, blocked
+		}
+		if slotCap == 0 {
+			return out, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "instance limits unknown or zero addresses per ENI"}
+		}
+		v, blocked := b.pickVSwitch()
+		if blocked != nil {
+			return out, blocked
+		}
+		k := min(roundUp(n, batch), slotCap, maxIPsAtCreate, v.AvailableIPs)
+		if b.v6 && !b.v4 || b.excl {
+			k = min(n, slotCap)
+		}
+		create := b.createENI(v, k, creates, why)
+		creates++
+		att := b.add(Action{Kind: AttachENI, Target: "new#" + itoa(create), Reason: why, DependsOn: []int{create},
+			ENIRef: create + 1, InstanceID: b.o.Instance.ID,
+			ClientToken: token("attach", itoa(b.mem.Epoch), b.o.Instance.ID, b.plan.Actions[create].ClientToken)})
+		b.configureNew("", create+1, v.ID, att)
+		planned++
+		n = max(0, n-k)
+		// Later ENIs of this plan see what this one takes.
+		v.AvailableIPs -= k
+		b.vsw[v.ID] = v
+		out = append(out, source{k, ReasonWaitingForAttach, "waiting for a new ENI to attach"})
+	}
+	return out, nil
+}
+
+// assign plans AssignIPs on e so that it holds target units, at most ten
+// addresses per call, calls on one ENI chained (ECS refuses concurrent
+// changes to one ENI).
+func (b *builder) assign(e *eniState, target int, why Reason) {
+	prev := -1
+	for _, fam := range []int{4, 6} {
+		var have int
+		switch {
+		case fam == 4 && b.v4:
+			have = len(e.eni.IPv4)
+		case fam == 6 && b.v6:
+			have = len(e.eni.IPv6)
+		default:
+			continue
+		}
+		for seq := 0; have < target; seq++ {
+			k := min(target-have, maxAssignPerCall)
+			a := Action{Kind: AssignIPs, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID,
+				ClientToken: token("assign", itoa(b.mem.Epoch), e.eni.ID, itoa(fam), itoa(have), itoa(k))}
+			if fam == 4 {
+				a.IPv4Count = k
+			} else {
+				a.IPv6Count = k
+			}
+			if prev >= 0 {
+				a.DependsOn = []int{prev}
+			}
+			prev = b.add(a)
+			have += k
+		}
+	}
+}
+
+// adoptable returns the first owned Available ENI in a vSwitch pods may use
+// in this zone and removes it from b.avail, or nil.
+func (b *builder) adoptable() *observed.ENI {
+	allowed := b.cfg.ENI.VSwitches[b.o.Instance.ZoneID]
+	for i, e := range b.avail {
+		if e.ZoneID == b.o.Instance.ZoneID && slices.Contains(allowed, e.VSwitchID) {
+			b.avail = slices.Delete(b.avail, i, i+1)
+			return e
+		}
+	}
+	return nil
+}
+
+// eniLimit returns the status for pods that cannot be served because no
+// further ENI may be attached, or nil when one may.
+func (b *builder) eniLimit(planned int) *PodStatus {
+	l := b.o.Instance.Limits.ENIs
+	mine := len(b.usable) + len(b.inflight) + planned
+	switch {
+	case l <= 0:
+		return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "instance ENI limit unknown"}
+	case mine >= b.maxOwnedENIs() && b.cfg.ENI.MaxENIs > 0 && b.cfg.ENI.MaxENIs < l-1:
+		return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonInstanceENILimit, Reason: "maxENIs " + itoa(b.cfg.ENI.MaxENIs) + " reached and every address is in use"}
+	case mine >= l-1:
+		return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonIPLimit, Reason: "node holds its maximum of " + itoa(b.capacity()) + " pod addresses"}
+	case b.attached+planned >= l:
+		return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonInstanceENILimit, Reason: "instance has " + itoa(b.attached) + " of " + itoa(l) + " ENIs attached (" + itoa(b.attached-1-mine+planned) + " not enid's)"}
+	}
+	return nil
+}
+
+// pickVSwitch chooses the vSwitch for a new ENI by the configured policy:
+// most-free (most available addresses; ties by config order) or ordered
+// (the first in config order with room). vSwitches seen exhausted are
+// skipped until their mark expires.
+func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
+	zone := b.o.Instance.ZoneID
+	ids := b.cfg.ENI.VSwitches[zone]
+	if len(ids) == 0 {
+		return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no vSwitch configured for zone " + zone}
+	}
+	if len(b.cfg.ENI.SecurityGroups) == 0 {
+		return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no security group configured"}
+	}
+	var best *observed.VSwitch
+	unknown := 0
+	for _, id := range ids {
+		v, ok := b.vsw[id]
+		if !ok || v.ZoneID != zone {
+			unknown++
+			continue
+		}
+		if until, ok := b.mem.Exhausted[id]; ok && b.now.Before(until) {
+			continue
+		}
+		if v.AvailableIPs <= 0 {
+			if b.mem.Exhausted == nil {
+				b.mem.Exhausted = map[string]time.Time{}
+			}
+			b.mem.Exhausted[id] = b.now.Add(b.opt.ExhaustedFor)
+			continue
+		}
+		if best == nil || (b.cfg.ENI.VSwitchPolicy != "ordered" && v.AvailableIPs > best.AvailableIPs) {
+			vv := v
+			best = &vv
+		}
+		if b.cfg.ENI.VSwitchPolicy == "ordered" {
+			break
+		}
+	}
+	if best == nil {
+		if unknown == len(ids) {
+			return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no configured vSwitch of zone " + zone + " was found"}
+		}
+		return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonVSwitchExhausted, Reason: "every vSwitch of zone " + zone + " is exhausted"}
+	}
+	return *best, nil
+}
+
+// createENI plans CreateENI with the first k units in the call. Its token
+// names the instance, the vSwitch, the owned ENIs seen plus the creates
+// before it in this plan, and the release epoch: stable when a pass is
+// replayed after a crash, new for every ENI the node really needs.
+func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) int {
+	tags := map[string]string{}
+	for key, val := range b.cfg.ENI.Tags {
+		tags[key] = val
+	}
+	tags[observed.TagManagedBy] = observed.TagManagedByValue
+	tags[observed.TagOwner] = b.o.Instance.ID
+	tags[observed.TagCreatedAt] = b.now.UTC().Format(rfc3339)
+	a := Action{Kind: CreateENI, Target: "new", Reason: why, VSwitchID: v.ID,
+		SecurityGroups: slices.Clone(b.cfg.ENI.SecurityGroups), Tags: tags,
+		ClientToken: token("create", itoa(b.mem.Epoch), b.o.Instance.ID, v.ID, itoa(b.owned+nth))}
+	if b.v4 && !b.excl {
+		a.IPv4Count = k
+	}
+	if b.v6 {
+		a.IPv6Count = k
+	}
+	id := b.add(a)
+	b.plan.Actions[id].Target = "new#" + itoa(id)
+	return id
+}
+
+// configureNew plans ConfigureENI for an ENI a CreateENI of this plan makes
+// (ref is that action's ID+1); its table comes from the device index the
+// attach gives (Table 0).
+func (b *builder) configureNew(eniID string, ref int, vswID string, attach int) {
+	if b.excl {
+		return
+	}
+	v := b.vsw[vswID]
+	a := Action{Kind: ConfigureENI, Target: eniID, Reason: Reason{ReasonENIUnconfigured, "new attachment"},
+		DependsOn: []int{attach}, ENIID: eniID, ENIRef: ref, Gateway: v.Gateway(), MTU: b.cfg.ENI.MTU}
+	if ref > 0 {
+		a.Target = "new#" + itoa(ref-1)
+	}
+	if b.v6 && v.IPv6CIDR.IsValid() {
+		a.GatewayV6 = v.IPv6CIDR.Masked().Addr().Next()
+	}
+	b.add(a)
+}

@@ -1,0 +1,116 @@
+package planner
+
+// This file plans giving back: idle units above maxIdle after the release
+// delay, and leaked owned ENIs after their grace.
+
+import (
+	"cmp"
+	"net/netip"
+	"slices"
+	"time"
+)
+
+// release gives back idle units above maxIdle once idle has stayed above
+// it for ReleaseDelay: whole idle ENIs first (newest first), then single
+// addresses from the least used ENIs (highest addresses first). Addresses
+// held, sticky or cooling down are never released, and nothing is released
+// while a pod waits.
+func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
+	excess := min(idle-pp.maxIdle, total-pp.minTotal, idle-wantIdle)
+	// Owned ENIs holding nothing at all are released at once: they serve no
+	// pod and count for nothing in the pool.
+	for _, e := range slices.Backward(b.usable) {
+		if !b.excl && b.units(e.eni) == 0 && e.used == 0 && e.held == 0 && len(e.eni.IPv4)+len(e.eni.IPv6) == 0 {
+			b.dropENI(e, Reason{ReasonIdleAboveMax, "ENI holds no address"})
+		}
+	}
+	if excess <= 0 {
+		b.mem.IdleAboveMaxSince = time.Time{}
+		return
+	}
+	if b.mem.IdleAboveMaxSince.IsZero() {
+		b.mem.IdleAboveMaxSince = b.now
+	}
+	if b.now.Sub(b.mem.IdleAboveMaxSince) < b.cfg.Pool.ReleaseDelay.D() {
+		return
+	}
+	why := Reason{ReasonIdleAboveMax, "idle " + itoa(idle) + " > maxIdle " + itoa(pp.maxIdle) + " since " + b.mem.IdleAboveMaxSince.UTC().Format(rfc3339)}
+	dropped := map[*eniState]bool{}
+	for _, e := range slices.Backward(b.usable) {
+		u := b.units(e.eni)
+		if e.used == 0 && e.held == 0 && u > 0 && u == b.freeSlots(e) && u <= excess {
+			b.dropENI(e, why)
+			dropped[e] = true
+			excess -= u
+		}
+	}
+	order := slices.Clone(b.usable)
+	slices.SortStableFunc(order, func(x, y *eniState) int {
+		return cmp.Or(cmp.Compare(x.used, y.used), cmp.Compare(y.eni.DeviceIndex, x.eni.DeviceIndex))
+	})
+	for _, e := range order {
+		if excess <= 0 {
+			break
+		}
+		if dropped[e] || b.excl {
+			continue
+		}
+		k := min(excess, b.freeSlots(e))
+		if k <= 0 {
+			continue
+		}
+		excess -= k
+		prev := -1
+		for _, fam := range []int{4, 6} {
+			var addrs []netip.Addr
+			switch {
+			case fam == 4 && b.v4:
+				addrs = e.free4[len(e.free4)-k:]
+			case fam == 6 && b.v6:
+				addrs = e.free6[len(e.free6)-k:]
+			}
+			for len(addrs) > 0 {
+				c := min(len(addrs), maxAssignPerCall)
+				a := Action{Kind: UnassignIPs, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID}
+				if fam == 4 {
+					a.IPv4 = slices.Clone(addrs[:c])
+				} else {
+					a.IPv6 = slices.Clone(addrs[:c])
+				}
+				if prev >= 0 {
+					a.DependsOn = []int{prev}
+				}
+				prev = b.add(a)
+				addrs = addrs[c:]
+			}
+		}
+	}
+}
+
+// dropENI plans DetachENI then DeleteENI of an owned, unused ENI.
+func (b *builder) dropENI(e *eniState, why Reason) {
+	// MAC and Table let the executor remove the ENI's device configuration
+	// before the detach.
+	det := b.add(Action{Kind: DetachENI, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID, InstanceID: b.o.Instance.ID,
+		MAC: e.eni.MAC, Table: e.table()})
+	b.add(Action{Kind: DeleteENI, Target: e.eni.ID, Reason: why, DependsOn: []int{det}, ENIID: e.eni.ID})
+}
+
+// leaks deletes owned ENIs left Available (a crash between create and
+// attach, or after a detach) once they have been seen so for LeakGrace and
+// nothing adopted them.
+func (b *builder) leaks() {
+	for _, e := range b.avail {
+		since, ok := b.mem.LeakedSince[e.ID]
+		if !ok {
+			if b.mem.LeakedSince == nil {
+				b.mem.LeakedSince = map[string]time.Time{}
+			}
+			b.mem.LeakedSince[e.ID] = b.now
+			since = b.now
+		}
+		if b.destroyOK() && b.now.Sub(since) >= b.opt.LeakGrace {
+			b.add(Action{Kind: DeleteENI, Target: e.ID, Reason: Reason{ReasonLeakedENI, "owned ENI Available since " + since.UTC().Format(rfc3339)}, ENIID: e.ID})
+		}
+	}
+}
