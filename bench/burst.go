@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// burstType is the instance type of the cold burst: 7 secondary ENIs of
+// 29 pod IPs, room for the burst on three new ENIs.
+const burstType = "ecs.g7.4xlarge"
+
+// runBurst ADDs burstPods pods at once on a node whose agent has just
+// warmed its default pool, and compares the time until all are Ready with
+// the shortest sequence of cloud calls the latency model allows.
+func runBurst(ctx context.Context, e env) []Result {
+	n := e.sizes.burstPods
+	r := Result{Scenario: "cold burst", Setup: fmt.Sprintf("%d pods at once on a fresh %s node (default pool, no datapath); %s", n, burstType, realistic)}
+	start := time.Now()
+	defer func() { r.Elapsed = Seconds(time.Since(start)) }()
+	cfg := ecssim.Config{}
+	realistic.apply(&cfg)
+	sim, err := ecssim.New(cfg)
+	if err != nil {
+		r.broken("simulator: %v", err)
+		return []Result{r}
+	}
+	defer sim.Close()
+	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: burstType})
+	if err != nil {
+		r.broken("add instance: %v", err)
+		return []Result{r}
+	}
+	if err := sim.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
+		r.broken("start simulator: %v", err)
+		return []Result{r}
+	}
+	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, "burst"), sim: sim, instanceID: inst.ID,
+		nodeName: "burst", config: configYAML(sim, inst.Zone, "", ""), log: e.log})
+	if err != nil {
+		r.broken("start agent: %v", err)
+		return []Result{r}
+	}
+	defer a.Stop()
+	if err := a.waitPool(ctx, 60*time.Second, func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= 2 }); err != nil {
+		r.broken("agent never warmed its pool: %v", err)
+		return []Result{r}
+	}
+	time.Sleep(500 * time.Millisecond) // let the warm-up's last calls land
+	h, _ := a.heartbeat()
+	bound, why := burstBound(sim.Dump(), inst.ID, n, h.Pool.Idle)
+	sim.ResetCounters()
+
+	// The pods arrive at once: all entries are written before the agent
+	// is woken (it watches the directory, so it may start on the first).
+	t0 := time.Now()
+	pods := make([]pod, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := a.addPod(fmt.Sprintf("burst-%d", i), "", time.Now())
+			if err != nil {
+				errs <- err
+			}
+			pods[i] = p
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		r.broken("%v", err)
+		return []Result{r}
+	}
+	readyAt := make([]time.Duration, n)
+	failed := map[int]string{}
+	err = poll(ctx, 90*time.Second, 2*time.Millisecond, func() (bool, error) {
+		done := 0
+		for i, p := range pods {
+			if readyAt[i] > 0 {
+				done++
+				continue
+			}
+			st, ph := a.podStatus(p)
+			switch ph {
+			case status.Ready:
+				readyAt[i] = time.Since(t0)
+				done++
+			case status.Failed:
+				failed[i] = st.Reason
+			}
+		}
+		return done == n, nil
+	})
+	total := time.Duration(0)
+	for _, d := range readyAt {
+		total = max(total, d)
+	}
+	for i, why := range failed {
+		r.broken("pod burst-%d was Failed on the way: %s", i, why)
+		break
+	}
+	if err != nil {
+		notReady := 0
+		for _, d := range readyAt {
+			if d == 0 {
+				notReady++
+			}
+		}
+		r.broken("%d of %d pods never Ready: %v", notReady, n, err)
+	}
+	for _, b := range checkBindings([]*agent{a}) {
+		r.broken("%s", b)
+	}
+	simCheck(&r, sim)
+	calls := countCalls(sim.Counters())
+	r.add("all Ready", float64(total.Milliseconds()), "ms")
+	r.add("API bound", float64(bound.Milliseconds()), "ms")
+	ratio := total.Seconds() / bound.Seconds()
+	r.add("ratio", ratio, "x")
+	r.add("cloud calls", float64(calls.total), "calls")
+	r.judge("ratio <= 1.3", err == nil && ratio <= 1.3)
+	r.note("the bound is %s", why)
+	return []Result{r}
+}
+
+// burstBound is the shortest time in which the latency model lets need
+// pods be Ready on instance, given idle ready IPs: none when idle IPs
+// suffice; one assign round while attached ENIs have room; else a new
+// ENI's create (carrying its IPs) -> attach -> attach completion, all new
+// ENIs in parallel (a describe sent just before completion answers at it).
+func burstBound(st ecssim.State, instance string, need, idle int) (time.Duration, string) {
+	m := realistic
+	if need <= idle {
+		return time.Millisecond, "0: the warm pool holds every pod"
+	}
+	itype := instanceType(st, instance)
+	room := 0
+	for _, en := range st.ENIs {
+		if en.InstanceID == instance && en.Type == "Secondary" {
+			room += itype.IPv4PerENI - 1 - len(en.IPv4)
+		}
+	}
+	if need-idle <= room {
+		return m.mutation, fmt.Sprintf("one AssignPrivateIpAddresses round (%s): attached ENIs have room for %d more", ms(m.mutation), room)
+	}
+	return 2*m.mutation + m.attach, fmt.Sprintf("CreateNetworkInterface with its IPs (%s) + AttachNetworkInterface (%s) + attach completion (%s), new ENIs in parallel; %d idle and room for %d on attached ENIs",
+		ms(m.mutation), ms(m.mutation), ms(m.attach), idle, room)
+}
+
+// instanceType returns the type of an instance of the simulator.
+func instanceType(st ecssim.State, instance string) ecssim.InstanceType {
+	for _, in := range st.Instances {
+		if in.ID != instance {
+			continue
+		}
+		for _, t := range ecssim.InstanceTypes() {
+			if t.ID == in.InstanceType {
+				return t
+			}
+		}
+	}
+	return ecssim.InstanceType{}
+}

@@ -1,0 +1,229 @@
+// Command bench is enid's benchmark harness: it runs the scenarios of
+// docs/benchmarks.md (warm ADD against the netlink floor, a cold burst
+// against the API lower bound, churn under three pool settings, planner
+// cost, agent memory, and a fleet sharing one account's rate limit) on the
+// ECS simulator, prints one Markdown table and writes the figures as JSON.
+//
+// It sits outside desired -> observed -> plan -> execute: it drives the
+// real agent (in-process, or `enid run` as a subprocess) and the real CNI
+// plugin, and only measures. It fails only when a scenario crashes or
+// breaks an invariant (an IP bound twice, a pod never Ready, the
+// simulator's Check failing), never on timing: timing is reported against
+// the targets, met or missed.
+//
+//	go run ./bench                 # the full run (about 10 minutes, root for the datapath)
+//	go run ./bench -quick          # the CI smoke run (under 2 minutes)
+//	go run ./bench -run burst,fleet -fleet-nodes 200
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// sizes are the scenario sizes the flags pick.
+type sizes struct {
+	warmPods   int
+	burstPods  int
+	churnTime  time.Duration
+	memPods    int
+	fleetNodes int
+	fleetPods  int
+}
+
+func main() {
+	var (
+		quick   = flag.Bool("quick", false, "small sizes, for CI (under 2 minutes)")
+		out     = flag.String("out", "bench-results.json", "write the results as JSON here")
+		run     = flag.String("run", "all", "comma-separated scenarios: warm,burst,churn,planner,memory,fleet (or all)")
+		workDir = flag.String("work-dir", "", "scratch directory (default: a temporary one under /dev/shm or /tmp, removed at the end)")
+		verbose = flag.Bool("v", false, "log progress and the agents' warnings to stderr")
+		sz      sizes
+	)
+	flag.IntVar(&sz.warmPods, "warm-pods", 0, "sequential ADDs in the warm scenario (default 200, quick 30)")
+	flag.IntVar(&sz.burstPods, "burst-pods", 0, "pods in the cold burst (default 64, quick 64)")
+	flag.DurationVar(&sz.churnTime, "churn-time", 0, "length of the churn trace (default 60s, quick 12s)")
+	flag.IntVar(&sz.memPods, "memory-pods", 0, "pods in the memory scenario (default 250, quick 50)")
+	flag.IntVar(&sz.fleetNodes, "fleet-nodes", 0, "simulated nodes in the fleet (default 1000, quick 100)")
+	flag.IntVar(&sz.fleetPods, "fleet-pods", 0, "pods per fleet node (default 5)")
+	flag.Parse()
+	def := func(p *int, full, q int) {
+		if *p == 0 {
+			*p = full
+			if *quick {
+				*p = q
+			}
+		}
+	}
+	def(&sz.warmPods, 200, 30)
+	def(&sz.burstPods, 64, 64)
+	def(&sz.memPods, 250, 50)
+	def(&sz.fleetNodes, 1000, 100)
+	def(&sz.fleetPods, 5, 5)
+	if sz.churnTime == 0 {
+		sz.churnTime = 60 * time.Second
+		if *quick {
+			sz.churnTime = 12 * time.Second
+		}
+	}
+	level := slog.LevelError
+	if *verbose {
+		level = slog.LevelWarn
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	code, err := runAll(ctx, env{log: log, progress: progress, quick: *quick, sizes: sz, root: os.Geteuid() == 0,
+		workDir: *workDir}, strings.Split(*run, ","), *out)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+	os.Exit(code)
+}
+
+// env is what every scenario gets.
+type env struct {
+	log      *slog.Logger
+	progress func(format string, args ...any)
+	quick    bool
+	sizes    sizes
+	root     bool
+	// workDir is the scratch directory of the whole run; each scenario
+	// makes its own subdirectory.
+	workDir string
+	// srcDir is enid's module root (for go build and go test).
+	srcDir string
+}
+
+// scenario is one row (or a few rows) of the table.
+type scenario struct {
+	name string
+	run  func(ctx context.Context, e env) []Result
+}
+
+func scenarios() []scenario {
+	return []scenario{
+		{"warm", runWarm},
+		{"burst", runBurst},
+		{"churn", runChurn},
+		{"planner", runPlanner},
+		{"memory", runMemory},
+		{"fleet", runFleet},
+	}
+}
+
+func runAll(ctx context.Context, e env, picked []string, out string) (int, error) {
+	want := map[string]bool{}
+	for _, p := range picked {
+		want[strings.TrimSpace(p)] = true
+	}
+	known := map[string]bool{"all": true}
+	for _, s := range scenarios() {
+		known[s.name] = true
+	}
+	for p := range want {
+		if !known[p] {
+			return 2, fmt.Errorf("-run: unknown scenario %q (use warm, burst, churn, planner, memory, fleet or all)", p)
+		}
+	}
+	src, err := moduleRoot()
+	if err != nil {
+		return 1, err
+	}
+	e.srcDir = src
+	if e.workDir == "" {
+		base := ""
+		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+			base = "/dev/shm" // tmpfs: a thousand agents' fsyncs cost nothing
+		}
+		d, err := os.MkdirTemp(base, "enid-bench-")
+		if err != nil {
+			return 1, err
+		}
+		defer os.RemoveAll(d)
+		e.workDir = d
+	}
+	m := machine()
+	rep := Report{Command: "go run ./bench " + strings.Join(os.Args[1:], " "), Machine: m, Quick: e.quick,
+		Started: time.Now().UTC().Format(time.RFC3339)}
+	for _, s := range scenarios() {
+		if !want["all"] && !want[s.name] {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		e.progress("%s ...", s.name)
+		start := time.Now()
+		rs := s.run(ctx, e)
+		for i := range rs {
+			if rs[i].Elapsed == 0 {
+				rs[i].Elapsed = Seconds(time.Since(start))
+			}
+		}
+		e.progress("%s done in %s", s.name, time.Since(start).Round(time.Millisecond))
+		rep.Results = append(rep.Results, rs...)
+	}
+	fmt.Printf("Command: `%s`  \nMachine: %s\n\n", rep.Command, m)
+	renderTable(os.Stdout, rep.Results)
+	if out != "" {
+		if err := writeJSON(out, rep); err != nil {
+			return 1, fmt.Errorf("write %s: %w", out, err)
+		}
+	}
+	if ctx.Err() != nil {
+		return 1, ctx.Err()
+	}
+	for _, r := range rep.Results {
+		if len(r.Broken) > 0 {
+			return 1, fmt.Errorf("scenario %s broke an invariant", r.Scenario)
+		}
+	}
+	return 0, nil
+}
+
+func machine() Machine {
+	m := Machine{NProc: runtime.NumCPU(), GoVersion: runtime.Version(), Root: os.Geteuid() == 0}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// moduleRoot finds enid's source (go.mod) from the working directory up.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; {
+		if b, err := os.ReadFile(d + "/go.mod"); err == nil && strings.Contains(string(b), "module github.com/enidnet/enid") {
+			return d, nil
+		}
+		parent := d[:max(0, strings.LastIndex(d, "/"))]
+		if parent == "" || parent == d {
+			return "", fmt.Errorf("run the harness from enid's source tree (no go.mod of github.com/enidnet/enid above %s)", dir)
+		}
+		d = parent
+	}
+}

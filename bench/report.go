@@ -1,0 +1,155 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// Result is what one scenario measured: the figures, the target it is held
+// to, and any broken invariant (which fails the run; a missed target does
+// not).
+type Result struct {
+	// Scenario is the short name ("warm-add", "cold-burst", ...).
+	Scenario string `json:"scenario"`
+	// Setup states the size and the cloud latency model.
+	Setup string `json:"setup"`
+	// Figures are the measured values, in table order.
+	Figures []Figure `json:"figures"`
+	// Target states what the figures are held to ("" when none).
+	Target string `json:"target,omitempty"`
+	// Met is nil when the target was not assessed (skipped, or no target).
+	Met *bool `json:"met,omitempty"`
+	// Skipped says why the scenario did not run ("" when it ran).
+	Skipped string `json:"skipped,omitempty"`
+	// Broken lists invariant violations: an IP bound twice, a pod never
+	// Ready, the simulator's Check failing. Any entry fails the run.
+	Broken []string `json:"broken,omitempty"`
+	// Notes explain the figures (what the bound is made of, why a target
+	// was missed).
+	Notes []string `json:"notes,omitempty"`
+	// Elapsed is the wall time the scenario took.
+	Elapsed Seconds `json:"elapsedSeconds"`
+}
+
+// Figure is one measured value.
+type Figure struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	// Unit is "ms", "s", "MiB", "calls", "x" (a ratio), ... .
+	Unit string `json:"unit"`
+}
+
+// Seconds is a duration written as seconds in JSON.
+type Seconds time.Duration
+
+// MarshalJSON writes the duration in seconds.
+func (s Seconds) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(s).Seconds())
+}
+
+func (r *Result) add(name string, v float64, unit string) {
+	r.Figures = append(r.Figures, Figure{Name: name, Value: v, Unit: unit})
+}
+
+func (r *Result) note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+func (r *Result) broken(format string, args ...any) {
+	r.Broken = append(r.Broken, fmt.Sprintf(format, args...))
+}
+
+func (r *Result) judge(target string, met bool) {
+	r.Target = target
+	r.Met = &met
+}
+
+func (f Figure) String() string {
+	switch {
+	case f.Unit == "x":
+		return fmt.Sprintf("%s %.2fx", f.Name, f.Value)
+	case f.Value == float64(int64(f.Value)) && f.Value < 1e9:
+		return fmt.Sprintf("%s %d %s", f.Name, int64(f.Value), f.Unit)
+	case f.Value >= 100:
+		return fmt.Sprintf("%s %.0f %s", f.Name, f.Value, f.Unit)
+	case f.Value >= 10:
+		return fmt.Sprintf("%s %.1f %s", f.Name, f.Value, f.Unit)
+	default:
+		return fmt.Sprintf("%s %.3g %s", f.Name, f.Value, f.Unit)
+	}
+}
+
+// renderTable writes the results as one Markdown table.
+func renderTable(w io.Writer, rs []Result) {
+	fmt.Fprintln(w, "| scenario | setup | measured | target | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range rs {
+		var figs []string
+		for _, f := range r.Figures {
+			figs = append(figs, f.String())
+		}
+		verdict := "-"
+		switch {
+		case r.Skipped != "":
+			verdict = "skipped: " + r.Skipped
+		case len(r.Broken) > 0:
+			verdict = "**BROKEN**: " + strings.Join(r.Broken, "; ")
+		case r.Met != nil && *r.Met:
+			verdict = "met"
+		case r.Met != nil:
+			verdict = "**missed**"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", r.Scenario, cell(r.Setup), cell(strings.Join(figs, "; ")), cell(r.Target), cell(verdict))
+	}
+	var notes []string
+	for _, r := range rs {
+		for _, n := range r.Notes {
+			notes = append(notes, fmt.Sprintf("- %s: %s", r.Scenario, n))
+		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, strings.Join(notes, "\n"))
+	}
+}
+
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ")
+}
+
+// Report is the JSON the harness writes.
+type Report struct {
+	Command string   `json:"command"`
+	Machine Machine  `json:"machine"`
+	Quick   bool     `json:"quick"`
+	Started string   `json:"started"`
+	Results []Result `json:"results"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	NProc     int    `json:"nproc"`
+	CPU       string `json:"cpu"`
+	Kernel    string `json:"kernel"`
+	GoVersion string `json:"goVersion"`
+	Root      bool   `json:"root"`
+}
+
+func (m Machine) String() string {
+	return fmt.Sprintf("%d x %s, Linux %s, %s", m.NProc, m.CPU, m.Kernel, m.GoVersion)
+}
+
+func writeJSON(path string, rep Report) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
