@@ -44,7 +44,7 @@ func benchState(n int, warm bool) (desired.State, observed.State) {
 		ent := desired.Entry{ContainerID: k.ContainerID, IfName: "eth0", NetNS: "/var/run/netns/" + k.ContainerID,
 			PodNamespace: "ns", PodName: fmt.Sprintf("p%d", i), Revision: "r1"}
 		if i%10 == 0 {
-			ent.Annotations = map[string]string{planner.AnnotationStickyIP: "true"}
+			ent.Annotations = map[string]string{desired.AnnotationStickyIP: "true"}
 		}
 		d.Entries = append(d.Entries, ent)
 		if warm {

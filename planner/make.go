@@ -14,12 +14,6 @@ import (
 	"github.com/enidnet/enid/observed"
 )
 
-// Annotations that ask for a sticky address.
-const (
-	AnnotationStickyIP      = "enid.dev/sticky-ip"
-	AnnotationIPReservation = "k8s.aliyun.com/pod-ip-reservation"
-)
-
 // tableBase is added to an ENI's device index to name its route table.
 const tableBase = 1000
 
@@ -228,7 +222,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		e := &d.Entries[i]
 		p := &arr[i]
 		*p = podState{entry: e, key: observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}}
-		if wantsSticky(e) && b.cfg.StickyIPHold > 0 {
+		if e.WantsStickyIP() && b.cfg.StickyIPHold > 0 {
 			p.sticky = e.PodNamespace + "/" + e.PodName + "/" + e.IfName
 		}
 		b.pods = append(b.pods, p)
@@ -269,12 +263,6 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	b.pubPod = make([]*podState, len(b.pubs))
 	join(b.pods, b.pubs, pubKey, func(p *podState, j int) { p.pub, b.pubPod[j] = &b.pubs[j], p })
 	return b
-}
-
-// wantsSticky reports whether the entry asks to keep its address across a
-// delete and re-create under the same namespace/name.
-func wantsSticky(e *desired.Entry) bool {
-	return e.Annotations[AnnotationStickyIP] == "true" || e.Annotations[AnnotationIPReservation] == "true"
 }
 
 func cmpKey(a, b observed.AttachmentKey) int {

@@ -157,7 +157,7 @@ func (w *World) Exec(line string) error {
 			NetNS: "/var/run/netns/" + k.ContainerID, PodNamespace: cmpOr(kv["ns"], "default"), PodName: cmpOr(kv["name"], k.ContainerID),
 			PodUID: kv["uid"], Revision: cmpOr(kv["rev"], "r1"), Created: w.Now}
 		if flag("sticky") {
-			e.Annotations = map[string]string{planner.AnnotationStickyIP: "true"}
+			e.Annotations = map[string]string{desired.AnnotationStickyIP: "true"}
 		}
 		w.Desired.Entries = slices.DeleteFunc(w.Desired.Entries, func(x desired.Entry) bool { return x.ContainerID == k.ContainerID && x.IfName == k.IfName })
 		w.Desired.Entries = append(w.Desired.Entries, e)
