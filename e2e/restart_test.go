@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestAgentStoppedAndBack is acceptance 2: while the agent is stopped
+// (SIGTERM), DEL succeeds at once and ADD waits; once the agent is back the
+// waiting ADDs complete, the DELs' leftovers are torn down, and after DEL of
+// everything nothing leaks.
+func TestAgentStoppedAndBack(t *testing.T) {
+	n := newNode(t, nodeOptions{extraConfig: testPool})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := []*pod{n.newPod("a0"), n.newPod("a1"), n.newPod("a2")}
+	n.startAgent()
+	n.waitReady(30 * time.Second)
+	n.addAll(ctx, first)
+
+	n.agent.stop(t)
+	if a, err := n.agentFile(); err != nil || !a.Stopped || a.Ready {
+		t.Fatalf("after SIGTERM the heartbeat says stopped=%v ready=%v (err %v), want stopped and not ready", a.Stopped, a.Ready, err)
+	}
+
+	// DEL with the agent down: only the entry goes, at once.
+	start := time.Now()
+	if err := n.rt.Del(ctx, first[0].Pod); err != nil {
+		t.Fatalf("DEL with the agent stopped: %v", err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("DEL with the agent stopped took %s, want well under a second", took)
+	}
+	n.removePod(first[0])
+
+	// ADDs with the agent down wait for it.
+	waiting := []*pod{n.newPod("b0"), n.newPod("b1"), n.newPod("b2")}
+	type result struct {
+		name string
+		err  error
+		at   time.Time
+	}
+	results := make(chan result, len(waiting))
+	for _, p := range waiting {
+		go func() {
+			_, err := n.add(ctx, p)
+			results <- result{p.Name, err, time.Now()}
+		}()
+	}
+	select {
+	case r := <-results:
+		t.Fatalf("ADD %s returned while the agent was stopped: %v", r.name, r.err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+
+	restarted := time.Now()
+	n.startAgent()
+	for range waiting {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("ADD %s issued while the agent was stopped: %v", r.name, r.err)
+			continue
+		}
+		t.Logf("ADD %s completed %s after the restart", r.name, r.at.Sub(restarted).Round(time.Millisecond))
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	live := append(first[1:], waiting...)
+	// The restarted agent tears down the pod deleted while it was away;
+	// checkBindings also fails on a host route that belongs to no pod.
+	waitFor(t, 10*time.Second, "teardown of the pod deleted while stopped", func() (bool, string) {
+		k := n.nodeKernel()
+		if len(k.veths) != len(live) {
+			return false, fmt.Sprintf("veths %v, want %d", k.veths, len(live))
+		}
+		return true, ""
+	})
+	n.checkBindings(live)
+
+	n.delAll(ctx, live)
+	n.waitSettled(2, 6, 60*time.Second)
+}
