@@ -104,6 +104,9 @@ func (b *builder) podActions() {
 		if !b.v4 {
 			st.Gateway = netip.Addr{}
 		}
+		if exclusive && b.v4 {
+			st.PrefixBits = e.bits
+		}
 		if !b.v6 {
 			st.GatewayV6 = netip.Addr{}
 		}

@@ -244,12 +244,15 @@ type PodStatus struct {
 	ReasonCode ReasonCode             `json:"reasonCode"`
 	IPv4       netip.Addr             `json:"ipv4,omitzero"`
 	IPv6       netip.Addr             `json:"ipv6,omitzero"`
-	Gateway    netip.Addr             `json:"gateway,omitzero"`
-	GatewayV6  netip.Addr             `json:"gatewayV6,omitzero"`
-	ENIID      string                 `json:"eniID,omitempty"`
-	ENIMAC     string                 `json:"eniMAC,omitempty"`
-	IfName     string                 `json:"ifName,omitempty"`
-	Exclusive  bool                   `json:"exclusive,omitempty"`
+	// PrefixBits is the IPv4 prefix length the pod's address carries: the
+	// vSwitch's in exclusive mode (the ENI's own address), 0 meaning /32.
+	PrefixBits int        `json:"prefixBits,omitempty"`
+	Gateway    netip.Addr `json:"gateway,omitzero"`
+	GatewayV6  netip.Addr `json:"gatewayV6,omitzero"`
+	ENIID      string     `json:"eniID,omitempty"`
+	ENIMAC     string     `json:"eniMAC,omitempty"`
+	IfName     string     `json:"ifName,omitempty"`
+	Exclusive  bool       `json:"exclusive,omitempty"`
 }
 
 // Empty reports whether the plan changes nothing.
