@@ -77,3 +77,17 @@ func TestGatewayOf(t *testing.T) {
 		t.Error("a /30 has no room for a gateway")
 	}
 }
+
+func TestGatewayV6Of(t *testing.T) {
+	for _, tc := range []struct{ cidr, want string }{
+		{"2408:4005:300::/64", "2408:4005:300:0:ffff:ffff:ffff:fffd"},
+		{"2408:4005:300:7::/120", "2408:4005:300:7::fd"},
+	} {
+		if got := GatewayV6Of(mustPrefix(t, tc.cidr)); got.String() != tc.want {
+			t.Errorf("GatewayV6Of(%s) = %s, want %s", tc.cidr, got, tc.want)
+		}
+	}
+	if GatewayV6Of(mustPrefix(t, "10.0.0.0/24")).IsValid() {
+		t.Error("an IPv4 prefix has no IPv6 gateway")
+	}
+}

@@ -155,6 +155,28 @@ func GatewayOf(p netip.Prefix) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
 }
 
+// GatewayV6 returns the vSwitch's IPv6 gateway (see GatewayV6Of).
+func (v VSwitch) GatewayV6() netip.Addr { return GatewayV6Of(v.IPv6CIDR) }
+
+// GatewayV6Of returns the IPv6 gateway of a vSwitch's IPv6 CIDR: the address
+// at index -3, by the same rule as IPv4 (the simulator serves the same
+// address as the metadata item ipv6-gateway, and hands out addresses from
+// the bottom of the range). The zero Addr for an invalid or IPv4 prefix.
+func GatewayV6Of(p netip.Prefix) netip.Addr {
+	if !p.IsValid() || !p.Addr().Is6() || p.Addr().Is4In6() || p.Bits() > 126 {
+		return netip.Addr{}
+	}
+	b := p.Masked().Addr().As16()
+	host := 128 - p.Bits()
+	for i := 15; i >= 0 && host > 0; i-- {
+		n := min(host, 8)
+		b[i] |= byte(1<<n - 1)
+		host -= n
+	}
+	b[15] -= 2
+	return netip.AddrFrom16(b)
+}
+
 // Node is the kernel half of the observation.
 type Node struct {
 	// ENIDevices describes, for each secondary ENI MAC found on the host,

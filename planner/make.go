@@ -189,7 +189,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 			if v, ok := b.vsw[e.VSwitchID]; ok {
 				s.gw, s.bits = v.Gateway(), v.CIDR.Bits()
 				if v.IPv6CIDR.IsValid() {
-					s.gw6 = v.IPv6CIDR.Masked().Addr().Next() // first address of the /64: the vSwitch's v6 gateway convention
+					s.gw6 = v.GatewayV6()
 				}
 			}
 			b.usable = append(b.usable, s)
