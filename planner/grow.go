@@ -245,7 +245,7 @@ func (b *builder) configureNew(eniID string, ref int, vswID string, attach int) 
 		a.Target = "new#" + itoa(ref-1)
 	}
 	if b.v6 && v.IPv6CIDR.IsValid() {
-		a.GatewayV6 = v.IPv6CIDR.Masked().Addr().Next()
+		a.GatewayV6 = v.GatewayV6()
 	}
 	b.add(a)
 }
