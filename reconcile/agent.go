@@ -303,6 +303,12 @@ func (a *Agent) pass(ctx context.Context) {
 	if !have {
 		return
 	}
+	for _, id := range a.exec.drainExhausted() {
+		// The planner skips it when choosing where to create ENIs, for as
+		// long as peers do (Terway: 10 minutes), then tries it again.
+		a.memory = a.memory.MarkExhausted(id, now.Add(planner.DefaultExhaustedFor))
+		a.log.Warn("vSwitch out of addresses: skipping it for new ENIs", "vswitch", id, "until", now.Add(planner.DefaultExhaustedFor))
+	}
 	start := time.Now()
 	p := planner.Make(d, o, planner.Options{Now: now, Memory: a.memory, NodeName: a.cfg.NodeName})
 	a.metrics.planSeconds.Observe(time.Since(start).Seconds())

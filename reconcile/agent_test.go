@@ -64,7 +64,7 @@ func newWorld(t *testing.T, simCfg ecssim.Config, pool string) *world {
 		}
 	}
 	cfg := fmt.Sprintf("apiVersion: enid.dev/v1alpha1\nkind: AgentConfig\neni:\n  vSwitches:\n    %s: [%s]\n  securityGroups: [%s]\n%s",
-		inst.Zone, vsw[0], ecssim.DefaultSecurityGroup, pool)
+		inst.Zone, strings.Join(vsw, ", "), ecssim.DefaultSecurityGroup, pool)
 	if err := os.MkdirAll(filepath.Dir(w.paths.Config.Main), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -275,5 +275,30 @@ func TestAgentRestartKeepsBindings(t *testing.T) {
 	}
 	if err := w.sim.Check(); err != nil {
 		t.Fatalf("simulator invariants: %v", err)
+	}
+}
+
+// A vSwitch the cloud says is out of addresses is skipped: the next ENI is
+// created in the zone's other vSwitch, and pods still become Ready.
+func TestAgentSkipsExhaustedVSwitch(t *testing.T) {
+	a, b := netip.MustParsePrefix("192.168.10.0/24"), netip.MustParsePrefix("192.168.11.0/24")
+	w := newWorld(t, ecssim.Config{Zones: []string{"cn-hangzhou-h"}, VSwitches: []ecssim.VSwitchConfig{
+		{ID: "vsw-a", Zone: "cn-hangzhou-h", CIDR: a}, {ID: "vsw-b", Zone: "cn-hangzhou-h", CIDR: b}}},
+		"  vSwitchPolicy: ordered\npool:\n  minIdle: 2\n  maxIdle: 8\n")
+	w.sim.InjectFault(ecssim.Fault{Action: "CreateNetworkInterface", Code: "InvalidVSwitchId.IpNotEnough"})
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+	k := w.addPod(0)
+	w.waitFor("the pod ready", 20*time.Second, func() bool { return w.statuses()[k.String()].Phase == status.Ready })
+	ip := w.statuses()[k.String()].IPs[0].Address.Addr()
+	if !b.Contains(ip) {
+		t.Fatalf("pod got %s, want an address of vsw-b %s (vsw-a was reported exhausted)", ip, b)
+	}
+	mem, err := ReadMemory(w.paths.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := mem.Exhausted["vsw-a"]; !ok {
+		t.Errorf("memory does not remember vsw-a as exhausted: %+v", mem)
 	}
 }

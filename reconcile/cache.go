@@ -175,3 +175,15 @@ func (c *cache) publishedReady(key observed.AttachmentKey, revision string) bool
 	}
 	return false
 }
+
+// vSwitchOf returns the vSwitch of the ENI with that ID ("" if unknown).
+func (c *cache) vSwitchOf(eniID string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.st.ENIs {
+		if e.ID == eniID {
+			return e.VSwitchID
+		}
+	}
+	return ""
+}

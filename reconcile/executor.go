@@ -49,6 +49,9 @@ type executor struct {
 	cloudRunning int
 	retry        map[string]retryState
 	lastErrors   []string
+	// exhausted lists vSwitches the cloud reported out of addresses since
+	// the loop last drained it (planner.Memory.MarkExhausted).
+	exhausted []string
 }
 
 // retryState is the back-off of one action key after a failure.
@@ -103,6 +106,15 @@ func (x *executor) nextRetry() (time.Time, bool) {
 		}
 	}
 	return first, !first.IsZero()
+}
+
+// drainExhausted returns and forgets the vSwitches reported exhausted.
+func (x *executor) drainExhausted() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := x.exhausted
+	x.exhausted = nil
+	return out
 }
 
 func (x *executor) errors() []string {
@@ -261,7 +273,14 @@ func (x *executor) failed(a planner.Action, key string, err error) {
 	if a.Kind.Cloud() || errors.Is(err, linux.ErrNotFound) {
 		x.cache.markDirty()
 	}
+	vsw := a.VSwitchID
+	if errors.Is(err, cloud.ErrVSwitchExhausted) && vsw == "" {
+		vsw = x.cache.vSwitchOf(a.ENIID)
+	}
 	x.mu.Lock()
+	if errors.Is(err, cloud.ErrVSwitchExhausted) && vsw != "" {
+		x.exhausted = append(x.exhausted, vsw)
+	}
 	rs := x.retry[key]
 	rs.failures++
 	base, limit := 200*time.Millisecond, 30*time.Second
@@ -307,20 +326,20 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 			Tags: a.Tags, IPv4Count: a.IPv4Count, IPv6Count: a.IPv6Count, ClientToken: a.ClientToken,
 			Description: "enid pod ENI for " + x.instanceID})
 		if err != nil {
-			return fmt.Errorf("create eni in %s: %w", a.VSwitchID, err)
+			return err // names the call, the vSwitch and the cloud's code
 		}
 		r.created[i] = e
 		x.cache.updateENI(e)
 		return nil
 	case planner.AttachENI:
 		id, _ := r.eniOf(a)
-		if err := x.cloud.AttachENI(ctx, id, x.instanceID); err != nil && !errors.Is(err, cloud.ErrConflict) {
-			return fmt.Errorf("attach eni %s: %w", id, err)
+		if err := x.cloud.AttachENI(ctx, id, x.instanceID); err != nil {
+			return err
 		}
 		x.cache.editENI(id, func(e *observed.ENI) { e.Status = observed.ENIAttaching; e.InstanceID = x.instanceID })
 		e, err := x.cloud.WaitENI(ctx, id, observed.ENIInUse)
 		if err != nil {
-			return fmt.Errorf("wait for eni %s to attach: %w", id, err)
+			return err
 		}
 		if a.ENIRef > 0 {
 			r.created[a.ENIRef-1] = e
@@ -345,14 +364,14 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 		if a.IPv4Count > 0 || len(a.IPv4) > 0 {
 			ips, err := x.cloud.AssignIPv4(ctx, id, a.IPv4Count, a.IPv4, a.ClientToken)
 			if err != nil {
-				return fmt.Errorf("assign %d ipv4 to %s: %w", max(a.IPv4Count, len(a.IPv4)), id, err)
+				return err
 			}
 			x.cache.editENI(id, func(e *observed.ENI) { e.IPv4 = addIPs(e.IPv4, ips) })
 		}
 		if a.IPv6Count > 0 || len(a.IPv6) > 0 {
 			ips, err := x.cloud.AssignIPv6(ctx, id, a.IPv6Count, a.IPv6, a.ClientToken+"-6")
 			if err != nil {
-				return fmt.Errorf("assign %d ipv6 to %s: %w", max(a.IPv6Count, len(a.IPv6)), id, err)
+				return err
 			}
 			x.cache.editENI(id, func(e *observed.ENI) { e.IPv6 = addIPs(e.IPv6, ips) })
 		}
@@ -377,7 +396,7 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 			x.cache.removeENIDevice(a.MAC)
 		}
 		if err := x.cloud.DetachENI(ctx, a.ENIID, x.instanceID); err != nil {
-			return fmt.Errorf("detach eni %s: %w", a.ENIID, err)
+			return err
 		}
 		e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIAvailable)
 		if err != nil {
@@ -385,13 +404,13 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 				x.cache.removeENI(a.ENIID)
 				return nil
 			}
-			return fmt.Errorf("wait for eni %s to detach: %w", a.ENIID, err)
+			return err
 		}
 		x.cache.updateENI(e)
 		return nil
 	case planner.DeleteENI:
 		if err := x.cloud.DeleteENI(ctx, a.ENIID); err != nil {
-			return fmt.Errorf("delete eni %s: %w", a.ENIID, err)
+			return err
 		}
 		x.cache.removeENI(a.ENIID)
 		return nil
@@ -489,6 +508,9 @@ func (x *executor) publish(ps planner.PodStatus, res *linux.PodResult, bits int,
 		}
 		if ps.IPv4.IsValid() {
 			gw := netip.MustParseAddr(linux.GatewayV4)
+			if bits == 0 {
+				bits = ps.PrefixBits
+			}
 			if !ps.Exclusive || bits == 0 {
 				bits = 32
 			}
