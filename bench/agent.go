@@ -287,3 +287,34 @@ func countCalls(c map[string]map[string]int) callCount {
 	}
 	return n
 }
+
+// callBreakdown renders the counters as "Action n, ..." by count, largest
+// first.
+func callBreakdown(c map[string]map[string]int) string {
+	type kv struct {
+		action string
+		n      int
+	}
+	var all []kv
+	for a, outcomes := range c {
+		n := 0
+		for _, k := range outcomes {
+			n += k
+		}
+		all = append(all, kv{a, n})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].n != all[j].n {
+			return all[i].n > all[j].n
+		}
+		return all[i].action < all[j].action
+	})
+	var parts []string
+	for _, x := range all {
+		parts = append(parts, fmt.Sprintf("%s %d", x.action, x.n))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}

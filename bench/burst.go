@@ -120,7 +120,9 @@ func runBurst(ctx context.Context, e env) []Result {
 		r.broken("%s", b)
 	}
 	simCheck(&r, sim)
-	calls := countCalls(sim.Counters())
+	counters := sim.Counters()
+	calls := countCalls(counters)
+	r.note("calls: %s", callBreakdown(counters))
 	r.add("all Ready", float64(total.Milliseconds()), "ms")
 	r.add("API bound", float64(bound.Milliseconds()), "ms")
 	ratio := total.Seconds() / bound.Seconds()

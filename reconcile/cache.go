@@ -57,22 +57,10 @@ func (c *cache) needsRefresh(now time.Time, resync time.Duration) bool {
 func (c *cache) updateENI(e observed.ENI) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	enis := make([]observed.ENI, 0, len(c.st.ENIs)+1)
-	found := false
-	for _, old := range c.st.ENIs {
-		if old.ID == e.ID {
-			enis = append(enis, e)
-			found = true
-			continue
-		}
-		enis = append(enis, old)
-	}
-	if !found {
-		enis = append(enis, e)
-		slices.SortFunc(enis, func(a, b observed.ENI) int { return strings.Compare(a.ID, b.ID) })
-	}
-	c.st.ENIs = enis
+	c.st.ENIs = upsert(c.st.ENIs, e, eniKey)
 }
+
+func eniKey(e observed.ENI) string { return e.ID }
 
 // editENI applies f to a copy of the ENI with that ID, if present.
 func (c *cache) editENI(id string, f func(*observed.ENI)) {
@@ -93,7 +81,7 @@ func (c *cache) editENI(id string, f func(*observed.ENI)) {
 func (c *cache) removeENI(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.ENIs = slices.DeleteFunc(slices.Clone(c.st.ENIs), func(e observed.ENI) bool { return e.ID == id })
+	c.st.ENIs = without(c.st.ENIs, id, eniKey)
 }
 
 // addIPs and removeIPs keep an ENI's address lists sorted and unique.
@@ -107,49 +95,59 @@ func removeIPs(list []netip.Addr, ips []netip.Addr) []netip.Addr {
 	return slices.DeleteFunc(slices.Clone(list), func(a netip.Addr) bool { return slices.Contains(ips, a) })
 }
 
+// upsert returns a copy of list with item in place of the element of the
+// same key (or added), sorted by key.
+func upsert[T any](list []T, item T, key func(T) string) []T {
+	k := key(item)
+	out := slices.DeleteFunc(slices.Clone(list), func(o T) bool { return key(o) == k })
+	out = append(out, item)
+	slices.SortFunc(out, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	return out
+}
+
+// without returns a copy of list without the element whose key is k.
+func without[T any](list []T, k string, key func(T) string) []T {
+	return slices.DeleteFunc(slices.Clone(list), func(o T) bool { return key(o) == k })
+}
+
+func deviceKey(d observed.ENIDevice) string { return d.MAC }
+func podKey(p observed.PodNet) string       { return p.Key.String() }
+func bindingKey(b observed.Binding) string  { return b.Key.String() }
+
 func (c *cache) setENIDevice(d observed.ENIDevice) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	devs := slices.DeleteFunc(slices.Clone(c.st.Node.ENIDevices), func(o observed.ENIDevice) bool { return o.MAC == d.MAC })
-	devs = append(devs, d)
-	slices.SortFunc(devs, func(a, b observed.ENIDevice) int { return strings.Compare(a.MAC, b.MAC) })
-	c.st.Node.ENIDevices = devs
+	c.st.Node.ENIDevices = upsert(c.st.Node.ENIDevices, d, deviceKey)
 }
 
 func (c *cache) removeENIDevice(mac string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.Node.ENIDevices = slices.DeleteFunc(slices.Clone(c.st.Node.ENIDevices), func(o observed.ENIDevice) bool { return o.MAC == mac })
+	c.st.Node.ENIDevices = without(c.st.Node.ENIDevices, mac, deviceKey)
 }
 
 func (c *cache) setPod(p observed.PodNet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pods := slices.DeleteFunc(slices.Clone(c.st.Node.Pods), func(o observed.PodNet) bool { return o.Key == p.Key })
-	pods = append(pods, p)
-	slices.SortFunc(pods, func(a, b observed.PodNet) int { return strings.Compare(a.Key.String(), b.Key.String()) })
-	c.st.Node.Pods = pods
+	c.st.Node.Pods = upsert(c.st.Node.Pods, p, podKey)
 }
 
 func (c *cache) removePod(key observed.AttachmentKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.Node.Pods = slices.DeleteFunc(slices.Clone(c.st.Node.Pods), func(o observed.PodNet) bool { return o.Key == key })
+	c.st.Node.Pods = without(c.st.Node.Pods, key.String(), podKey)
 }
 
 func (c *cache) setPublished(b observed.Binding) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	pub := slices.DeleteFunc(slices.Clone(c.st.Node.Published), func(o observed.Binding) bool { return o.Key == b.Key })
-	pub = append(pub, b)
-	slices.SortFunc(pub, func(a, b observed.Binding) int { return strings.Compare(a.Key.String(), b.Key.String()) })
-	c.st.Node.Published = pub
+	c.st.Node.Published = upsert(c.st.Node.Published, b, bindingKey)
 }
 
 func (c *cache) removePublished(key observed.AttachmentKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.Node.Published = slices.DeleteFunc(slices.Clone(c.st.Node.Published), func(o observed.Binding) bool { return o.Key == key })
+	c.st.Node.Published = without(c.st.Node.Published, key.String(), bindingKey)
 }
 
 // publishedKey finds the attachment published under the name s.
