@@ -365,8 +365,15 @@ func (n *node) statuses() []status.Attachment {
 // and returns its exit code, stdout and stderr.
 func (n *node) enid(ctx context.Context, args ...string) (int, string, string) {
 	n.t.Helper()
+	return runEnid(ctx, n.t, n.env(), args...)
+}
+
+// runEnid runs the enid binary with env and args and returns its exit
+// code, stdout and stderr.
+func runEnid(ctx context.Context, t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "enid"), args...)
-	cmd.Env = n.env()
+	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -377,7 +384,7 @@ func (n *node) enid(ctx context.Context, args ...string) (int, string, string) {
 	case errors.As(err, &ee):
 		return ee.ExitCode(), out.String(), errb.String()
 	}
-	n.t.Fatalf("run enid %v: %v", args, err)
+	t.Fatalf("run enid %v: %v", args, err)
 	return -1, "", ""
 }
 
