@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -106,6 +107,9 @@ type Agent struct {
 	// deadline is when time alone changes the plan (zero: never).
 	deadline  time.Time
 	fullFails int
+	// configSeen and configProblems are the last config (String form) and
+	// problems logged, so each change is logged once.
+	configSeen, configProblems string
 }
 
 // New checks the config and returns an Agent ready to Run.
@@ -286,11 +290,7 @@ func (a *Agent) pass(ctx context.Context) {
 			NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})
 	}
 	d := desired.Load(a.loader, a.entries, a.cfg.Paths.Hints)
-	if len(d.ConfigProblems) > 0 {
-		a.metrics.configErrors.Set(1)
-	} else {
-		a.metrics.configErrors.Set(0)
-	}
+	a.noteConfig(d)
 	if _, ok := a.loader.Current(); !ok {
 		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
 		return
@@ -338,6 +338,31 @@ func (a *Agent) pass(ctx context.Context) {
 		a.setReady(true, "observation incomplete: "+firstOr(o.Problems, "unknown"))
 	default:
 		a.setReady(true, "")
+	}
+}
+
+// noteConfig logs a config change or a newly refused config once, not on
+// every pass, and sets the config metric.
+func (a *Agent) noteConfig(d desired.State) {
+	problems := strings.Join(d.ConfigProblems, "; ")
+	if problems != a.configProblems {
+		if problems != "" {
+			a.log.Error("config refused: the last good config stays in force", "problems", d.ConfigProblems)
+		} else if a.configProblems != "" {
+			a.log.Info("config valid again")
+		}
+		a.configProblems = problems
+	}
+	if len(d.ConfigProblems) > 0 {
+		a.metrics.configErrors.Set(1)
+		return
+	}
+	a.metrics.configErrors.Set(0)
+	if cfg := d.Config.String(); cfg != a.configSeen {
+		if a.configSeen != "" {
+			a.log.Info("config changed: applying it", "config", cfg)
+		}
+		a.configSeen = cfg
 	}
 }
 
