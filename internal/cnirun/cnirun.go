@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 )
 
 // Runtime invokes the plugin for one network list.
@@ -69,7 +71,10 @@ func New(pluginDir, cacheDir string, conflist []byte) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse conflist: %w", err)
 	}
-	return &Runtime{cni: libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, cacheDir, nil), list: list}, nil
+	// An explicit exec: given nil, libcni creates its default one lazily on
+	// first use, unguarded, which races when pods are added in parallel.
+	exec := &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}
+	return &Runtime{cni: libcni.NewCNIConfigWithCacheDir([]string{pluginDir}, cacheDir, exec), list: list}, nil
 }
 
 func (r *Runtime) conf(p Pod) *libcni.RuntimeConf {
