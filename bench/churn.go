@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// Churn trace: pods arrive as a Poisson process and live an exponential
+// time, from a fixed seed, so every run and every pool setting sees the
+// same trace.
+const (
+	churnSeed     = 7
+	churnRate     = 3.0              // pod starts per second
+	churnLifeMean = 20 * time.Second // mean pod lifetime
+	// churnCompress divides the pool's time constants (releaseDelay,
+	// cooldown, resync): a minute of trace then covers what ten minutes
+	// of a node would.
+	churnCompress = 10
+)
+
+// poolSetting is one pool configuration the churn compares.
+type poolSetting struct {
+	name                    string
+	minIdle, maxIdle, batch int
+}
+
+func churnSettings() []poolSetting {
+	return []poolSetting{
+		{"lean", 0, 1, 1},
+		{"default", desired.DefaultMinIdle, desired.DefaultMaxIdle, desired.DefaultBatch},
+		{"large", 10, 40, 10},
+	}
+}
+
+// churnEvent starts or stops pod i at at (from the trace's start).
+type churnEvent struct {
+	at    time.Duration
+	pod   int
+	start bool
+}
+
+// churnTrace is the seeded trace of length d.
+func churnTrace(d time.Duration) (events []churnEvent, starts int) {
+	rng := rand.New(rand.NewPCG(churnSeed, churnSeed))
+	t := time.Duration(0)
+	for i := 0; ; i++ {
+		t += time.Duration(rng.ExpFloat64() / churnRate * float64(time.Second))
+		if t >= d {
+			break
+		}
+		life := time.Duration(rng.ExpFloat64() * float64(churnLifeMean))
+		events = append(events, churnEvent{at: t, pod: i, start: true})
+		if t+life < d {
+			events = append(events, churnEvent{at: t + life, pod: i})
+		}
+		starts++
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].at < events[j].at })
+	return events, starts
+}
+
+// runChurn plays the trace against three pool settings at once, each on
+// its own simulator and agent.
+func runChurn(ctx context.Context, e env) []Result {
+	events, starts := churnTrace(e.sizes.churnTime)
+	settings := churnSettings()
+	out := make([]Result, len(settings))
+	var wg sync.WaitGroup
+	for i, s := range settings {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = churnOne(ctx, e, s, events, starts)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, starts int) Result {
+	releaseDelay := desired.DefaultReleaseDelay / churnCompress
+	cooldown := desired.DefaultCooldown / churnCompress
+	r := Result{Scenario: "churn, pool " + s.name,
+		Setup: fmt.Sprintf("%d pod starts in %s (Poisson %.0f/s, mean life %s, seed %d) on %s; pool minIdle %d, maxIdle %d, batch %d; releaseDelay %s, cooldown %s, resync %s (time constants / %d); %s",
+			starts, e.sizes.churnTime, churnRate, churnLifeMean, churnSeed, burstType, s.minIdle, s.maxIdle, s.batch,
+			releaseDelay, cooldown, desired.DefaultResyncPeriod/churnCompress, churnCompress, realistic)}
+	cfg := ecssim.Config{}
+	realistic.apply(&cfg)
+	sim, err := ecssim.New(cfg)
+	if err != nil {
+		r.broken("simulator: %v", err)
+		return r
+	}
+	defer sim.Close()
+	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: burstType})
+	if err == nil {
+		err = sim.Start("127.0.0.1:0", "127.0.0.1:0")
+	}
+	if err != nil {
+		r.broken("simulator: %v", err)
+		return r
+	}
+	pool := fmt.Sprintf("  minIdle: %d\n  maxIdle: %d\n  batch: %d\n  releaseDelay: %s\n  cooldown: %s\n",
+		s.minIdle, s.maxIdle, s.batch, releaseDelay, cooldown)
+	extra := fmt.Sprintf("resyncPeriod: %s\n", desired.DefaultResyncPeriod/churnCompress)
+	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, "churn-"+s.name), sim: sim, instanceID: inst.ID,
+		nodeName: "churn-" + s.name, config: configYAML(sim, inst.Zone, pool, extra), log: e.log})
+	if err != nil {
+		r.broken("start agent: %v", err)
+		return r
+	}
+	defer a.Stop()
+	if err := a.waitPool(ctx, 60*time.Second, func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= s.minIdle }); err != nil {
+		r.broken("agent never became ready: %v", err)
+		return r
+	}
+	time.Sleep(300 * time.Millisecond)
+	sim.ResetCounters()
+
+	// The sampler integrates held-but-unused IPs over time from the
+	// heartbeat, which the agent rewrites whenever the pool changes.
+	sctx, stopSampler := context.WithCancel(ctx)
+	var idleIPSeconds float64
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		last := time.Now()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case now := <-tick.C:
+				if h, ok := a.heartbeat(); ok {
+					idleIPSeconds += float64(h.Pool.Total-h.Pool.Used) * now.Sub(last).Seconds()
+				}
+				last = now
+			}
+		}
+	}()
+
+	type live struct {
+		p       pod
+		started time.Time
+		ready   time.Duration
+	}
+	pods := map[int]*live{}
+	var readyTimes []time.Duration
+	notReady := 0
+	checkReady := func() {
+		for _, l := range pods {
+			if l.ready == 0 {
+				if _, ph := a.podStatus(l.p); ph == status.Ready {
+					l.ready = time.Since(l.started)
+					readyTimes = append(readyTimes, l.ready)
+				}
+			}
+		}
+	}
+	t0 := time.Now()
+	for _, ev := range events {
+		for wait := time.Until(t0.Add(ev.at)); wait > 0; wait = time.Until(t0.Add(ev.at)) {
+			checkReady()
+			select {
+			case <-ctx.Done():
+				r.broken("interrupted")
+				stopSampler()
+				<-samplerDone
+				return r
+			case <-time.After(min(wait, 10*time.Millisecond)):
+			}
+		}
+		if ev.start {
+			p, err := a.addPod(fmt.Sprintf("churn-%d", ev.pod), "", time.Now())
+			if err != nil {
+				r.broken("%v", err)
+				break
+			}
+			pods[ev.pod] = &live{p: p, started: time.Now()}
+			continue
+		}
+		l := pods[ev.pod]
+		checkReady()
+		if l.ready == 0 && time.Since(l.started) > 30*time.Second {
+			notReady++
+		}
+		if err := a.delPod(l.p); err != nil {
+			r.broken("%v", err)
+		}
+		delete(pods, ev.pod)
+	}
+	elapsed := time.Since(t0)
+	stopSampler()
+	<-samplerDone
+	counters := sim.Counters()
+	calls := countCalls(counters)
+	r.note("calls: %s", callBreakdown(counters))
+	// The pods still running at the end must be (or become) Ready.
+	_ = poll(ctx, 30*time.Second, 20*time.Millisecond, func() (bool, error) { // a timeout is counted just below
+		checkReady()
+		for _, l := range pods {
+			if l.ready == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	for _, l := range pods {
+		if l.ready == 0 {
+			notReady++
+		}
+	}
+	if notReady > 0 {
+		r.broken("%d pods not Ready within 30s", notReady)
+	}
+	for _, b := range checkBindings([]*agent{a}) {
+		r.broken("%s", b)
+	}
+	simCheck(&r, sim)
+	perStart := float64(calls.total) / float64(starts)
+	slices.Sort(readyTimes)
+	r.add("calls/pod start", perStart, "calls")
+	r.add("mutations/pod start", float64(calls.mutations)/float64(starts), "calls")
+	r.add("idle IP-s", idleIPSeconds, "IP-s")
+	r.add("mean idle IPs", idleIPSeconds/elapsed.Seconds(), "IPs")
+	r.add("ready p50", float64(pct(readyTimes, 50).Microseconds())/1000, "ms")
+	r.add("ready p99", float64(pct(readyTimes, 99).Microseconds())/1000, "ms")
+	if s.name == "default" {
+		r.judge("<= 0.2 calls/pod start", perStart <= 0.2)
+	}
+	return r
+}
+
+// pct is the p-th percentile (nearest rank) of sorted ds.
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	i := (p*len(ds) + 99) / 100
+	return ds[max(0, min(len(ds)-1, i-1))]
+}
