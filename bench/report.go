@@ -73,13 +73,13 @@ func (f Figure) String() string {
 	case f.Unit == "x":
 		return fmt.Sprintf("%s %.2fx", f.Name, f.Value)
 	case f.Value == float64(int64(f.Value)) && f.Value < 1e9:
-		return fmt.Sprintf("%s %d %s", f.Name, int64(f.Value), f.Unit)
+		return strings.TrimSpace(fmt.Sprintf("%s %d %s", f.Name, int64(f.Value), f.Unit))
 	case f.Value >= 100:
-		return fmt.Sprintf("%s %.0f %s", f.Name, f.Value, f.Unit)
+		return strings.TrimSpace(fmt.Sprintf("%s %.0f %s", f.Name, f.Value, f.Unit))
 	case f.Value >= 10:
-		return fmt.Sprintf("%s %.1f %s", f.Name, f.Value, f.Unit)
+		return strings.TrimSpace(fmt.Sprintf("%s %.1f %s", f.Name, f.Value, f.Unit))
 	default:
-		return fmt.Sprintf("%s %.3g %s", f.Name, f.Value, f.Unit)
+		return strings.TrimSpace(fmt.Sprintf("%s %.3g %s", f.Name, f.Value, f.Unit))
 	}
 }
 
