@@ -29,6 +29,7 @@ func newDemoCmd() *cobra.Command {
 		pods    int
 		workDir string
 		verbose bool
+		mode    string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -48,12 +49,16 @@ a datapath (statuses and cloud calls only).`,
 			if pods < 1 || pods > 200 {
 				return fmt.Errorf("--pods %d: choose 1..200", pods)
 			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), pods, workDir, verbose)
+			if mode != "shared-eni" && mode != "exclusive-eni" {
+				return fmt.Errorf("--mode %q: use shared-eni or exclusive-eni", mode)
+			}
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), pods, workDir, verbose, mode)
 		},
 	}
 	cmd.Flags().IntVar(&pods, "pods", 6, "pods to create")
 	cmd.Flags().StringVar(&workDir, "work-dir", "", "keep the demo's files here (default: a temporary directory, removed at the end)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the agent's log")
+	cmd.Flags().StringVar(&mode, "mode", "shared-eni", "shared-eni (pods share ENIs) or exclusive-eni (one ENI moved into each pod)")
 	return cmd
 }
 
@@ -67,7 +72,16 @@ const demoPool = `pool:
 resyncPeriod: 30s
 `
 
-func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose bool) (err error) {
+// demoExclusivePool keeps one spare ENI: each pod takes a whole ENI.
+const demoExclusivePool = `pool:
+  minIdle: 1
+  maxIdle: 1
+  releaseDelay: 2s
+  cooldown: 1s
+resyncPeriod: 30s
+`
+
+func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose bool, mode string) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
@@ -108,10 +122,15 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 	if err := os.MkdirAll(f.configDir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(f.configFile, []byte(sn.ConfigYAML()+demoPool), 0o644); err != nil {
+	cfg, minIdle, maxIdle := sn.ConfigYAML()+demoPool, 2, 4
+	if mode == "exclusive-eni" {
+		minIdle, maxIdle = 1, 1
+		cfg = strings.Replace(sn.ConfigYAML(), "mode: shared-eni", "mode: exclusive-eni", 1) + demoExclusivePool
+	}
+	if err := os.WriteFile(f.configFile, []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	say("config %s:\n%s", f.configFile, indent(sn.ConfigYAML()+demoPool))
+	say("config %s:\n%s", f.configFile, indent(cfg))
 
 	planCmd := &cobra.Command{}
 	planCmd.SetContext(ctx)
@@ -153,7 +172,7 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 		default:
 		}
 		a, err := status.ReadAgent(agentFile)
-		return err == nil && a.Ready && a.Pool.Idle >= 2, nil
+		return err == nil && a.Ready && a.Pool.Idle >= minIdle, nil
 	}); err != nil {
 		return fmt.Errorf("agent did not warm its pool: %w", err)
 	}
@@ -231,12 +250,25 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 
 	if root && n >= 1 {
 		step("Pinging through the simulated VPC")
+		ping := func(ns string, dst netip.Addr) error {
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			return linuxtest.Ping(pctx, ns, dst)
+		}
+		failed := 0
 		for i, r := range runs {
 			dst := runs[(i+1)%n]
 			if n > 1 {
-				say("  %s -> %s (%s): %s", r.pod.Name, dst.pod.Name, dst.ip, okOr(linuxtest.Ping(ctx, r.pod.NetNS, dst.ip)))
+				err := ping(r.pod.NetNS, dst.ip)
+				failed += min(1, countErr(err))
+				say("  %s -> %s (%s): %s", r.pod.Name, dst.pod.Name, dst.ip, okOr(err))
 			}
-			say("  vpc router -> %s (%s): %s", r.pod.Name, r.ip, okOr(linuxtest.Ping(ctx, sn.Topology.VPCNS, r.ip)))
+			err := ping(sn.Topology.VPCNS, r.ip)
+			failed += min(1, countErr(err))
+			say("  vpc router -> %s (%s): %s", r.pod.Name, r.ip, okOr(err))
+		}
+		if failed > 0 {
+			return fmt.Errorf("%d pings failed", failed)
 		}
 	}
 
@@ -254,7 +286,7 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 			return fmt.Errorf("DEL %s: %w", r.pod.Name, err)
 		}
 	}
-	say("deleted %d pods; waiting for the pool to settle (releaseDelay 2s, maxIdle 4)", n)
+	say("deleted %d pods; waiting for the pool to settle (releaseDelay 2s, maxIdle %d)", n, maxIdle)
 	var last string
 	if err := waitFor(ctx, 60*time.Second, func() (bool, error) {
 		a, err := status.ReadAgent(agentFile)
@@ -266,7 +298,7 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 			say("%s", line)
 			last = line
 		}
-		if a.Pool.Used != 0 || a.Pool.Idle > 4 || a.Pool.Cooldown > 0 {
+		if a.Pool.Used != 0 || a.Pool.Idle > maxIdle || a.Pool.Cooldown > 0 {
 			return false, nil
 		}
 		p, err := makePlan(planCmd, &f)
@@ -282,6 +314,13 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 	printCounters(out, sn.Sim.Counters())
 	say("\nDone. Everything ran on the simulator; nothing left this machine.")
 	return nil
+}
+
+func countErr(err error) int {
+	if err != nil {
+		return 1
+	}
+	return 0
 }
 
 func okOr(err error) string {

@@ -216,6 +216,12 @@ func (tp *Topology) PlugENI(mac string, primary netip.Addr, cidr netip.Prefix, g
 		tp.mu.Unlock()
 		return fmt.Errorf("plug eni %s: %w", mac, err)
 	}
+	// A vSwitch answers ARP for every address in it, as the VPC router
+	// does: an exclusive-ENI pod, which holds the vSwitch prefix on link,
+	// reaches another pod of the vSwitch through the VPC.
+	if err := writeSysctls(tp.VPCNS, map[string]string{"net/ipv4/conf/" + p.vpcName + "/proxy_arp": "1"}); err != nil {
+		return fmt.Errorf("plug eni %s: %w", mac, err)
+	}
 	return nil
 }
 
