@@ -98,7 +98,7 @@ func makePlan(cmd *cobra.Command, f *nodeFlags) (planner.Plan, error) {
 	if err != nil {
 		return planner.Plan{}, fmt.Errorf("describe instance %s: %w", cs.instanceID, err)
 	}
-	loader := desired.NewConfigLoader(paths.Config, desired.NodeFacts{NodeName: f.resolveNodeName(), Zone: inst.ZoneID, InstanceType: inst.InstanceType})
+	loader := desired.NewConfigLoader(paths.Config, desired.NodeFacts{NodeName: f.resolveNodeName(), Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: f.labels})
 	d := desired.Load(loader, desired.NewEntryStore(paths.Entries), paths.Hints)
 	if len(d.ConfigProblems) > 0 {
 		printLines(cmd.ErrOrStderr(), fmt.Sprintf("invalid config (%s):", f.configFile), d.ConfigProblems)

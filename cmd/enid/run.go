@@ -81,7 +81,7 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, metricsAddr
 	}
 	defer closeDP()
 	agent, err := reconcile.New(reconcile.Config{
-		Paths: f.paths(), InstanceID: cs.instanceID, NodeName: f.resolveNodeName(),
+		Paths: f.paths(), InstanceID: cs.instanceID, NodeName: f.resolveNodeName(), NodeLabels: f.labels,
 		Cloud: cs.client, Datapath: dp, Logger: log, Metrics: metrics, Version: version,
 	})
 	if err != nil {

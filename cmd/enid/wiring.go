@@ -38,6 +38,9 @@ type nodeFlags struct {
 	datapath   string
 	nodeNetNS  string
 	logLevel   string
+	// labels are the node's labels, for per-node overrides that match on
+	// them (enid does not read them from the API server).
+	labels map[string]string
 }
 
 func (f *nodeFlags) register(fs *pflag.FlagSet) {
@@ -50,6 +53,7 @@ func (f *nodeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.datapath, "datapath", "auto", "node datapath: linux (netlink, needs root), none (record only), auto (linux when root)")
 	fs.StringVar(&f.nodeNetNS, "node-netns", "", "network namespace path that plays the node (default: the current one)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringToStringVar(&f.labels, "node-labels", nil, "the node's labels (k=v,...) for config overrides that match on labels")
 }
 
 func (f *nodeFlags) paths() reconcile.Paths {
@@ -86,7 +90,7 @@ func (f *nodeFlags) resolveNodeName() string {
 // type apply later, in the agent; cloud settings should not depend on them.
 func baseConfig(f *nodeFlags) (desired.Config, error) {
 	cfg, err := desired.LoadConfig(desired.ConfigSource{Main: f.configFile, DropInDir: f.configDir},
-		desired.NodeFacts{NodeName: f.resolveNodeName()})
+		desired.NodeFacts{NodeName: f.resolveNodeName(), Labels: f.labels})
 	if err != nil {
 		return cfg, err
 	}
