@@ -302,3 +302,25 @@ func TestAgentSkipsExhaustedVSwitch(t *testing.T) {
 		t.Errorf("memory does not remember vsw-a as exhausted: %+v", mem)
 	}
 }
+
+// Only one agent may run per node: a second one on the same state
+// directory refuses to start and says why.
+func TestAgentSingleInstance(t *testing.T) {
+	w := newWorld(t, ecssim.Config{}, "")
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+	w.waitFor("the first agent to start", 10*time.Second, func() bool {
+		_, err := status.ReadAgent(w.paths.AgentFile)
+		return err == nil
+	})
+	second, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, Cloud: w.cl, Datapath: NewNoDatapathMust(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = second.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "only one agent may run per node") {
+		t.Fatalf("second agent: %v, want a refusal naming the lock", err)
+	}
+}
