@@ -27,6 +27,10 @@ const (
 // poll it until InUse and observe again.
 const fleetJoinCalls = 12
 
+// fleetPoll is how often the harness reads the fleet's files (a thousand
+// nodes' statuses per round: reading them must not starve the agents).
+const fleetPoll = 200 * time.Millisecond
+
 // fleetQPS is the account-wide API rate limit for a fleet of n nodes: a
 // fifth of the node count per second, so the rollout's necessary calls
 // (about one per node) take about five seconds at best whatever the size.
@@ -203,7 +207,7 @@ func waitFleetReady(ctx context.Context, agents []*agent, pods [][]pod, timeout 
 		failed[i] = make([]bool, len(pods[i]))
 	}
 	var took time.Duration
-	err := poll(ctx, timeout, 50*time.Millisecond, func() (bool, error) {
+	err := poll(ctx, timeout, fleetPoll, func() (bool, error) {
 		all := true
 		for i, a := range agents {
 			for j, p := range pods[i] {
@@ -240,7 +244,7 @@ func waitFleetReady(ctx context.Context, agents []*agent, pods [][]pod, timeout 
 // waitAll waits until every agent's heartbeat satisfies cond.
 func waitAll(ctx context.Context, agents []*agent, timeout time.Duration, cond func(status.Agent) bool) error {
 	done := make([]bool, len(agents))
-	return poll(ctx, timeout, 50*time.Millisecond, func() (bool, error) {
+	return poll(ctx, timeout, fleetPoll, func() (bool, error) {
 		all := true
 		for i, a := range agents {
 			if done[i] {

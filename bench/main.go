@@ -52,7 +52,7 @@ func main() {
 	flag.IntVar(&sz.burstPods, "burst-pods", 0, "pods in the cold burst (default 64, quick 64)")
 	flag.DurationVar(&sz.churnTime, "churn-time", 0, "length of the churn trace (default 60s, quick 12s)")
 	flag.IntVar(&sz.memPods, "memory-pods", 0, "pods in the memory scenario (default 250, quick 50)")
-	flag.IntVar(&sz.fleetNodes, "fleet-nodes", 0, "simulated nodes in the fleet (default 1000, quick 100)")
+	flag.IntVar(&sz.fleetNodes, "fleet-nodes", 0, "simulated nodes in the fleet (default 1000, quick 50)")
 	flag.IntVar(&sz.fleetPods, "fleet-pods", 0, "pods per fleet node (default 5)")
 	flag.Parse()
 	def := func(p *int, full, q int) {
@@ -66,7 +66,7 @@ func main() {
 	def(&sz.warmPods, 200, 30)
 	def(&sz.burstPods, 64, 64)
 	def(&sz.memPods, 250, 50)
-	def(&sz.fleetNodes, 1000, 100)
+	def(&sz.fleetNodes, 1000, 50)
 	def(&sz.fleetPods, 5, 5)
 	if sz.churnTime == 0 {
 		sz.churnTime = 60 * time.Second
