@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -222,5 +223,11 @@ func (n *node) waitSettled(minIdle, maxIdle int, timeout time.Duration) {
 	}
 	if err := n.sn.Sim.Check(); err != nil {
 		n.t.Errorf("simulator model: %v", err)
+	}
+	// Converged: the agent would do nothing more.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if code, out, stderr := n.plan(ctx, "--detailed-exitcode"); code != 0 {
+		n.t.Errorf("settled, but enid plan --detailed-exitcode exits %d:\n%s%s", code, out, stderr)
 	}
 }

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -18,17 +20,20 @@ import (
 // the statuses, the kernel and the cloud), and after DEL of all nothing
 // leaks.
 func TestCrashDuringBurst(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3} {
+	for seed := uint64(1); seed <= uint64(*crashSeeds); seed++ {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { crashDuringBurst(t, seed) })
 	}
 }
 
+// crashSeeds is how many seeds TestCrashDuringBurst runs (each about 5s).
+var crashSeeds = flag.Int("crash-seeds", 4, "seeds of TestCrashDuringBurst to run (1..N)") //nolint:gochecknoglobals // a test flag
+
 func crashDuringBurst(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x656e6964))
 	// A short ADD timeout: an ADD cut off by the crash fails and is
-	// retried, as kubelet would.
-	// API latency keeps cloud calls in flight when the kill lands.
-	n := newNode(t, nodeOptions{extraConfig: testPool, addTimeout: 5 * time.Second,
+	// retried, as kubelet would. API latency keeps cloud calls in flight
+	// when the kill lands.
+	n := newNode(t, nodeOptions{extraConfig: testPool, addTimeout: time.Second,
 		sim: ecssim.Config{Latency: ecssim.Latency{Fixed: 10 * time.Millisecond, Uniform: 40 * time.Millisecond}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -40,25 +45,42 @@ func crashDuringBurst(t *testing.T, seed uint64) {
 	n.startAgent()
 
 	var wg sync.WaitGroup
-	var mu sync.Mutex
+	var mu sync.Mutex // guards retries and done
 	retries, done := 0, 0
-	for _, p := range pods {
+	errs := make([]error, count)
+	for i := range pods {
 		// The burst spreads over a second, so kills land among ADDs
 		// arriving, waiting and completing.
 		delay := time.Duration(rng.IntN(1000)) * time.Millisecond
+		// This goroutine owns pods[i] and errs[i] until wg.Wait.
 		wg.Go(func() {
 			time.Sleep(delay)
 			defer func() { mu.Lock(); done++; mu.Unlock() }()
-			// Kubelet retries a failed sandbox creation until it works.
-			for {
-				_, err := n.add(ctx, p)
-				if err == nil || ctx.Err() != nil {
+			for attempt := 1; ; attempt++ {
+				_, err := n.add(ctx, pods[i])
+				if err == nil {
+					return
+				}
+				if ctx.Err() != nil {
+					errs[i] = err
 					return
 				}
 				mu.Lock()
 				retries++
 				mu.Unlock()
-				time.Sleep(100 * time.Millisecond)
+				// Kubelet tears a failed sandbox down (CNI DEL) and
+				// creates a new one, with a new container ID.
+				if err := n.rt.Del(ctx, pods[i].Pod); err != nil {
+					errs[i] = fmt.Errorf("DEL after a failed ADD of %s: %w", pods[i].Name, err)
+					return
+				}
+				n.removePod(pods[i])
+				p, err := n.makePod(fmt.Sprintf("c%d-%d", i, attempt))
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				pods[i] = p
 			}
 		})
 	}
@@ -70,14 +92,15 @@ func crashDuringBurst(t *testing.T, seed uint64) {
 		mu.Lock()
 		t.Logf("SIGKILL %d after %s, %d of %d ADDs done", k+1, d, done, count)
 		mu.Unlock()
-		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		// Down for up to 1.5s: longer than an ADD waits.
+		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
 		n.startAgent()
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		t.Fatalf("the burst did not complete: %v", ctx.Err())
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("the burst did not complete: %v", err)
 	}
-	t.Logf("%d kills, %d ADDs retried", kills, retries)
+	t.Logf("%d kills, %d ADDs failed and were retried in a new sandbox", kills, retries)
 
 	n.checkBindings(pods)
 	if err := n.sn.Sim.Check(); err != nil {

@@ -280,9 +280,18 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 // newPod creates a pod sandbox (its network namespace) named name.
 func (n *node) newPod(name string) *pod {
 	n.t.Helper()
+	p, err := n.makePod(name)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return p
+}
+
+// makePod is newPod for goroutines other than the test's.
+func (n *node) makePod(name string) (*pod, error) {
 	path, cleanup, err := n.sn.Topology.NewPodNS(name)
 	if err != nil {
-		n.t.Fatalf("pod netns %s: %v", name, err)
+		return nil, fmt.Errorf("pod netns %s: %w", name, err)
 	}
 	sum := sha256.Sum256([]byte(n.t.Name() + "/" + name))
 	p := &pod{Pod: cnirun.Pod{ContainerID: hex.EncodeToString(sum[:]), NetNS: path, IfName: "eth0",
@@ -290,7 +299,7 @@ func (n *node) newPod(name string) *pod {
 	n.podsMu.Lock()
 	n.pods[name] = p
 	n.podsMu.Unlock()
-	return p
+	return p, nil
 }
 
 // removePod deletes the pod's namespace, as the runtime does after DEL.
