@@ -3,8 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/enidnet/enid/reconcile/status"
 )
 
 // TestAgentStoppedAndBack is acceptance 2: while the agent is stopped
@@ -18,7 +21,7 @@ func TestAgentStoppedAndBack(t *testing.T) {
 	first := []*pod{n.newPod("a0"), n.newPod("a1"), n.newPod("a2")}
 	n.startAgent()
 	n.waitReady(30 * time.Second)
-	n.addAll(ctx, first)
+	firstIPs := n.addAll(ctx, first)
 
 	n.agent.stop(t)
 	if a, err := n.agentFile(); err != nil || !a.Stopped || a.Ready {
@@ -79,6 +82,13 @@ func TestAgentStoppedAndBack(t *testing.T) {
 		return true, ""
 	})
 	n.checkBindings(live)
+	// A restart changes nothing for running pods.
+	for i, p := range first[1:] {
+		st, err := status.NewStore(filepath.Join(n.runDir, "status")).Read(p.ContainerID, p.IfName)
+		if err != nil || len(st.IPs) == 0 || st.IPs[0].Address.Addr() != firstIPs[i+1] {
+			t.Errorf("pod %s had %s before the restart, now status %+v (err %v)", p.Name, firstIPs[i+1], st.IPs, err)
+		}
+	}
 
 	n.delAll(ctx, live)
 	n.waitSettled(2, 6, 60*time.Second)
