@@ -200,7 +200,10 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 		if unknown == len(ids) {
 			return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no configured vSwitch of zone " + zone + " was found"}
 		}
-		return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonVSwitchExhausted, Reason: "every vSwitch of zone " + zone + " is exhausted"}
+		// Pending, not Failed: addresses free up and skip marks expire, and
+		// a CNI ADD that waits then succeeds where a failure would only
+		// send kubelet into its sandbox-retry backoff.
+		return observed.VSwitch{}, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted, Reason: "every vSwitch of zone " + zone + " is exhausted; waiting for addresses to free up"}
 	}
 	return *best, nil
 }

@@ -31,6 +31,11 @@ type world struct {
 	dir   string
 	paths Paths
 	cl    *cloud.Client
+	// noWatch runs agents without their file watcher (scripts wake them).
+	noWatch bool
+	// agent is the running agent, dp its datapath.
+	agent *Agent
+	dp    Datapath
 }
 
 func newWorld(t *testing.T, simCfg ecssim.Config, pool string) *world {
@@ -87,10 +92,11 @@ func (w *world) start(dp Datapath) (stop func()) {
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Heartbeat: 50 * time.Millisecond, Logger: log})
+	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Heartbeat: 50 * time.Millisecond, Logger: log, NoWatch: w.noWatch})
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	w.agent, w.dp = a, dp
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -127,15 +133,39 @@ func (w *world) waitFor(what string, timeout time.Duration, cond func() bool) {
 
 // planNow renders what a fresh observation would plan (as `enid plan`).
 func (w *world) planNow() string {
-	l := desired.NewConfigLoader(w.paths.Config, desired.NodeFacts{Zone: w.inst.Zone})
-	d := desired.Load(l, desired.NewEntryStore(w.paths.Entries), desired.HintSources{})
-	o := observed.Collect(context.Background(), NewSources(w.cl, NewNoDatapathMust(w.t), status.NewStore(w.paths.Statuses)), w.inst.ID, nil, time.Now())
-	mem, err := ReadMemory(w.paths.StateDir)
+	p, _, err := w.plan()
 	if err != nil {
 		return err.Error()
 	}
-	b, _ := json.MarshalIndent(mem, "", " ")
-	return planner.Make(d, o, planner.Options{Now: time.Now(), Memory: mem}).Render() + "\nmemory: " + string(b)
+	b, _ := json.MarshalIndent(p.Memory, "", " ")
+	return p.Render() + "\nmemory: " + string(b)
+}
+
+// quiet reports whether the node is converged for good: the plan is empty
+// and no timer (cooldown, release delay, ...) is pending.
+func (w *world) quiet() bool {
+	p, cfg, err := w.plan()
+	if err != nil || !p.Empty() {
+		return false
+	}
+	_, pending := p.Memory.NextDeadline(cfg, planner.Options{Now: time.Now()})
+	return !pending
+}
+
+// plan plans from a fresh observation, as `enid plan` does.
+func (w *world) plan() (planner.Plan, desired.Config, error) {
+	l := desired.NewConfigLoader(w.paths.Config, desired.NodeFacts{Zone: w.inst.Zone})
+	d := desired.Load(l, desired.NewEntryStore(w.paths.Entries), desired.HintSources{})
+	dp := w.dp
+	if dp == nil {
+		dp = NewNoDatapathMust(w.t)
+	}
+	o := observed.Collect(context.Background(), NewSources(w.cl, dp, status.NewStore(w.paths.Statuses)), w.inst.ID, nil, time.Now())
+	mem, err := ReadMemory(w.paths.StateDir)
+	if err != nil {
+		return planner.Plan{}, d.Config, err
+	}
+	return planner.Make(d, o, planner.Options{Now: time.Now(), Memory: mem}), d.Config, nil
 }
 
 func (w *world) statuses() map[string]status.Attachment {
