@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,6 +124,9 @@ func runBurst(ctx context.Context, e env) []Result {
 	counters := sim.Counters()
 	calls := countCalls(counters)
 	r.note("calls: %s", callBreakdown(counters))
+	sorted := slices.Clone(readyAt)
+	slices.Sort(sorted)
+	r.add("half Ready", float64(pct(sorted, 50).Milliseconds()), "ms")
 	r.add("all Ready", float64(total.Milliseconds()), "ms")
 	r.add("API bound", float64(bound.Milliseconds()), "ms")
 	ratio := total.Seconds() / bound.Seconds()

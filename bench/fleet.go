@@ -147,11 +147,23 @@ func runFleet(ctx context.Context, e env) []Result {
 	before := sim.Dump()
 	sim.ResetCounters()
 	rollStart := time.Now()
-	t0 = time.Now()
-	for i, a := range agents {
-		if err := os.WriteFile(a.configFile(), []byte(configYAML(sim, fleetZone, poolYAML(fleetMinIdleAfter), "")), 0o644); err != nil {
-			return fail(&roll, "write config: %v", err)
+	// Stage the new config beside each node's, then land it everywhere
+	// with one rename per node, as a ConfigMap volume's symlink swap does.
+	newCfg := []byte(configYAML(sim, fleetZone, poolYAML(fleetMinIdleAfter), ""))
+	for _, a := range agents {
+		if err := os.WriteFile(a.configFile()+".new", newCfg, 0o644); err != nil {
+			return fail(&roll, "stage config: %v", err)
 		}
+	}
+	t0 = time.Now()
+	for _, a := range agents {
+		if err := os.Rename(a.configFile()+".new", a.configFile()); err != nil {
+			return fail(&roll, "land config: %v", err)
+		}
+		a.Wake()
+	}
+	landed := time.Since(t0)
+	for i, a := range agents {
 		p, err := a.addPod("new", "", time.Now())
 		if err != nil {
 			return fail(&roll, "%v", err)
@@ -159,6 +171,7 @@ func runFleet(ctx context.Context, e env) []Result {
 		pods[i] = append(pods[i], p)
 		a.Wake()
 	}
+	podsWritten := time.Since(t0)
 	err = waitAll(ctx, agents, 5*time.Minute, func(h status.Agent) bool {
 		return h.Pool.Idle >= fleetMinIdleAfter && h.Pool.Used == perNode+1
 	})
@@ -178,6 +191,8 @@ func runFleet(ctx context.Context, e env) []Result {
 	roll.add("necessary", float64(need), "calls")
 	roll.add("throttled", float64(calls.throttled), "calls")
 	roll.add("pods failed", float64(rollFailed), "pods")
+	roll.add("config landed on all", landed.Seconds(), "s")
+	roll.add("new pods written", podsWritten.Seconds(), "s")
 	roll.note("the bound is the necessary calls (%s) beyond the bucket's burst of %.0f at %.0f calls/s, plus one call's latency", what, qps, qps)
 	roll.note("calls: %s", callBreakdown(counters))
 	roll.Elapsed = Seconds(time.Since(rollStart))

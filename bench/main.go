@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,7 @@ func main() {
 		run     = flag.String("run", "all", "comma-separated scenarios: warm,burst,churn,planner,memory,fleet (or all)")
 		workDir = flag.String("work-dir", "", "scratch directory (default: a temporary one under /dev/shm or /tmp, removed at the end)")
 		verbose = flag.Bool("v", false, "log progress and the agents' warnings to stderr")
+		cpuProf = flag.String("cpuprofile", "", "write a CPU profile of the harness process (in-process agents included) here")
 		sz      sizes
 	)
 	flag.IntVar(&sz.warmPods, "warm-pods", 0, "sequential ADDs in the warm scenario (default 200, quick 30)")
@@ -83,12 +85,27 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 	}
 
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	code, err := runAll(ctx, env{log: log, progress: progress, quick: *quick, sizes: sz, root: os.Geteuid() == 0,
 		workDir: *workDir}, strings.Split(*run, ","), *out)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+	if *cpuProf != "" {
+		pprof.StopCPUProfile()
 	}
 	os.Exit(code)
 }

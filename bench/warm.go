@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/internal/cnirun"
 	"github.com/enidnet/enid/internal/simnode"
 	"github.com/enidnet/enid/linux"
@@ -87,7 +88,21 @@ func runWarm(ctx context.Context, e env) []Result {
 			}
 		}
 	}()
+	// The plugin's own cost: exec, config parse and one read of the
+	// heartbeat (CNI STATUS), timed before the ADDs.
+	var execs []time.Duration
+	for range max(20, n/10) {
+		t := time.Now()
+		if err := rt.Status(ctx); err != nil {
+			r.broken("CNI STATUS: %v", err)
+			return []Result{r}
+		}
+		execs = append(execs, time.Since(t))
+	}
 	var adds []time.Duration
+	// agentTimes are from the entry's Created (the plugin's clock) to the
+	// status's Updated (the agent's): the agent's share of each ADD.
+	var agentTimes []time.Duration
 	for i := range n {
 		name := fmt.Sprintf("w%d", i)
 		ns, clean, err := sn.Topology.NewPodNS("bench" + name)
@@ -115,6 +130,9 @@ func runWarm(ctx context.Context, e env) []Result {
 			return []Result{r}
 		}
 		pods[len(pods)-1].ip, pods[len(pods)-1].mac = ip, st.ENIMAC
+		if en, err := a.entries.Read(desired.Key{ContainerID: p.ContainerID, IfName: "eth0"}); err == nil {
+			agentTimes = append(agentTimes, st.Updated.Sub(en.Created))
+		}
 		// Let the pool refill between pods, as it would between pod
 		// creations a kubelet spaces out; ADDs that found it empty are
 		// counted too (they show in p99).
@@ -165,6 +183,8 @@ func runWarm(ctx context.Context, e env) []Result {
 		}
 	}
 	slices.Sort(adds)
+	slices.Sort(execs)
+	slices.Sort(agentTimes)
 	slices.Sort(floors)
 	msOf := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	for _, p := range []int{50, 90, 99} {
@@ -173,6 +193,9 @@ func runWarm(ctx context.Context, e env) []Result {
 	for _, p := range []int{50, 90, 99} {
 		r.add(fmt.Sprintf("floor p%d", p), msOf(pct(floors, p)), "ms")
 	}
+	r.add("STATUS p50", msOf(pct(execs, 50)), "ms")
+	r.add("entry->status p50", msOf(pct(agentTimes, 50)), "ms")
+	r.add("entry->status p99", msOf(pct(agentTimes, 99)), "ms")
 	ratio := pct(adds, 99).Seconds() / pct(floors, 99).Seconds()
 	r.add("p99 ratio", ratio, "x")
 	r.add("p50 ratio", pct(adds, 50).Seconds()/pct(floors, 50).Seconds(), "x")
