@@ -132,7 +132,10 @@ func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.L
 	}
 	c, err := cloud.New(cloud.Config{Endpoint: endpoint, Region: region, Credentials: creds,
 		RateLimit: cfg.Cloud.RateLimit, Observer: obs, Logger: log,
-		Wait: cloud.WaitPolicy{Initial: 50 * time.Millisecond, Max: time.Second}})
+		// First poll 100ms after the call: with the client's 1.5x growth
+		// an attach that completes ~1s later is seen ~60ms after it with
+		// 5 describes (50ms first: ~400ms late with 7; go run ./bench -run burst).
+		Wait: cloud.WaitPolicy{Initial: 100 * time.Millisecond, Max: time.Second}})
 	if err != nil {
 		return cloudSetup{}, err
 	}
