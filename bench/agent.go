@@ -24,7 +24,7 @@ import (
 // The cloud client's wait policy, as cmd/enid/wiring.go sets it for the
 // agent (keep the two in step: the cold burst measures it).
 const (
-	waitInitial = 50 * time.Millisecond
+	waitInitial = 100 * time.Millisecond
 	waitMax     = time.Second
 )
 

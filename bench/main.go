@@ -46,7 +46,8 @@ func main() {
 		out     = flag.String("out", "bench-results.json", "write the results as JSON here")
 		run     = flag.String("run", "all", "comma-separated scenarios: warm,burst,churn,planner,memory,fleet (or all)")
 		workDir = flag.String("work-dir", "", "scratch directory (default: a temporary one under /dev/shm or /tmp, removed at the end)")
-		verbose = flag.Bool("v", false, "log progress and the agents' warnings to stderr")
+		verbose = flag.Bool("v", false, "log the agents' warnings to stderr")
+		debug   = flag.Bool("debug", false, "log the agents' debug lines (every plan) to stderr")
 		cpuProf = flag.String("cpuprofile", "", "write a CPU profile of the harness process (in-process agents included) here")
 		sz      sizes
 	)
@@ -79,6 +80,9 @@ func main() {
 	level := slog.LevelError
 	if *verbose {
 		level = slog.LevelWarn
+	}
+	if *debug {
+		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	progress := func(format string, args ...any) {
