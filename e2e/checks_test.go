@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"sort"
@@ -46,6 +47,8 @@ type kernel struct {
 	veths []string
 	// rules are the rules with protocol 222, rendered.
 	rules []string
+	// ruleAddrs are the pod addresses those rules name.
+	ruleAddrs []ruleAddr
 	// hostRoutes maps a pod address to the links of the main-table routes
 	// (protocol 222) that lead to it.
 	hostRoutes map[netip.Addr][]string
@@ -61,6 +64,12 @@ func (k kernel) clean() (bool, string) {
 	}
 	sort.Strings(routes)
 	return false, fmt.Sprintf("node netns keeps veths %v, rules %v, host routes %v", k.veths, k.rules, routes)
+}
+
+// ruleAddr is a pod rule and the address it is for.
+type ruleAddr struct {
+	ip   netip.Addr
+	text string
 }
 
 // nodeKernel reads enid's links, rules and host routes in the node netns.
@@ -94,8 +103,16 @@ func (n *node) nodeKernel() kernel {
 			n.t.Fatalf("list rules: %v", err)
 		}
 		for _, r := range rules {
-			if r.Protocol == linux.Proto {
-				k.rules = append(k.rules, fmt.Sprintf("%d: from %v to %v lookup %d", r.Priority, r.Src, r.Dst, r.Table))
+			if r.Protocol != linux.Proto {
+				continue
+			}
+			text := fmt.Sprintf("%d: from %v to %v lookup %d", r.Priority, r.Src, r.Dst, r.Table)
+			k.rules = append(k.rules, text)
+			for _, p := range []*net.IPNet{r.Src, r.Dst} {
+				if p != nil {
+					a, _ := netip.AddrFromSlice(p.IP)
+					k.ruleAddrs = append(k.ruleAddrs, ruleAddr{a.Unmap(), text})
+				}
 			}
 		}
 		routes, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: linux.Proto},
@@ -185,6 +202,11 @@ func (n *node) checkBindings(pods []*pod) {
 	for ip, links := range k.hostRoutes {
 		if seen[ip] == "" {
 			n.t.Errorf("host route to %s via %v belongs to no pod", ip, links)
+		}
+	}
+	for _, r := range k.ruleAddrs {
+		if seen[r.ip] == "" {
+			n.t.Errorf("rule %s is for %s, which no pod holds", r.text, r.ip)
 		}
 	}
 }

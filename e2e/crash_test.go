@@ -21,14 +21,25 @@ import (
 // leaks.
 func TestCrashDuringBurst(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(*crashSeeds); seed++ {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { crashDuringBurst(t, seed) })
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { crashDuringBurst(t, seed, false) })
+	}
+}
+
+// TestStopDuringBurst is TestCrashDuringBurst with SIGTERM instead of
+// SIGKILL: a graceful stop lets running actions finish (within the
+// shutdown grace) and must leave the same clean state.
+func TestStopDuringBurst(t *testing.T) {
+	for _, seed := range []uint64{4, 6} {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { crashDuringBurst(t, seed, true) })
 	}
 }
 
 // crashSeeds is how many seeds TestCrashDuringBurst runs (each about 5s).
 var crashSeeds = flag.Int("crash-seeds", 4, "seeds of TestCrashDuringBurst to run (1..N)") //nolint:gochecknoglobals // a test flag
 
-func crashDuringBurst(t *testing.T, seed uint64) {
+// crashDuringBurst runs the burst with one seed; graceful sends SIGTERM
+// instead of SIGKILL.
+func crashDuringBurst(t *testing.T, seed uint64, graceful bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x656e6964))
 	// A short ADD timeout: an ADD cut off by the crash fails and is
 	// retried, as kubelet would. API latency keeps cloud calls in flight
@@ -88,9 +99,15 @@ func crashDuringBurst(t *testing.T, seed uint64) {
 	for k := range kills {
 		d := time.Duration(50+rng.IntN(750)) * time.Millisecond
 		time.Sleep(d)
-		n.agent.kill()
+		sig := "SIGKILL"
+		if graceful {
+			sig = "SIGTERM"
+			n.agent.stop(t)
+		} else {
+			n.agent.kill()
+		}
 		mu.Lock()
-		t.Logf("SIGKILL %d after %s, %d of %d ADDs done", k+1, d, done, count)
+		t.Logf("%s %d after %s, %d of %d ADDs done", sig, k+1, d, done, count)
 		mu.Unlock()
 		// Down for up to 1.5s: longer than an ADD waits.
 		time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
@@ -100,12 +117,16 @@ func crashDuringBurst(t *testing.T, seed uint64) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("the burst did not complete: %v", err)
 	}
-	t.Logf("%d kills, %d ADDs failed and were retried in a new sandbox", kills, retries)
+	t.Logf("%d signals, %d ADDs failed and were retried in a new sandbox", kills, retries)
 
 	n.checkBindings(pods)
 	if err := n.sn.Sim.Check(); err != nil {
 		t.Errorf("simulator model: %v", err)
 	}
+	// DEL with the agent up: DEL waits for its teardown, so removing the
+	// netns afterwards cannot leave rules behind (which it does with the
+	// agent down: TestDeleteWhileStoppedNetnsGone, a known issue).
+	n.waitReady(30 * time.Second)
 	n.delAll(ctx, pods)
 	n.waitSettled(2, 6, 60*time.Second)
 }
