@@ -78,6 +78,9 @@ func runFleet(ctx context.Context, e env) []Result {
 	poolYAML := func(minIdle int) string {
 		return fmt.Sprintf("  minIdle: %d\n  maxIdle: %d\n", minIdle, fleetMaxIdle)
 	}
+	// Rendered once: a Dump of a thousand-instance simulator is not free.
+	cfgBefore := configYAML(sim, fleetZone, poolYAML(fleetMinIdleBefore), "")
+	cfgAfter := configYAML(sim, fleetZone, poolYAML(fleetMinIdleAfter), "")
 
 	// Join: every agent starts, and its pods arrive with it.
 	agents := make([]*agent, n)
@@ -106,7 +109,7 @@ func runFleet(ctx context.Context, e env) []Result {
 			return fail(&join, "datapath: %v", err)
 		}
 		a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, "fleet", fmt.Sprintf("node%04d", i)), sim: sim,
-			instanceID: ids[i], nodeName: fmt.Sprintf("node%04d", i), config: configYAML(sim, fleetZone, poolYAML(fleetMinIdleBefore), ""),
+			instanceID: ids[i], nodeName: fmt.Sprintf("node%04d", i), config: cfgBefore,
 			datapath: dp, noWatch: true, heartbeat: 5 * time.Second, log: e.log})
 		if err != nil {
 			return fail(&join, "start agent %d: %v", i, err)
@@ -149,7 +152,7 @@ func runFleet(ctx context.Context, e env) []Result {
 	rollStart := time.Now()
 	// Stage the new config beside each node's, then land it everywhere
 	// with one rename per node, as a ConfigMap volume's symlink swap does.
-	newCfg := []byte(configYAML(sim, fleetZone, poolYAML(fleetMinIdleAfter), ""))
+	newCfg := []byte(cfgAfter)
 	for _, a := range agents {
 		if err := os.WriteFile(a.configFile()+".new", newCfg, 0o644); err != nil {
 			return fail(&roll, "stage config: %v", err)
