@@ -32,6 +32,7 @@ const (
 type agentOptions struct {
 	dir        string // its files: etc/, run/, state/
 	sim        *ecssim.Server
+	region     string // the simulator's region ("": read from a Dump)
 	instanceID string
 	nodeName   string
 	config     string // the whole config.yaml
@@ -82,8 +83,11 @@ func startAgent(ctx context.Context, o agentOptions) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.region == "" {
+		o.region = o.sim.Dump().Region
+	}
 	metrics := reconcile.NewMetrics()
-	c, err := cloud.New(cloud.Config{Endpoint: o.sim.Endpoint(), Region: o.sim.Dump().Region, Credentials: creds,
+	c, err := cloud.New(cloud.Config{Endpoint: o.sim.Endpoint(), Region: o.region, Credentials: creds,
 		RateLimit: rl, Observer: metrics, Logger: o.log,
 		Wait: cloud.WaitPolicy{Initial: waitInitial, Max: waitMax}})
 	if err != nil {

@@ -81,6 +81,7 @@ func runFleet(ctx context.Context, e env) []Result {
 	// Rendered once: a Dump of a thousand-instance simulator is not free.
 	cfgBefore := configYAML(sim, fleetZone, poolYAML(fleetMinIdleBefore), "")
 	cfgAfter := configYAML(sim, fleetZone, poolYAML(fleetMinIdleAfter), "")
+	region := sim.Dump().Region
 
 	// Join: every agent starts, and its pods arrive with it.
 	agents := make([]*agent, n)
@@ -108,7 +109,7 @@ func runFleet(ctx context.Context, e env) []Result {
 		if err != nil {
 			return fail(&join, "datapath: %v", err)
 		}
-		a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, "fleet", fmt.Sprintf("node%04d", i)), sim: sim,
+		a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, "fleet", fmt.Sprintf("node%04d", i)), sim: sim, region: region,
 			instanceID: ids[i], nodeName: fmt.Sprintf("node%04d", i), config: cfgBefore,
 			datapath: dp, noWatch: true, heartbeat: 5 * time.Second, log: e.log})
 		if err != nil {
