@@ -43,7 +43,10 @@ func runFleet(ctx context.Context, e env) []Result {
 	n, perNode := e.sizes.fleetNodes, e.sizes.fleetPods
 	qps := fleetQPS(n)
 	joinRate := qps / fleetJoinCalls
-	join := Result{Scenario: "fleet: join", Setup: fmt.Sprintf("%d nodes (%s, agents in one process, no datapath) join at %.1f/s (the account limit / %d calls a join needs), %d pods each; account limit %.0f calls/s (burst %.0f); %s",
+	if e.sizes.fleetJoinAll {
+		joinRate = 1e9
+	}
+	join := Result{Scenario: "fleet: join", Setup: fmt.Sprintf("%d nodes (%s, agents in one process, no datapath) join at %.4g/s (the account limit / %d calls a join needs, unless -fleet-join-all), %d pods each; account limit %.0f calls/s (burst %.0f); %s",
 		n, burstType, joinRate, fleetJoinCalls, perNode, qps, qps, realistic)}
 	roll := Result{Scenario: "fleet: rollout", Setup: fmt.Sprintf("config change minIdle %d -> %d lands on all %d nodes at once, with 1 new pod per node; account limit %.0f calls/s",
 		fleetMinIdleBefore, fleetMinIdleAfter, n, qps)}

@@ -38,6 +38,8 @@ type sizes struct {
 	memPods    int
 	fleetNodes int
 	fleetPods  int
+	// fleetJoinAll starts every fleet node at once instead of staggered.
+	fleetJoinAll bool
 }
 
 func main() {
@@ -57,6 +59,7 @@ func main() {
 	flag.IntVar(&sz.memPods, "memory-pods", 0, "pods in the memory scenario (default 250, quick 50)")
 	flag.IntVar(&sz.fleetNodes, "fleet-nodes", 0, "simulated nodes in the fleet (default 1000, quick 50)")
 	flag.IntVar(&sz.fleetPods, "fleet-pods", 0, "pods per fleet node (default 5)")
+	flag.BoolVar(&sz.fleetJoinAll, "fleet-join-all", false, "start every fleet node at once (a join storm) instead of at the rate the account limit affords")
 	flag.Parse()
 	def := func(p *int, full, q int) {
 		if *p == 0 {
