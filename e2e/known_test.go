@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Tests of known product issues: each fails until its fix lands, so each
+// skips unless -known-issues is given. docs/testing.md lists them.
+
+// knownIssues runs the tests of known product issues instead of skipping them.
+var knownIssues = flag.Bool("known-issues", false, "run the tests of known issues (they fail until fixed)") //nolint:gochecknoglobals // a test flag
+
+// TestDeleteWhileStoppedNetnsGone: pods are deleted while the agent is
+// stopped and the runtime then removes their network namespaces (which
+// takes the veths and host routes with them). The restarted agent must
+// leave no pod rule behind.
+//
+// Known issue: it does not. linux.Observe reports attachments by their
+// labelled host veth, so with the veth gone the planner sees nothing to
+// tear down, and the rule sweep runs only inside TeardownPod: the rules
+// "512: to <ip> lookup main" and "2048: from <ip> lookup <eni table>"
+// (protocol 222) stay until some other pod is torn down. The fix belongs
+// in linux (observe or sweep orphaned pod rules) and the planner (plan
+// their removal); run with -known-issues to see it fail.
+func TestDeleteWhileStoppedNetnsGone(t *testing.T) {
+	if !*knownIssues {
+		t.Skip("known issue: pod rules leak when the agent is down at DEL and the netns is removed before it returns (see the doc comment; -known-issues runs it)")
+	}
+	n := newNode(t, nodeOptions{extraConfig: testPool})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods := []*pod{n.newPod("g0"), n.newPod("g1")}
+	n.startAgent()
+	n.waitReady(30 * time.Second)
+	n.addAll(ctx, pods)
+	n.agent.stop(t)
+	n.delAll(ctx, pods) // DEL at once (agent stopped), then the netns go
+	// The kernel destroys a namespace asynchronously: wait until the veths
+	// have gone with them.
+	waitFor(t, 20*time.Second, "veths gone with their netns", func() (bool, string) {
+		k := n.nodeKernel()
+		return len(k.veths) == 0, fmt.Sprintf("veths %v", k.veths)
+	})
+	n.startAgent()
+	n.waitReady(30 * time.Second)
+	n.waitSettled(2, 6, 20*time.Second)
+}
+
+// TestNetnsGoneBeforeDel: a pod sandbox dies and its network namespace goes
+// before the runtime's DEL (the kernel takes the veth and host routes), the
+// agent running. After DEL no pod rule may be left.
+//
+// Known issue: with a full observation between the netns going and the
+// DEL (here resyncPeriod 1s and a 3s gap), the attachment is no longer
+// observed, so nothing is torn down and the pod rules stay (the same cause
+// as TestDeleteWhileStoppedNetnsGone). Without a full resync in between the
+// cached observation still holds the attachment and the teardown sweeps.
+func TestNetnsGoneBeforeDel(t *testing.T) {
+	if !*knownIssues {
+		t.Skip("known issue: pod rules leak when the netns goes before DEL and a full resync comes between (see the doc comment; -known-issues runs it)")
+	}
+	n := newNode(t, nodeOptions{extraConfig: testPool + "resyncPeriod: 1s\n"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods := []*pod{n.newPod("x0"), n.newPod("x1")}
+	n.startAgent()
+	n.waitReady(30 * time.Second)
+	n.addAll(ctx, pods)
+	for _, p := range pods {
+		if err := n.sn.Topology.DeletePodNS(p.NetNS); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, "veths gone with their netns", func() (bool, string) {
+		k := n.nodeKernel()
+		return len(k.veths) == 0, fmt.Sprintf("veths %v", k.veths)
+	})
+	time.Sleep(3 * time.Second) // past a full resync
+	n.delAll(ctx, pods)
+	n.waitSettled(2, 6, 20*time.Second)
+}
