@@ -52,10 +52,15 @@ a datapath (statuses and cloud calls only).`,
 			if mode != "shared-eni" && mode != "exclusive-eni" {
 				return fmt.Errorf("--mode %q: use shared-eni or exclusive-eni", mode)
 			}
+			if mode == "exclusive-eni" && !cmd.Flags().Changed("pods") {
+				// One ENI per pod: the simulated instance type has room
+				// for 3 besides the primary, fewer than the shared default.
+				pods = 3
+			}
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), pods, workDir, verbose, mode)
 		},
 	}
-	cmd.Flags().IntVar(&pods, "pods", 6, "pods to create")
+	cmd.Flags().IntVar(&pods, "pods", 6, "pods to create (default 3 with --mode exclusive-eni)")
 	cmd.Flags().StringVar(&workDir, "work-dir", "", "keep the demo's files here (default: a temporary directory, removed at the end)")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "show the agent's log")
 	cmd.Flags().StringVar(&mode, "mode", "shared-eni", "shared-eni (pods share ENIs) or exclusive-eni (one ENI moved into each pod)")
