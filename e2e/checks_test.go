@@ -213,8 +213,9 @@ func (n *node) checkBindings(pods []*pod) {
 
 // settled reports whether, with no pods, the pool is back inside its
 // bounds: no status left, the node namespace clean, every owned ENI InUse
-// on this instance holding at least one address, and between minIdle and
-// maxIdle owned addresses in all.
+// on this instance holding at least one secondary address (none in
+// exclusive mode), and between minIdle and maxIdle owned addresses in all
+// (ENIs in exclusive mode).
 func (n *node) settled(minIdle, maxIdle int) (bool, string) {
 	if sts := n.statuses(); len(sts) > 0 {
 		return false, fmt.Sprintf("%d statuses left (first %s %s)", len(sts), sts[0].ContainerID[:12], sts[0].Phase)
@@ -224,9 +225,16 @@ func (n *node) settled(minIdle, maxIdle int) (bool, string) {
 	}
 	enis := n.owned(n.sn.Sim.Dump())
 	for _, e := range enis {
-		if e.Status != "InUse" || e.InstanceID != n.sn.Instance.ID || len(e.IPv4) == 0 {
+		if e.Status != "InUse" || e.InstanceID != n.sn.Instance.ID || (len(e.IPv4) == 0) != n.exclusive {
 			return false, fmt.Sprintf("owned ENI %s is %s on %q with %d addresses", e.ID, e.Status, e.InstanceID, len(e.IPv4))
 		}
+	}
+	if n.exclusive {
+		// A pool of whole ENIs.
+		if k := len(enis); k < minIdle || k > maxIdle {
+			return false, fmt.Sprintf("%d owned ENIs, want %d..%d", k, minIdle, maxIdle)
+		}
+		return true, ""
 	}
 	if k := ownedIPs(enis); k < minIdle || k > maxIdle {
 		return false, fmt.Sprintf("%d owned addresses on %d ENIs, want %d..%d", k, len(enis), minIdle, maxIdle)

@@ -11,15 +11,21 @@ import (
 )
 
 // TestDemo is acceptance 7: `enid demo` runs to completion as root (the
-// built binary, with enid-cni beside it, under a timeout).
+// built binary, with enid-cni beside it, under a timeout), in both modes.
 func TestDemo(t *testing.T) {
+	for _, mode := range []string{"shared-eni", "exclusive-eni"} {
+		t.Run(mode, func(t *testing.T) { demo(t, mode) })
+	}
+}
+
+func demo(t *testing.T, mode string) {
 	roottest.Need(t)
 	if binDir == "" {
 		t.Fatal("binaries were not built (TestMain)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	code, out, stderr := runEnid(ctx, t, os.Environ(), "demo", "--work-dir", t.TempDir())
+	code, out, stderr := runEnid(ctx, t, os.Environ(), "demo", "--mode", mode, "--work-dir", t.TempDir())
 	if code != 0 || ctx.Err() != nil {
 		t.Fatalf("enid demo: exit %d (ctx %v)\nstdout:\n%s\nstderr:\n%s", code, ctx.Err(), out, stderr)
 	}

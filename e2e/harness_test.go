@@ -44,6 +44,8 @@ type nodeOptions struct {
 	addTimeout time.Duration
 	// configMap lays the config out as a kubelet ConfigMap volume.
 	configMap bool
+	// exclusive runs the node in exclusive-ENI mode.
+	exclusive bool
 }
 
 // node is one simulated node: the simulator and its namespaces in the test
@@ -60,6 +62,8 @@ type node struct {
 	podsMu                            sync.Mutex
 	pods                              map[string]*pod // by name; guarded by podsMu
 	configMapDir                      string
+	// exclusive: pool bounds count ENIs, not addresses.
+	exclusive bool
 }
 
 // pod is a pod sandbox: its namespace and what the runtime passes to CNI.
@@ -90,7 +94,7 @@ func newNode(t *testing.T, o nodeOptions) *node {
 	dir := t.TempDir()
 	n := &node{t: t, sn: sn, dir: dir,
 		cfgFile: filepath.Join(dir, "etc", "config.yaml"), cfgDir: filepath.Join(dir, "etc", "config.d"),
-		runDir: filepath.Join(dir, "run"), stateDir: filepath.Join(dir, "state"), pods: map[string]*pod{}}
+		runDir: filepath.Join(dir, "run"), stateDir: filepath.Join(dir, "state"), pods: map[string]*pod{}, exclusive: o.exclusive}
 	t.Cleanup(func() {
 		if n.agent != nil {
 			n.agent.kill()
@@ -125,7 +129,12 @@ func newNode(t *testing.T, o nodeOptions) *node {
 }
 
 // Config returns a full agent config: the simulator's plus extra.
-func (n *node) Config(extra string) string { return n.sn.ConfigYAML() + extra }
+func (n *node) Config(extra string) string {
+	if n.exclusive {
+		return strings.Replace(n.sn.ConfigYAML(), "mode: shared-eni", "mode: exclusive-eni", 1) + extra
+	}
+	return n.sn.ConfigYAML() + extra
+}
 
 // nodeFlags are the flags run and plan share.
 func (n *node) nodeFlags() []string {
