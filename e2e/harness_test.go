@@ -60,7 +60,7 @@ type node struct {
 	agent                             *agentProc
 	starts                            int
 	podsMu                            sync.Mutex
-	pods                              map[string]*pod // by name; guarded by podsMu
+	pods                              map[string]*pod // by netns path; guarded by podsMu
 	configMapDir                      string
 	// exclusive: pool bounds count ENIs, not addresses.
 	exclusive bool
@@ -306,7 +306,7 @@ func (n *node) makePod(name string) (*pod, error) {
 	p := &pod{Pod: cnirun.Pod{ContainerID: hex.EncodeToString(sum[:]), NetNS: path, IfName: "eth0",
 		Namespace: "default", Name: name, UID: "uid-" + hex.EncodeToString(sum[:8])}, cleanup: cleanup}
 	n.podsMu.Lock()
-	n.pods[name] = p
+	n.pods[p.NetNS] = p
 	n.podsMu.Unlock()
 	return p, nil
 }
@@ -314,7 +314,7 @@ func (n *node) makePod(name string) (*pod, error) {
 // removePod deletes the pod's namespace, as the runtime does after DEL.
 func (n *node) removePod(p *pod) {
 	n.podsMu.Lock()
-	delete(n.pods, p.Name)
+	delete(n.pods, p.NetNS)
 	n.podsMu.Unlock()
 	p.cleanup()
 }
