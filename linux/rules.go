@@ -1,6 +1,7 @@
 package linux
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -120,6 +121,24 @@ func (d *Datapath) removePodRules(rules []netlink.Rule, ip netip.Addr, ch *Chang
 		}
 	}
 	return nil
+}
+
+// Sweep deletes enid's pod rules that belong to no attachment any more:
+// what a pod leaves when its netns (and with it its veth and host routes)
+// went before its teardown, while the agent was down or between two full
+// observations. Observe finds attachments by their host veth, so nothing
+// would ever tear such rules down. The agent sweeps after every full
+// observation; it is safe while pods are being set up (see sweepRules).
+func (d *Datapath) Sweep(ctx context.Context) (Changes, error) {
+	var ch Changes
+	defer d.logChanges("sweep", "orphaned pod rules", &ch)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := d.sweepRules(&ch); err != nil {
+		return ch, fmt.Errorf("sweep pod rules: %w", err)
+	}
+	return ch, nil
 }
 
 // sweepRules deletes enid's pod rules whose address belongs to no

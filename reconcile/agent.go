@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile/status"
@@ -366,6 +367,12 @@ func (a *Agent) noteConfig(d desired.State) {
 	}
 }
 
+// sweeper is a datapath that can remove what no attachment owns any more
+// (linux.Datapath: pod rules left when a netns went before its teardown).
+type sweeper interface {
+	Sweep(ctx context.Context) (linux.Changes, error)
+}
+
 // refresh takes a full observation. Failures back off (1s doubling to a
 // minute), so a broken API is never polled in a tight loop.
 func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) {
@@ -378,6 +385,11 @@ func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) 
 		st.Instance = a.instance
 	}
 	a.cache.replace(st)
+	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {
+		if _, err := sw.Sweep(ctx); err != nil {
+			a.log.Warn("sweep orphaned pod rules", "err", err)
+		}
+	}
 	if st.Complete {
 		a.fullFails = 0
 		a.nextFull = time.Time{}
