@@ -25,17 +25,10 @@ var knownIssues = flag.Bool("known-issues", false, "run the tests of known issue
 // takes the veths and host routes with them). The restarted agent must
 // leave no pod rule behind.
 //
-// Known issue: it does not. linux.Observe reports attachments by their
-// labelled host veth, so with the veth gone the planner sees nothing to
-// tear down, and the rule sweep runs only inside TeardownPod: the rules
-// "512: to <ip> lookup main" and "2048: from <ip> lookup <eni table>"
-// (protocol 222) stay until some other pod is torn down. The fix belongs
-// in linux (observe or sweep orphaned pod rules) and the planner (plan
-// their removal); run with -known-issues to see it fail.
+// Observe finds attachments by their labelled host veth, so with the veth
+// gone nothing is torn down; the agent sweeps orphaned pod rules after every
+// full observation (linux.Datapath.Sweep), which is what this test proves.
 func TestDeleteWhileStoppedNetnsGone(t *testing.T) {
-	if !*knownIssues {
-		t.Skip("known issue: pod rules leak when the agent is down at DEL and the netns is removed before it returns (see the doc comment; -known-issues runs it)")
-	}
 	n := newNode(t, nodeOptions{extraConfig: testPool})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -60,15 +53,10 @@ func TestDeleteWhileStoppedNetnsGone(t *testing.T) {
 // before the runtime's DEL (the kernel takes the veth and host routes), the
 // agent running. After DEL no pod rule may be left.
 //
-// Known issue: with a full observation between the netns going and the
-// DEL (here resyncPeriod 1s and a 3s gap), the attachment is no longer
-// observed, so nothing is torn down and the pod rules stay (the same cause
-// as TestDeleteWhileStoppedNetnsGone). Without a full resync in between the
-// cached observation still holds the attachment and the teardown sweeps.
+// With a full observation between the netns going and the DEL (here
+// resyncPeriod 1s and a 3s gap) the attachment is no longer observed; the
+// sweep after that observation removes its rules.
 func TestNetnsGoneBeforeDel(t *testing.T) {
-	if !*knownIssues {
-		t.Skip("known issue: pod rules leak when the netns goes before DEL and a full resync comes between (see the doc comment; -known-issues runs it)")
-	}
 	n := newNode(t, nodeOptions{extraConfig: testPool + "resyncPeriod: 1s\n"})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,9 @@ func TestParallelPodsColdNode(t *testing.T) {
 		distinct[ip] = true
 	}
 	n.checkBindings(pods)
+	if code, out, stderr := n.enid(ctx, "status", "--run-dir", n.runDir); code != 0 || !strings.Contains(out, fmt.Sprintf("%d Ready", count)) {
+		t.Errorf("enid status: exit %d, want 0 and %d Ready:\n%s%s", code, count, out, stderr)
+	}
 
 	for i, p := range pods {
 		if err := linuxtest.Ping(ctx, n.sn.Topology.VPCNS, ips[i]); err != nil {

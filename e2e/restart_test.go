@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,8 +23,19 @@ func TestAgentStoppedAndBack(t *testing.T) {
 	n.startAgent()
 	n.waitReady(30 * time.Second)
 	firstIPs := n.addAll(ctx, first)
+	if code, out, stderr := n.enid(ctx, "status", "--ready", "--run-dir", n.runDir); code != 0 {
+		t.Errorf("enid status --ready with the agent running: exit %d %s%s", code, out, stderr)
+	}
+	// One agent per node: a second one on the same state dir refuses.
+	code, _, stderr := n.enid(ctx, append([]string{"run", "--metrics-addr", ""}, n.nodeFlags()...)...)
+	if code == 0 || !strings.Contains(stderr, "only one agent may run per node") {
+		t.Errorf("a second agent on the node: exit %d, stderr %q; want a refusal naming the lock", code, stderr)
+	}
 
 	n.agent.stop(t)
+	if code, out, _ := n.enid(ctx, "status", "--ready", "--run-dir", n.runDir); code != 1 {
+		t.Errorf("enid status --ready with the agent stopped: exit %d (%s), want 1", code, out)
+	}
 	if a, err := n.agentFile(); err != nil || !a.Stopped || a.Ready {
 		t.Fatalf("after SIGTERM the heartbeat says stopped=%v ready=%v (err %v), want stopped and not ready", a.Stopped, a.Ready, err)
 	}
