@@ -440,3 +440,8 @@ func (n *node) swapConfigMap(cfg string) {
 		}
 	}
 }
+
+// statusOf reads one pod's status.
+func (n *node) statusOf(p *pod) (status.Attachment, error) {
+	return status.NewStore(filepath.Join(n.runDir, "status")).Read(p.ContainerID, p.IfName)
+}

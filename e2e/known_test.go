@@ -82,18 +82,10 @@ func TestNetnsGoneBeforeDel(t *testing.T) {
 // /27 (27 free addresses). Each address the vSwitch still has should go to
 // a pod, and the pods left over should be told the vSwitch is exhausted.
 //
-// Known issue: the planner sizes AssignIPs on attached ENIs by the pool's
-// batch and the ENI's room, not by the vSwitch's AvailableIPs (CreateENI
-// is capped by it): with 6 addresses left it asks for more, ECS answers
-// InvalidVSwitchId.IpNotEnough for the whole call, the executor backs off
-// and retries the same call forever, and the pods stay Pending with
-// "waiting for addresses on eni-..." (waiting-for-ips) while 6 addresses
-// stay unused. The fix belongs in planner (cap assignments by the
-// vSwitch's free addresses; report vswitch-exhausted when none are left).
+// The planner caps assignments by the vSwitch's free addresses (ECS refuses
+// a whole assign it cannot fill), and the agent counts what it takes
+// between observations.
 func TestVSwitchNearlyExhausted(t *testing.T) {
-	if !*knownIssues {
-		t.Skip("known issue: AssignIPs ignores the vSwitch's free addresses, fails with IpNotEnough and leaves pods Pending while addresses are left (see the doc comment; -known-issues runs it)")
-	}
 	sim := ecssim.Config{Zones: []string{"cn-hangzhou-h"}, VSwitches: []ecssim.VSwitchConfig{
 		{ID: "vsw-small", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.0.0/27")}}}
 	n := newNode(t, nodeOptions{extraConfig: testPool, sim: sim, addTimeout: 5 * time.Second})
