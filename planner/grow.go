@@ -18,6 +18,15 @@ import (
 // Rounding up to the batch applies to attached ENIs; new ENIs are made only
 // for what is needed (rounded up to the batch within the new ENI), so a
 // rounding surplus never costs an ENI.
+// createNeeds is how many IPv4 addresses of its vSwitch a new ENI needs at
+// the least: its primary, plus one for a pod in shared IPv4 mode.
+func (b *builder) createNeeds() int {
+	if b.excl || !b.v4 {
+		return 1
+	}
+	return 2
+}
+
 func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 	var out []source
 	slotCap := b.slotCap()
@@ -26,11 +35,21 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 			break
 		}
 		room := slotCap - b.units(e.eni)
+		v, known := b.vsw[e.eni.VSwitchID]
+		if known && b.v4 {
+			// ECS refuses a whole assign the vSwitch cannot fill: ask only
+			// for what it has left, and let the rest wait as exhausted.
+			room = min(room, v.AvailableIPs)
+		}
 		k := min(room, n)
 		if k <= 0 {
 			continue
 		}
 		b.assign(e, b.units(e.eni)+k, why)
+		if known && b.v4 {
+			v.AvailableIPs -= k
+			b.vsw[v.ID] = v
+		}
 		n -= k
 		need -= k
 		out = append(out, source{k, ReasonWaitingForIPs, "waiting for addresses on " + e.eni.ID})
@@ -73,7 +92,8 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if blocked != nil {
 			return out, blocked
 		}
-		k := min(roundUp(n, batch), slotCap, maxIPsAtCreate, v.AvailableIPs)
+		// The new ENI's own primary address comes from the vSwitch too.
+		k := min(roundUp(n, batch), slotCap, maxIPsAtCreate, v.AvailableIPs-1)
 		if b.v6 && !b.v4 || b.excl {
 			k = min(n, slotCap)
 		}
@@ -86,7 +106,11 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		planned++
 		n = max(0, n-k)
 		// Later ENIs of this plan see what this one takes.
-		v.AvailableIPs -= k
+		used := 1 // the primary
+		if b.v4 && !b.excl {
+			used += k
+		}
+		v.AvailableIPs -= used
 		b.vsw[v.ID] = v
 		out = append(out, source{k, ReasonWaitingForAttach, "waiting for a new ENI to attach"})
 	}
@@ -181,7 +205,7 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 		if until, ok := b.mem.Exhausted[id]; ok && b.now.Before(until) {
 			continue
 		}
-		if v.AvailableIPs <= 0 {
+		if v.AvailableIPs < b.createNeeds() {
 			if b.mem.Exhausted == nil {
 				b.mem.Exhausted = map[string]time.Time{}
 			}

@@ -185,3 +185,18 @@ func (c *cache) vSwitchOf(eniID string) string {
 	}
 	return ""
 }
+
+// takeVSwitchIPs records that n IPv4 addresses of the vSwitch were taken
+// (n < 0: returned), so passes before the next full observation do not ask
+// the vSwitch for addresses it no longer has.
+func (c *cache) takeVSwitchIPs(id string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vs := slices.Clone(c.st.VSwitches)
+	for i := range vs {
+		if vs[i].ID == id {
+			vs[i].AvailableIPs = max(0, vs[i].AvailableIPs-n)
+		}
+	}
+	c.st.VSwitches = vs
+}

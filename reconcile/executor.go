@@ -330,6 +330,7 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 		}
 		r.created[i] = e
 		x.cache.updateENI(e)
+		x.cache.takeVSwitchIPs(e.VSwitchID, 1+len(e.IPv4))
 		return nil
 	case planner.AttachENI:
 		id, _ := r.eniOf(a)
@@ -367,6 +368,7 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 				return err
 			}
 			x.cache.editENI(id, func(e *observed.ENI) { e.IPv4 = addIPs(e.IPv4, ips) })
+			x.cache.takeVSwitchIPs(x.cache.vSwitchOf(id), len(ips))
 		}
 		if a.IPv6Count > 0 || len(a.IPv6) > 0 {
 			ips, err := x.cloud.AssignIPv6(ctx, id, a.IPv6Count, a.IPv6, a.ClientToken+"-6")
@@ -381,6 +383,7 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 			if err := x.cloud.UnassignIPv4(ctx, a.ENIID, a.IPv4); err != nil {
 				return fmt.Errorf("unassign %v from %s: %w", a.IPv4, a.ENIID, err)
 			}
+			x.cache.takeVSwitchIPs(x.cache.vSwitchOf(a.ENIID), -len(a.IPv4))
 		}
 		if len(a.IPv6) > 0 {
 			if err := x.cloud.UnassignIPv6(ctx, a.ENIID, a.IPv6); err != nil {
