@@ -46,11 +46,32 @@ func (c *cache) markDirty() {
 	c.mu.Unlock()
 }
 
+// transitRefresh is how often a full observation is taken while an ENI is
+// in an asynchronous transition that no action of this agent waits for (an
+// attach a previous run started before it crashed, a detach by someone
+// else): nothing else would show its end before the next resync.
+const transitRefresh = time.Second
+
 // needsRefresh reports whether a full observation is due.
 func (c *cache) needsRefresh(now time.Time, resync time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.have || c.dirty || (resync > 0 && now.Sub(c.refreshed) >= resync)
+	age := now.Sub(c.refreshed)
+	return !c.have || c.dirty || (resync > 0 && age >= resync) || (age >= transitRefresh && c.inTransit())
+}
+
+// inTransit reports, with mu held, whether an ENI is Attaching, Detaching
+// or Deleting. The agent's own transitions update the cache when they end,
+// and the agent takes no full observation while actions run, so only the
+// ones it does not wait for keep this true across passes.
+func (c *cache) inTransit() bool {
+	for _, e := range c.st.ENIs {
+		switch e.Status {
+		case observed.ENIAttaching, observed.ENIDetaching, observed.ENIDeleting:
+			return true
+		}
+	}
+	return false
 }
 
 // updateENI replaces (or adds) one ENI.
