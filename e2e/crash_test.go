@@ -123,10 +123,6 @@ func crashDuringBurst(t *testing.T, seed uint64, graceful bool) {
 	if err := n.sn.Sim.Check(); err != nil {
 		t.Errorf("simulator model: %v", err)
 	}
-	// DEL with the agent up: DEL waits for its teardown, so removing the
-	// netns afterwards cannot leave rules behind (which it does with the
-	// agent down: TestDeleteWhileStoppedNetnsGone, a known issue).
-	n.waitReady(30 * time.Second)
 	n.delAll(ctx, pods)
 	n.waitSettled(2, 6, 60*time.Second)
 }

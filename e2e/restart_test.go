@@ -48,9 +48,7 @@ func TestAgentStoppedAndBack(t *testing.T) {
 	if took := time.Since(start); took > 500*time.Millisecond {
 		t.Errorf("DEL with the agent stopped took %s, want well under a second", took)
 	}
-	// The netns stays until the restarted agent has torn the attachment
-	// down: removing it first leaks the pod's rules, a known issue shown
-	// by TestDeleteWhileStoppedNetnsGone.
+	n.removePod(first[0]) // the runtime removes the sandbox after DEL
 
 	// ADDs with the agent down wait for it.
 	waiting := []*pod{n.newPod("b0"), n.newPod("b1"), n.newPod("b2")}
@@ -86,8 +84,9 @@ func TestAgentStoppedAndBack(t *testing.T) {
 		t.FailNow()
 	}
 	live := append(first[1:], waiting...)
-	// The restarted agent tears down the pod deleted while it was away;
-	// checkBindings also fails on a host route that belongs to no pod.
+	// The restarted agent cleans up after the pod deleted while it was
+	// away (its veth went with its netns; its rules are swept);
+	// checkBindings fails on a host route or rule that belongs to no pod.
 	waitFor(t, 10*time.Second, "teardown of the pod deleted while stopped", func() (bool, string) {
 		k := n.nodeKernel()
 		if len(k.veths) != len(live) {
@@ -96,7 +95,6 @@ func TestAgentStoppedAndBack(t *testing.T) {
 		return true, ""
 	})
 	n.checkBindings(live)
-	n.removePod(first[0])
 	// A restart changes nothing for running pods.
 	for i, p := range first[1:] {
 		st, err := status.NewStore(filepath.Join(n.runDir, "status")).Read(p.ContainerID, p.IfName)
