@@ -124,6 +124,8 @@ type Client struct {
 	clk       Clock
 	log       *slog.Logger
 	limiter   *limiter
+	// congestion holds every call back for a while after a throttled one.
+	congestion *congestion
 
 	typesMu sync.Mutex                 // guards types
 	types   map[string]observed.Limits // instance type -> limits; never invalidated (types do not change)
@@ -141,13 +143,14 @@ func New(cfg Config) (*Client, error) {
 	}
 	setDefaults(&cfg)
 	c := &Client{
-		cfg:       cfg,
-		scheme:    "HTTP",
-		transport: cfg.Transport,
-		clk:       cfg.Clock,
-		log:       cfg.Logger,
-		limiter:   newLimiter(cfg.RateLimit),
-		types:     map[string]observed.Limits{},
+		cfg:        cfg,
+		scheme:     "HTTP",
+		transport:  cfg.Transport,
+		clk:        cfg.Clock,
+		log:        cfg.Logger,
+		limiter:    newLimiter(cfg.RateLimit),
+		congestion: newCongestion(cfg.Retry.BaseDelay, cfg.Retry.MaxDelay),
+		types:      map[string]observed.Limits{},
 	}
 	switch ep := cfg.Endpoint; {
 	case ep == "":
@@ -252,10 +255,19 @@ func (c *Client) callRepeat(ctx context.Context, req requests.AcsRequest, resp r
 	action := req.GetActionName()
 	start := c.clk.Now()
 	for attempt := 1; ; attempt++ {
+		if err := c.congestion.wait(ctx, c.clk); err != nil {
+			return fmt.Errorf("%s: backing off after throttling: %w", action, err)
+		}
 		if err := c.limiter.wait(ctx, c.clk, action); err != nil {
 			return fmt.Errorf("%s: waiting for rate limit: %w", action, err)
 		}
 		err := c.attempt(ctx, req, resp)
+		switch {
+		case err == nil:
+			c.congestion.succeeded()
+		case errors.Is(err, ErrThrottled):
+			c.congestion.throttled(c.clk.Now())
+		}
 		if err == nil || !Retryable(err) || !repeatable && !errors.Is(err, ErrThrottled) {
 			return err
 		}
