@@ -211,6 +211,23 @@ func (n *node) checkBindings(pods []*pod) {
 	}
 }
 
+// noOrphanRules reports whether every pod rule in the node namespace is
+// for the address of one of pods (by their published statuses).
+func (n *node) noOrphanRules(pods []*pod) (bool, string) {
+	held := map[netip.Addr]bool{}
+	for _, p := range pods {
+		if st, err := n.statusOf(p); err == nil && len(st.IPs) > 0 {
+			held[st.IPs[0].Address.Addr()] = true
+		}
+	}
+	for _, r := range n.nodeKernel().ruleAddrs {
+		if !held[r.ip] {
+			return false, fmt.Sprintf("rule %s is for %s, which no pod holds", r.text, r.ip)
+		}
+	}
+	return true, ""
+}
+
 // settled reports whether, with no pods, the pool is back inside its
 // bounds: no status left, the node namespace clean, every owned ENI InUse
 // on this instance holding at least one secondary address (none in

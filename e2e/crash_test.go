@@ -44,7 +44,8 @@ func crashDuringBurst(t *testing.T, seed uint64, graceful bool) {
 	// A short ADD timeout: an ADD cut off by the crash fails and is
 	// retried, as kubelet would. API latency keeps cloud calls in flight
 	// when the kill lands.
-	n := newNode(t, nodeOptions{extraConfig: testPool, addTimeout: time.Second,
+	// resyncPeriod 5s: see the orphaned-rule wait below.
+	n := newNode(t, nodeOptions{extraConfig: testPool + "resyncPeriod: 5s\n", addTimeout: time.Second,
 		sim: ecssim.Config{Latency: ecssim.Latency{Fixed: 10 * time.Millisecond, Uniform: 40 * time.Millisecond}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -119,6 +120,17 @@ func crashDuringBurst(t *testing.T, seed uint64, graceful bool) {
 	}
 	t.Logf("%d signals, %d ADDs failed and were retried in a new sandbox", kills, retries)
 
+	// A retried ADD's first sandbox is DELed and its netns removed, maybe
+	// while the agent is down or just starting: if its veth goes between
+	// the agent's observation and its teardown, the pod's rules are left
+	// until the next full observation sweeps them (at most resyncPeriod).
+	start := time.Now()
+	waitFor(t, 20*time.Second, "no orphaned pod rule", func() (bool, string) {
+		return n.noOrphanRules(pods)
+	})
+	if d := time.Since(start); d > time.Second {
+		t.Logf("orphaned pod rules were swept %s later", d.Round(time.Millisecond))
+	}
 	n.checkBindings(pods)
 	if err := n.sn.Sim.Check(); err != nil {
 		t.Errorf("simulator model: %v", err)
