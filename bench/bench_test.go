@@ -100,8 +100,8 @@ func TestBurstBound(t *testing.T) {
 		want       time.Duration
 	}{
 		{need: 5, idle: 5, want: time.Millisecond},
-		{need: 20, idle: 5, want: realistic.mutation},
-		{need: 64, idle: 5, want: 2*realistic.mutation + realistic.attach},
+		{need: 20, idle: 5, want: realistic().mutation},
+		{need: 64, idle: 5, want: 2*realistic().mutation + realistic().attach},
 	} {
 		if got, why := burstBound(st, "i-1", c.need, c.idle); got != c.want {
 			t.Errorf("burstBound(need %d, idle %d) = %s (%s), want %s", c.need, c.idle, got, why, c.want)

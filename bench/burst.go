@@ -75,11 +75,11 @@ func runBurst(ctx context.Context, e env) []Result {
 // the shortest sequence of cloud calls the latency model allows.
 func burstOnce(ctx context.Context, e env, round int) Result {
 	n := e.sizes.burstPods
-	r := Result{Scenario: "cold burst", Setup: fmt.Sprintf("%d pods at once on a fresh %s node (default pool, no datapath); %s", n, burstType, realistic)}
+	r := Result{Scenario: "cold burst", Setup: fmt.Sprintf("%d pods at once on a fresh %s node (default pool, no datapath); %s", n, burstType, realistic())}
 	start := time.Now()
 	defer func() { r.Elapsed = Seconds(time.Since(start)) }()
 	cfg := ecssim.Config{}
-	realistic.apply(&cfg)
+	realistic().apply(&cfg)
 	sim, err := ecssim.New(cfg)
 	if err != nil {
 		r.broken("simulator: %v", err)
@@ -197,7 +197,7 @@ func burstOnce(ctx context.Context, e env, round int) Result {
 // ENI's create (carrying its IPs) -> attach -> attach completion, all new
 // ENIs in parallel (a describe sent just before completion answers at it).
 func burstBound(st ecssim.State, instance string, need, idle int) (time.Duration, string) {
-	m := realistic
+	m := realistic()
 	if need <= idle {
 		return time.Millisecond, "0: the warm pool holds every pod"
 	}

@@ -17,7 +17,9 @@ type latencyModel struct {
 
 // realistic is the model of the issue: mutations 150 ms, describes 50 ms,
 // attach completing after 1 s, metadata 500 ms behind.
-var realistic = latencyModel{mutation: 150 * time.Millisecond, describe: 50 * time.Millisecond, attach: time.Second, lag: 500 * time.Millisecond}
+func realistic() latencyModel {
+	return latencyModel{mutation: 150 * time.Millisecond, describe: 50 * time.Millisecond, attach: time.Second, lag: 500 * time.Millisecond}
+}
 
 func (m latencyModel) String() string {
 	return fmt.Sprintf("mutations %s, describes %s, attach completes %s after, metadata lag %s",
