@@ -259,8 +259,17 @@ func (n *node) settled(minIdle, maxIdle int) (bool, string) {
 	return true, ""
 }
 
-// waitSettled waits for settled and then checks the simulator's model.
+// waitSettled waits for settled, then checks the simulator's model and
+// that the plan is empty.
 func (n *node) waitSettled(minIdle, maxIdle int, timeout time.Duration) {
+	n.t.Helper()
+	n.waitPoolSettled(minIdle, maxIdle, timeout)
+	n.checkPlanEmpty()
+}
+
+// waitPoolSettled waits for settled, checks it holds past a release delay,
+// and checks the simulator's model.
+func (n *node) waitPoolSettled(minIdle, maxIdle int, timeout time.Duration) {
 	n.t.Helper()
 	waitFor(n.t, timeout, "pool settles", func() (bool, string) { return n.settled(minIdle, maxIdle) })
 	// Settled means it stays so: past a release delay, nothing moves.
@@ -271,7 +280,13 @@ func (n *node) waitSettled(minIdle, maxIdle int, timeout time.Duration) {
 	if err := n.sn.Sim.Check(); err != nil {
 		n.t.Errorf("simulator model: %v", err)
 	}
-	// Converged: the agent would do nothing more.
+}
+
+// checkPlanEmpty runs `enid plan --detailed-exitcode`, which must exit 0:
+// converged, the agent would do nothing more. (Its cloud calls come on top
+// of the agent's.)
+func (n *node) checkPlanEmpty() {
+	n.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if code, out, stderr := n.plan(ctx, "--detailed-exitcode"); code != 0 {
