@@ -45,6 +45,11 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 	defer cancel()
 	start := time.Now()
 
+	// Watch the status directory before the entry exists, so no answer
+	// can land unseen between the write and the first look.
+	wake := watchDir(conf.StatusDir)
+	defer wake.close()
+
 	bw := conf.RuntimeConfig.Bandwidth
 	if bw != nil && *bw == (desired.Bandwidth{}) {
 		bw = nil
@@ -64,7 +69,7 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 	if err != nil {
 		return entryError("write pod entry", err)
 	}
-	st, err := p.waitReady(ctx, conf, args.ContainerID, args.IfName, rev)
+	st, err := p.waitReady(ctx, conf, args.ContainerID, args.IfName, rev, wake)
 	if err != nil {
 		return err
 	}
@@ -73,22 +78,24 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 	return types.PrintResult(result(st, args), conf.CNIVersion)
 }
 
-// waitReady polls the attachment's status until it answers revision rev
+// waitReady reads the attachment's status until it answers revision rev
 // with Ready (returned) or Failed (error 11), or ctx ends (error 11 with
-// the last thing the agent said).
-func (p *plugin) waitReady(ctx context.Context, conf *netConf, containerID, ifName, rev string) (status.Attachment, error) {
+// the last thing the agent said). It reads again whenever the status
+// directory changes (wake), and at least at the polling interval.
+func (p *plugin) waitReady(ctx context.Context, conf *netConf, containerID, ifName, rev string, wake *dirWake) (status.Attachment, error) {
 	store := conf.statuses()
 	interval := pollFirst
-	timer := time.NewTimer(0)
-	defer timer.Stop()
 	last := "no status published yet"
-	for {
-		select {
-		case <-ctx.Done():
+	for first := true; ; first = false {
+		if !first {
+			left := time.Until(deadlineOf(ctx))
+			wake.wait(min(interval, max(left, 0)))
+			interval = min(interval*3/2, pollMax)
+		}
+		if ctx.Err() != nil {
 			return status.Attachment{}, types.NewError(types.ErrTryAgainLater,
 				fmt.Sprintf("enid agent did not set up %s_%s within %s: %s", containerID, ifName, conf.timeout, last),
 				agentState(conf, p.now()))
-		case <-timer.C:
 		}
 		st, err := store.Read(containerID, ifName)
 		switch {
@@ -111,9 +118,16 @@ func (p *plugin) waitReady(ctx context.Context, conf *netConf, containerID, ifNa
 			// what was wrong if it never is.
 			last = err.Error()
 		}
-		timer.Reset(interval)
-		interval = min(interval*3/2, pollMax)
 	}
+}
+
+// deadlineOf is ctx's deadline (every ADD context has one).
+func deadlineOf(ctx context.Context) time.Time {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return time.Now().Add(pollMax)
+	}
+	return d
 }
 
 // reason renders a status's reason and code.
