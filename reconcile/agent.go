@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -111,6 +112,11 @@ type Agent struct {
 	// configSeen and configProblems are the last config (String form) and
 	// problems logged, so each change is logged once.
 	configSeen, configProblems string
+	// entriesFP fingerprints the set of entries; burstStart and
+	// burstChanged are when the current burst of entry changes began and
+	// last changed, burstUntil when its cloud actions are released.
+	entriesFP                            uint64
+	burstStart, burstChanged, burstUntil time.Time
 }
 
 // New checks the config and returns an Agent ready to Run.
@@ -244,10 +250,45 @@ func (a *Agent) Run(ctx context.Context) error {
 // which the plan changes by time alone (planner.Memory.NextDeadline).
 func (a *Agent) nextWake() (time.Time, bool) {
 	t, ok := a.exec.nextRetry()
-	if !a.deadline.IsZero() && (!ok || a.deadline.Before(t)) {
-		t, ok = a.deadline, true
+	for _, d := range []time.Time{a.deadline, a.burstUntil} {
+		if !d.IsZero() && (!ok || d.Before(t)) {
+			t, ok = d, true
+		}
 	}
 	return t, ok
+}
+
+// Demand coalescing: a burst of CNI ADDs writes its entries over tens of
+// milliseconds. Cloud actions wait until the set of entries has been quiet
+// for burstQuiet (at most burstMax from the burst's first change), so the
+// first round of cloud calls is planned from the whole burst; a round
+// planned from its first few entries would be followed by a second round
+// after the first one's attach (cloud changes go in rounds). Node actions
+// and statuses are never held.
+const (
+	burstQuiet = 30 * time.Millisecond
+	burstMax   = 300 * time.Millisecond
+)
+
+// burst records the entry set's fingerprint and reports whether this pass
+// holds its cloud actions back.
+func (a *Agent) burst(now time.Time, fp uint64) bool {
+	if fp != a.entriesFP {
+		a.entriesFP = fp
+		if a.burstStart.IsZero() || now.Sub(a.burstChanged) >= burstQuiet {
+			a.burstStart = now
+		}
+		a.burstChanged = now
+	}
+	if a.burstStart.IsZero() || now.Sub(a.burstChanged) >= burstQuiet || now.Sub(a.burstStart) >= burstMax {
+		a.burstStart, a.burstUntil = time.Time{}, time.Time{}
+		return false
+	}
+	a.burstUntil = a.burstChanged.Add(burstQuiet)
+	if last := a.burstStart.Add(burstMax); last.Before(a.burstUntil) {
+		a.burstUntil = last
+	}
+	return true
 }
 
 func (a *Agent) resync() time.Duration {
@@ -320,13 +361,16 @@ func (a *Agent) pass(ctx context.Context) {
 		a.log.Error("persist planner memory", "err", err)
 	}
 	entries := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
+	h := fnv.New64a()
 	for _, e := range d.Entries {
 		entries[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
+		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
 	}
+	holdCloud := a.burst(now, h.Sum64())
 	if len(p.Actions) > 0 {
-		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete)
+		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
 	}
-	a.exec.dispatch(ctx, p, entries)
+	a.exec.dispatch(ctx, p, entries, holdCloud)
 	a.updateMetrics(p)
 	if p.Pool != prev.Pool || phaseCounts(p) != phaseCounts(prev) {
 		// `enid status` and STATUS read the heartbeat: keep its summary current.

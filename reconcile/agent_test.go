@@ -152,6 +152,13 @@ func (w *world) quiet() bool {
 	return !pending
 }
 
+// steady reports whether the node has nothing left to do now (timers may
+// still be pending).
+func (w *world) steady() bool {
+	p, _, err := w.plan()
+	return err == nil && p.Empty()
+}
+
 // plan plans from a fresh observation, as `enid plan` does.
 func (w *world) plan() (planner.Plan, desired.Config, error) {
 	l := desired.NewConfigLoader(w.paths.Config, desired.NodeFacts{Zone: w.inst.Zone})

@@ -136,7 +136,9 @@ type run struct {
 }
 
 // dispatch starts the plan's actions and returns without waiting for them.
-func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[observed.AttachmentKey]desired.Entry) {
+// With holdCloud, the plan's cloud actions (and what depends on them) wait
+// for a later pass.
+func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[observed.AttachmentKey]desired.Entry, holdCloud bool) {
 	n := len(p.Actions)
 	r := &run{plan: p, entries: entries, done: make([]chan struct{}, n), ok: make([]bool, n),
 		created: make([]observed.ENI, n), podRes: make([]linux.PodResult, n)}
@@ -155,7 +157,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	// before a running create or assign shows its result would ask for the
 	// same capacity again; one round at a time, each planned from all the
 	// demand known when it starts, never does.
-	cloudBusy := x.cloudRunning > 0
+	cloudBusy := x.cloudRunning > 0 || holdCloud
 	for i, a := range p.Actions {
 		r.done[i] = make(chan struct{})
 		key := actionKey(a)

@@ -22,9 +22,9 @@ import (
 //	del <pod>...                            remove entries, then wake the agent
 //	ready <pod>...                          wait until Ready; print each address
 //	ready-count <pod>...                    wait until Ready; print how many, with how many addresses
-//	status <pod>...                         wait for a status; print phase and reason
+//	status <pod>...                         wait for nothing left to do; print phase and reason
 //	settled                                 wait for an empty plan and no pending timer; print what the node holds
-//	calls                                   print the simulator's mutating calls so far
+//	calls                                   wait for nothing left to do; print the simulator's mutating calls
 //	fault <Action> <Code>                   fail the next call of Action with Code
 //	restart                                 stop the agent and start a new one
 //
@@ -85,6 +85,7 @@ func TestScripts(t *testing.T) {
 				}
 				return fmt.Sprintf("%d ready, %d distinct addresses\n", len(names), len(seen))
 			case "status":
+				w.waitFor("nothing left to do", 20*time.Second, w.steady)
 				var out strings.Builder
 				for _, name := range argWords(d) {
 					k := keys[name]
@@ -98,6 +99,7 @@ func TestScripts(t *testing.T) {
 				ips, enis := w.ownedIPs()
 				return fmt.Sprintf("owned: %d ENIs, %d IPs\nstatuses: %d\n", enis, ips, len(w.statuses()))
 			case "calls":
+				w.waitFor("nothing left to do", 20*time.Second, w.steady)
 				var lines []string
 				for action, outcomes := range w.sim.Counters() {
 					if strings.HasPrefix(action, "Describe") {
