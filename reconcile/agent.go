@@ -424,7 +424,9 @@ func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) 
 	for _, ids := range cfg.ENI.VSwitches {
 		vsw = append(vsw, ids...)
 	}
-	st := observed.Collect(ctx, NewSources(a.cfg.Cloud, a.cfg.Datapath, a.statuses), a.cfg.InstanceID, vsw, now)
+	src := NewSources(a.cfg.Cloud, a.cfg.Datapath, a.statuses)
+	src.Cloud = cloudSource{c: a.cfg.Cloud, known: a.instance}
+	st := observed.Collect(ctx, src, a.cfg.InstanceID, vsw, now)
 	if st.Instance.ID == "" {
 		st.Instance = a.instance
 	}

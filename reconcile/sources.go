@@ -14,7 +14,7 @@ import (
 func NewSources(c Cloud, dp Datapath, st *status.Store) observed.Sources {
 	src := observed.Sources{Published: publishedSource{st}}
 	if c != nil {
-		src.Cloud = cloudSource{c}
+		src.Cloud = cloudSource{c: c}
 	}
 	if dp != nil {
 		src.Node = dp
@@ -22,9 +22,18 @@ func NewSources(c Cloud, dp Datapath, st *status.Store) observed.Sources {
 	return src
 }
 
-type cloudSource struct{ c Cloud }
+type cloudSource struct {
+	c Cloud
+	// known, when it names the instance asked for, answers Instance without
+	// a call: an instance's zone, type, limits and primary ENI never change
+	// while it runs.
+	known observed.Instance
+}
 
 func (s cloudSource) Instance(ctx context.Context, id string) (observed.Instance, error) {
+	if s.known.ID == id && id != "" {
+		return s.known, nil
+	}
 	return s.c.Instance(ctx, id)
 }
 
