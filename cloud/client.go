@@ -281,6 +281,12 @@ func (c *Client) callRepeat(ctx context.Context, req requests.AcsRequest, resp r
 		c.log.LogAttrs(ctx, slog.LevelDebug, "retrying cloud call",
 			slog.String("action", action), slog.Int("attempt", attempt),
 			slog.Duration("backoff", d), slog.String("error", err.Error()))
+		if errors.Is(err, ErrThrottled) {
+			// The client's shared backoff (congestion.wait, above) paces
+			// this retry; sleeping d as well would wait the longer of two
+			// draws and stretch a throttled fleet's tail.
+			d = 0
+		}
 		if serr := sleep(ctx, c.clk, d); serr != nil {
 			return fmt.Errorf("%w; then %w", err, serr)
 		}
