@@ -1,8 +1,12 @@
 package desired
 
 import (
+	"fmt"
+	"os"
 	"reflect"
+	"strings"
 	"sync"
+	"syscall"
 )
 
 // ConfigLoader loads the config and keeps the last good one, so that a
@@ -19,6 +23,11 @@ type ConfigLoader struct {
 	// whether there has been one.
 	last  Config
 	valid bool
+	// seen fingerprints the files (and facts) of the last load and
+	// seenErr is its error: an agent loads on every pass, and parsing and
+	// validating unchanged files each time is wasted work.
+	seen    string
+	seenErr error
 }
 
 // NewConfigLoader returns a loader for src; nothing is read until Load.
@@ -47,10 +56,19 @@ func (l *ConfigLoader) Load() (cfg Config, changed bool, err error) {
 	facts := l.facts
 	l.mu.Unlock()
 
+	fp := fingerprint(l.src, facts)
+	l.mu.Lock()
+	if fp != "" && fp == l.seen {
+		defer l.mu.Unlock()
+		return l.last, false, l.seenErr
+	}
+	l.mu.Unlock()
+
 	loaded, err := LoadConfig(l.src, facts)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.seen, l.seenErr = fp, err
 	if err != nil {
 		return l.last, false, err
 	}
@@ -64,4 +82,26 @@ func (l *ConfigLoader) Current() (Config, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.last, l.valid
+}
+
+// fingerprint identifies what LoadConfig would read: every config file's
+// identity (device, inode, size, change times; symlinks followed, so a
+// ConfigMap's ..data swap changes it) and the node facts. "" means it could
+// not be taken, and the files are read again.
+func fingerprint(src ConfigSource, facts NodeFacts) string {
+	files, problems := configFiles(src)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d problems;%+v;", len(problems), facts)
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err != nil {
+			return ""
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			return ""
+		}
+		fmt.Fprintf(&b, "%s:%d:%d:%d:%d:%d;", f, sys.Dev, sys.Ino, sys.Size, sys.Mtim.Nano(), sys.Ctim.Nano())
+	}
+	return b.String()
 }

@@ -312,3 +312,30 @@ func TestWatcherOverflowSignalsAtOnce(t *testing.T) {
 		t.Error("an ordinary error asked for a re-read")
 	}
 }
+
+// The loader skips parsing unchanged files, but an in-place edit of the
+// same size, a new drop-in and new node facts are all seen.
+func TestLoaderSeesEveryChangeDespiteItsCache(t *testing.T) {
+	dir := t.TempDir()
+	src := ConfigSource{Main: filepath.Join(dir, "config.yaml"), DropInDir: filepath.Join(dir, "config.d")}
+	writeFile(t, src.Main, configWithMinIdle(2))
+	l := NewConfigLoader(src, NodeFacts{})
+	if cfg, _, err := l.Load(); err != nil || cfg.Pool.MinIdle != 2 {
+		t.Fatalf("first load: minIdle %d err %v", cfg.Pool.MinIdle, err)
+	}
+	writeFile(t, src.Main, configWithMinIdle(3)) // same size, in place
+	if cfg, changed, err := l.Load(); err != nil || !changed || cfg.Pool.MinIdle != 3 {
+		t.Fatalf("in-place edit: minIdle %d changed %v err %v", cfg.Pool.MinIdle, changed, err)
+	}
+	writeFile(t, filepath.Join(src.DropInDir, "10-pool.yaml"), "apiVersion: enid.dev/v1alpha1\nkind: AgentConfig\npool:\n  maxIdle: 30\n")
+	if cfg, changed, err := l.Load(); err != nil || !changed || cfg.Pool.MaxIdle != 30 {
+		t.Fatalf("new drop-in: maxIdle %d changed %v err %v", cfg.Pool.MaxIdle, changed, err)
+	}
+	writeFile(t, filepath.Join(src.DropInDir, "10-pool.yaml"), "apiVersion: enid.dev/v1alpha1\nkind: AgentConfig\npool:\n  maxIdle: -1\n")
+	if _, _, err := l.Load(); err == nil {
+		t.Fatal("broken drop-in accepted")
+	}
+	if _, _, err := l.Load(); err == nil {
+		t.Fatal("broken drop-in accepted on the second load (cached as good?)")
+	}
+}
