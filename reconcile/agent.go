@@ -115,7 +115,10 @@ type Agent struct {
 	// entriesFP fingerprints the set of entries; burstStart and
 	// burstChanged are when the current burst of entry changes began and
 	// last changed, burstUntil when its cloud actions are released.
-	entriesFP                            uint64
+	entriesFP uint64
+	// hints are the kubelet's and runtime's records, read at hintsAt.
+	hints                                desired.Hints
+	hintsAt                              time.Time
 	burstStart, burstChanged, burstUntil time.Time
 }
 
@@ -265,6 +268,9 @@ func (a *Agent) nextWake() (time.Time, bool) {
 // planned from its first few entries would be followed by a second round
 // after the first one's attach (cloud changes go in rounds). Node actions
 // and statuses are never held.
+// hintsEvery is how often the kubelet's and the runtime's records are read.
+const hintsEvery = time.Second
+
 const (
 	burstQuiet = 30 * time.Millisecond
 	burstMax   = 300 * time.Millisecond
@@ -331,7 +337,14 @@ func (a *Agent) pass(ctx context.Context) {
 		a.loader = desired.NewConfigLoader(a.cfg.Paths.Config, desired.NodeFacts{
 			NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})
 	}
-	d := desired.Load(a.loader, a.entries, a.cfg.Paths.Hints)
+	d := desired.Load(a.loader, a.entries, desired.HintSources{})
+	// The kubelet's and the runtime's records are demand hints: a second's
+	// staleness costs nothing, and re-reading them on every pass (one file
+	// per attachment in the runtime's cache) would cost every CNI ADD.
+	if a.hintsAt.IsZero() || now.Sub(a.hintsAt) >= hintsEvery {
+		a.hints, a.hintsAt = desired.ReadHints(a.cfg.Paths.Hints), now
+	}
+	d.Hints = a.hints
 	a.noteConfig(d)
 	if _, ok := a.loader.Current(); !ok {
 		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
