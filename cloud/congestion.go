@@ -13,8 +13,8 @@ import (
 // off together, and a fleet of agents sharing one account's limit lowers
 // the rate it offers instead of retrying each call on its own: 100 agents
 // joining at once against 20 calls/s made 130 calls each, 81% of them
-// throttled, before (go run ./bench -run fleet -fleet-nodes 100
-// -fleet-join-all; docs/benchmarks.md).
+// throttled, without it, and 25 with it (go run ./bench -run fleet
+// -fleet-nodes 100 -fleet-join-all; docs/benchmarks.md).
 type congestion struct {
 	base, max time.Duration // the first backoff and its cap (the retry policy's)
 
