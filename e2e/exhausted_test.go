@@ -71,9 +71,10 @@ func TestVSwitchNearlyExhausted(t *testing.T) {
 		// Known issue since 1e01d97 (reconcile: coalesce a burst's demand):
 		// after the first ENI the agent plans no more cloud calls and says
 		// "every vSwitch of zone ... is exhausted" (vswitch-exhausted) while
-		// the vSwitch has free addresses; before it, every free address
-		// went to a pod. Reported, not fixed here: reconcile is being
-		// changed under it.
+		// the vSwitch has free addresses. The planner marks the vSwitch
+		// exhausted in its memory from its own projected creates; the plan
+		// is held by the coalescing window, the creates never run, and the
+		// mark stays for 10 minutes (docs/testing.md).
 		known = append(known, fmt.Sprintf("%d pods refused as vswitch-exhausted while the vSwitch still has %d free addresses (regression of 1e01d97)", len(refused), free))
 	}
 	// Kubelet deletes the sandboxes whose ADD failed.
