@@ -5,7 +5,6 @@ package planner
 
 import (
 	"slices"
-	"time"
 
 	"github.com/enidnet/enid/observed"
 )
@@ -205,11 +204,12 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 		if until, ok := b.mem.Exhausted[id]; ok && b.now.Before(until) {
 			continue
 		}
+		// Too few addresses, as observed or as this plan's own creates
+		// leave it: skip it now. Only the cloud's refusal is remembered
+		// (Memory.MarkExhausted): a mark taken from a projection would
+		// outlive a plan that is held back or fails, and keep pods
+		// waiting while the vSwitch has room.
 		if v.AvailableIPs < b.createNeeds() {
-			if b.mem.Exhausted == nil {
-				b.mem.Exhausted = map[string]time.Time{}
-			}
-			b.mem.Exhausted[id] = b.now.Add(b.opt.ExhaustedFor)
 			continue
 		}
 		if best == nil || (b.cfg.ENI.VSwitchPolicy != "ordered" && v.AvailableIPs > best.AvailableIPs) {
