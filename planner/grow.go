@@ -29,6 +29,9 @@ func (b *builder) createNeeds() int {
 func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 	var out []source
 	slotCap := b.slotCap()
+	// vswShort is set when an attached ENI had room that its vSwitch could
+	// not fill: what runs out then is the vSwitch, not the node.
+	vswShort := false
 	for _, e := range b.fillOrder() {
 		if n == 0 || b.excl {
 			break
@@ -38,6 +41,9 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if known && b.v4 {
 			// ECS refuses a whole assign the vSwitch cannot fill: ask only
 			// for what it has left, and let the rest wait as exhausted.
+			if v.AvailableIPs < min(room, n) {
+				vswShort = true
+			}
 			room = min(room, v.AvailableIPs)
 		}
 		k := min(room, n)
@@ -82,6 +88,12 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 	}
 	for n > 0 {
 		if blocked := b.eniLimit(planned); blocked != nil {
+			if vswShort {
+				// The node could hold more on the ENIs it has; the
+				// vSwitch has no more to give.
+				return out, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted,
+					Reason: "the attached ENIs' vSwitch has no free address and no ENI can be added; waiting for addresses to free up"}
+			}
 			return out, blocked
 		}
 		if slotCap == 0 {
