@@ -17,10 +17,10 @@ import (
 // a pod, and the pods left over should be told the vSwitch is exhausted.
 //
 // The planner caps assignments by the vSwitch's free addresses (ECS refuses
-// a whole assign it cannot fill), and the agent counts what it takes
-// between observations. Known issue: when the burst has made the agent
-// attach all three secondary ENIs, the refusals say ip-limit instead; the
-// test then reports a skip naming it, after checking everything else.
+// a whole assign it cannot fill), the agent counts what it takes between
+// observations, and the refusals name the vSwitch even when every ENI slot
+// is taken. Both regressions this test once found (refusals while the
+// vSwitch had room; ip-limit instead of vswitch-exhausted) fail it.
 func TestVSwitchNearlyExhausted(t *testing.T) {
 	sim := ecssim.Config{Zones: []string{"cn-hangzhou-h"}, VSwitches: []ecssim.VSwitchConfig{
 		{ID: "vsw-small", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.0.0/27")}}}
@@ -53,7 +53,6 @@ func TestVSwitchNearlyExhausted(t *testing.T) {
 		switch {
 		case strings.Contains(err.Error(), "vswitch-exhausted"):
 		case strings.Contains(err.Error(), "(ip-limit)"):
-			// Known issue, judged below.
 			ipLimit = append(ipLimit, pods[i].Name)
 		default:
 			t.Errorf("ADD %s: %v, want the reason vswitch-exhausted", pods[i].Name, err)
@@ -66,16 +65,8 @@ func TestVSwitchNearlyExhausted(t *testing.T) {
 			break
 		}
 	}
-	var known []string
 	if len(refused) > 0 && free != 0 {
-		// Known issue since 1e01d97 (reconcile: coalesce a burst's demand):
-		// after the first ENI the agent plans no more cloud calls and says
-		// "every vSwitch of zone ... is exhausted" (vswitch-exhausted) while
-		// the vSwitch has free addresses. The planner marks the vSwitch
-		// exhausted in its memory from its own projected creates; the plan
-		// is held by the coalescing window, the creates never run, and the
-		// mark stays for 10 minutes (docs/testing.md).
-		known = append(known, fmt.Sprintf("%d pods refused as vswitch-exhausted while the vSwitch still has %d free addresses (regression of 1e01d97)", len(refused), free))
+		t.Errorf("%d pods refused as vswitch-exhausted while the vSwitch still has %d free addresses", len(refused), free)
 	}
 	// Kubelet deletes the sandboxes whose ADD failed.
 	n.delAll(ctx, refused)
@@ -83,14 +74,6 @@ func TestVSwitchNearlyExhausted(t *testing.T) {
 	n.delAll(ctx, served)
 	n.waitSettled(2, 6, 30*time.Second)
 	if len(ipLimit) > 0 {
-		// Known issue (planner): once all three secondary ENIs are
-		// attached, the refusal says "node holds its maximum of 42 pod
-		// addresses (ip-limit)" although it holds far fewer and the vSwitch
-		// is what ran out.
-		known = append(known, fmt.Sprintf("pods %v were refused with ip-limit (node holds its maximum of 42 pod addresses) while %d pods were served and the vSwitch was empty; want vswitch-exhausted", ipLimit, len(served)))
-	}
-	if len(known) > 0 {
-		// Everything else above was checked and passed or failed on its own.
-		t.Skipf("known issue: %s", strings.Join(known, "; "))
+		t.Errorf("pods %v were refused with ip-limit while %d pods were served and the vSwitch was empty; want vswitch-exhausted", ipLimit, len(served))
 	}
 }
