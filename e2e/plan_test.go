@@ -33,7 +33,7 @@ func TestPlanExitCodes(t *testing.T) {
 		if jcode != 0 {
 			t.Fatalf("enid plan --output json: exit %d\n%s", jcode, stderr)
 		}
-		if errs := schema.validate([]byte(out)); len(errs) > 0 {
+		if errs := schema.Validate([]byte(out)); len(errs) > 0 {
 			t.Fatalf("enid plan --output json does not match docs/plan.schema.json:\n%s\n%s", strings.Join(errs, "\n"), out)
 		}
 		var doc map[string]any

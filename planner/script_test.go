@@ -36,7 +36,7 @@ func TestScripts(t *testing.T) {
 			if err != nil {
 				t.Fatalf("marshal plan: %v", err)
 			}
-			if errs := sc.validate(b); len(errs) > 0 {
+			if errs := sc.Validate(b); len(errs) > 0 {
 				t.Errorf("%s: plan JSON does not match the schema:\n%s", d.Pos, strings.Join(errs, "\n"))
 			}
 			return out

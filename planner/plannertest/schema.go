@@ -1,0 +1,136 @@
+package plannertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Schema validates JSON documents against docs/plan.schema.json. It knows
+// the subset of JSON Schema (2020-12) that schema uses: type, const, enum,
+// properties, required, additionalProperties, items, minimum, maximum,
+// maxLength and local $ref. The planner's tests check every scripted plan
+// with it, and the end-to-end tests what `enid plan -o json` prints.
+type Schema struct {
+	root map[string]any
+}
+
+// NewSchema parses a schema document (docs/plan.schema.json).
+func NewSchema(b []byte) (*Schema, error) {
+	var root map[string]any
+	if err := json.Unmarshal(b, &root); err != nil {
+		return nil, fmt.Errorf("parse schema: %w", err)
+	}
+	return &Schema{root: root}, nil
+}
+
+// Validate checks the JSON document doc against the schema and returns
+// one line per violation (none: valid).
+func (s *Schema) Validate(doc []byte) []string {
+	var v any
+	d := json.NewDecoder(strings.NewReader(string(doc)))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return []string{err.Error()}
+	}
+	var errs []string
+	s.check("$", v, s.root, &errs)
+	return errs
+}
+
+func (s *Schema) check(path string, v any, sc map[string]any, errs *[]string) {
+	fail := func(f string, a ...any) { *errs = append(*errs, path+": "+fmt.Sprintf(f, a...)) }
+	if ref, ok := sc["$ref"].(string); ok {
+		name, found := strings.CutPrefix(ref, "#/$defs/")
+		def, _ := s.root["$defs"].(map[string]any)[name].(map[string]any)
+		if !found || def == nil {
+			fail("unknown $ref %s", ref)
+			return
+		}
+		s.check(path, v, def, errs)
+		return
+	}
+	if c, ok := sc["const"]; ok && fmt.Sprint(c) != fmt.Sprint(v) {
+		fail("want %v, got %v", c, v)
+	}
+	if e, ok := sc["enum"].([]any); ok && !slices.ContainsFunc(e, func(x any) bool { return fmt.Sprint(x) == fmt.Sprint(v) }) {
+		fail("%v is not one of %v", v, e)
+	}
+	switch sc["type"] {
+	case "object":
+		m, ok := v.(map[string]any)
+		if !ok {
+			fail("want an object, got %T", v)
+			return
+		}
+		props, _ := sc["properties"].(map[string]any)
+		req, _ := sc["required"].([]any)
+		for _, r := range req {
+			if _, ok := m[r.(string)]; !ok {
+				fail("missing required %q", r)
+			}
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if p, ok := props[k].(map[string]any); ok {
+				s.check(path+"."+k, m[k], p, errs)
+				continue
+			}
+			switch ap := sc["additionalProperties"].(type) {
+			case bool:
+				if !ap {
+					fail("unknown property %q", k)
+				}
+			case map[string]any:
+				s.check(path+"."+k, m[k], ap, errs)
+			}
+		}
+	case "array":
+		l, ok := v.([]any)
+		if !ok {
+			fail("want an array, got %T", v)
+			return
+		}
+		if it, ok := sc["items"].(map[string]any); ok {
+			for i, x := range l {
+				s.check(fmt.Sprintf("%s[%d]", path, i), x, it, errs)
+			}
+		}
+	case "string":
+		str, ok := v.(string)
+		if !ok {
+			fail("want a string, got %T", v)
+			return
+		}
+		if n, ok := sc["maxLength"].(float64); ok && len(str) > int(n) {
+			fail("longer than %v", n)
+		}
+	case "boolean":
+		if _, ok := v.(bool); !ok {
+			fail("want a boolean, got %T", v)
+		}
+	case "integer":
+		n, ok := v.(json.Number)
+		if !ok {
+			fail("want an integer, got %T", v)
+			return
+		}
+		i, err := n.Int64()
+		if err != nil {
+			fail("want an integer, got %s", n)
+			return
+		}
+		if m, ok := sc["minimum"].(float64); ok && float64(i) < m {
+			fail("%d < minimum %v", i, m)
+		}
+		if m, ok := sc["maximum"].(float64); ok && float64(i) > m {
+			fail("%d > maximum %v", i, m)
+		}
+	}
+}
