@@ -74,11 +74,6 @@ func TestVSwitchNearlyExhausted(t *testing.T) {
 	n.delAll(ctx, served)
 	n.waitSettled(2, 6, 30*time.Second)
 	if len(ipLimit) > 0 {
-		// Known issue (planner): still about one run in four at 5e97973,
-		// the runs where the burst ends with all three secondary ENIs
-		// attached and 24 pods served. Reported as a skip, after every
-		// other check above, so the suite stays green and the issue stays
-		// visible in -v output; make it an Errorf again once fixed.
-		t.Skipf("known issue: pods %v were refused with ip-limit while %d pods were served and the vSwitch was empty; want vswitch-exhausted", ipLimit, len(served))
+		t.Errorf("pods %v were refused with ip-limit while %d pods were served and the vSwitch was empty; want vswitch-exhausted", ipLimit, len(served))
 	}
 }

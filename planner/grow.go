@@ -26,12 +26,28 @@ func (b *builder) createNeeds() int {
 	return 2
 }
 
+// limitOrVSwitch is the status for pods left over when no ENI can be
+// added: the node's limit, unless an attached ENI still has room after
+// this plan's assignments (which took all its vSwitch would give): then
+// what ran out is the vSwitch, and pods wait for it.
+func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int) *PodStatus {
+	if b.excl || !b.v4 {
+		return blocked
+	}
+	slotCap := b.slotCap()
+	for _, e := range b.usable {
+		if b.units(e.eni)+added[e] < slotCap {
+			return &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted,
+				Reason: "the attached ENIs' vSwitch has no free address and no ENI can be added; waiting for addresses to free up"}
+		}
+	}
+	return blocked
+}
+
 func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 	var out []source
 	slotCap := b.slotCap()
-	// vswShort is set when an attached ENI had room that its vSwitch could
-	// not fill: what runs out then is the vSwitch, not the node.
-	vswShort := false
+	added := map[*eniState]int{} // units this plan assigns, by ENI
 	for _, e := range b.fillOrder() {
 		if n == 0 || b.excl {
 			break
@@ -41,9 +57,6 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if known && b.v4 {
 			// ECS refuses a whole assign the vSwitch cannot fill: ask only
 			// for what it has left, and let the rest wait as exhausted.
-			if v.AvailableIPs < min(room, n) {
-				vswShort = true
-			}
 			room = min(room, v.AvailableIPs)
 		}
 		k := min(room, n)
@@ -51,6 +64,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 			continue
 		}
 		b.assign(e, b.units(e.eni)+k, why)
+		added[e] += k
 		if known && b.v4 {
 			v.AvailableIPs -= k
 			b.vsw[v.ID] = v
@@ -88,13 +102,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 	}
 	for n > 0 {
 		if blocked := b.eniLimit(planned); blocked != nil {
-			if vswShort {
-				// The node could hold more on the ENIs it has; the
-				// vSwitch has no more to give.
-				return out, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted,
-					Reason: "the attached ENIs' vSwitch has no free address and no ENI can be added; waiting for addresses to free up"}
-			}
-			return out, blocked
+			return out, b.limitOrVSwitch(blocked, added)
 		}
 		if slotCap == 0 {
 			return out, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "instance limits unknown or zero addresses per ENI"}
