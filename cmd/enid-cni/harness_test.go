@@ -39,7 +39,9 @@ func buildAndRun(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	out, err := exec.Command(goBin, "build", "-o", filepath.Join(dir, "enid-cni"), ".").CombinedOutput()
+	build := exec.Command(goBin, "build", "-o", filepath.Join(dir, "enid-cni"), ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as shipped: static (docs/cni.md)
+	out, err := build.CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build enid-cni: %v\n%s", err, out)
 		return 1
