@@ -262,12 +262,12 @@ func (a *Agent) nextWake() (time.Time, bool) {
 }
 
 // Demand coalescing: a burst of CNI ADDs writes its entries over tens of
-// milliseconds. Cloud actions wait until the set of entries has been quiet
-// for burstQuiet (at most burstMax from the burst's first change), so the
-// first round of cloud calls is planned from the whole burst; a round
+// milliseconds. A round of cloud calls that creates an ENI waits until the
+// set of entries has been quiet for burstQuiet (at most burstMax from the
+// burst's first change), so it is planned from the whole burst; a round
 // planned from its first few entries would be followed by a second round
-// after the first one's attach (cloud changes go in rounds). Node actions
-// and statuses are never held.
+// after the first one's attach (cloud changes go in rounds). Rounds that
+// only top up the idle pool, node actions and statuses are never held.
 // hintsEvery is how often the kubelet's and the runtime's records are read.
 const hintsEvery = time.Second
 
@@ -275,6 +275,19 @@ const (
 	burstQuiet = 30 * time.Millisecond
 	burstMax   = 300 * time.Millisecond
 )
+
+// createsENI reports whether the plan creates an ENI. A burst holds such a
+// round, or one that pods wait for; a round that only tops up the idle
+// pool goes at once, or a steady stream of pods would keep it from ever
+// going and run the pool dry.
+func createsENI(p planner.Plan) bool {
+	for _, a := range p.Actions {
+		if a.Kind == planner.CreateENI {
+			return true
+		}
+	}
+	return false
+}
 
 // burst records the entry set's fingerprint and reports whether this pass
 // holds its cloud actions back.
@@ -379,7 +392,7 @@ func (a *Agent) pass(ctx context.Context) {
 		entries[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
 		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
 	}
-	holdCloud := a.burst(now, h.Sum64())
+	holdCloud := a.burst(now, h.Sum64()) && (createsENI(p) || p.Pool.Waiting > 0)
 	if len(p.Actions) > 0 {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
 	}
