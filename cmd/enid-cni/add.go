@@ -124,7 +124,6 @@ func (p *plugin) waitReady(ctx context.Context, conf *netConf, containerID, ifNa
 	}
 }
 
-
 // reason renders a status's reason and code.
 func reason(st status.Attachment) string {
 	switch {
