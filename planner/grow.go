@@ -27,10 +27,11 @@ func (b *builder) createNeeds() int {
 }
 
 // limitOrVSwitch is the status for pods left over when no ENI can be
-// added: the node's limit, unless an attached ENI still has room after
-// this plan's assignments (which took all its vSwitch would give): then
-// what ran out is the vSwitch, and pods wait for it.
-func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int) *PodStatus {
+// added: the node's limit only when its ENIs hold all they can. An attached
+// ENI with room left after this plan's assignments had a vSwitch with no
+// address to give; an attaching ENI with room will take more once it is
+// attached (so will one this plan adopts). Either way the pods wait.
+func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int, adopted []*observed.ENI) *PodStatus {
 	if b.excl || !b.v4 {
 		return blocked
 	}
@@ -39,6 +40,12 @@ func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int) *P
 		if b.units(e.eni)+added[e] < slotCap {
 			return &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted,
 				Reason: "the attached ENIs' vSwitch has no free address and no ENI can be added; waiting for addresses to free up"}
+		}
+	}
+	for _, e := range append(slices.Clone(b.inflight), adopted...) {
+		if b.units(e) < slotCap {
+			return &PodStatus{Phase: PhasePending, ReasonCode: ReasonWaitingForAttach,
+				Reason: "waiting for ENI " + e.ID + " to attach and take more addresses"}
 		}
 	}
 	return blocked
@@ -82,16 +89,18 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		n -= k
 		out = append(out, source{k, ReasonWaitingForAttach, "waiting for ENI " + e.ID + " to attach"})
 	}
-	planned := 0 // ENIs this plan attaches
-	creates := 0 // ENIs this plan creates
+	planned := 0                // ENIs this plan attaches
+	creates := 0                // ENIs this plan creates
+	var adopted []*observed.ENI // owned Available ENIs this plan attaches
 	for len(b.avail) > 0 && n > 0 {
 		e := b.adoptable()
 		if e == nil {
 			break
 		}
 		if blocked := b.eniLimit(planned); blocked != nil {
-			return out, blocked
+			return out, b.limitOrVSwitch(blocked, added, adopted)
 		}
+		adopted = append(adopted, e)
 		// The next pass configures it, once its device index is known.
 		b.add(Action{Kind: AttachENI, Target: e.ID, Reason: Reason{ReasonAdoptENI, "owned ENI left Available; " + why.Text},
 			ENIID: e.ID, MAC: e.MAC, InstanceID: b.o.Instance.ID, ClientToken: token("attach", itoa(b.mem.Epoch), b.o.Instance.ID, e.ID)})
@@ -102,7 +111,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 	}
 	for n > 0 {
 		if blocked := b.eniLimit(planned); blocked != nil {
-			return out, b.limitOrVSwitch(blocked, added)
+			return out, b.limitOrVSwitch(blocked, added, adopted)
 		}
 		if slotCap == 0 {
 			return out, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "instance limits unknown or zero addresses per ENI"}
