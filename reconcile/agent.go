@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -109,9 +110,10 @@ type Agent struct {
 	// deadline is when time alone changes the plan (zero: never).
 	deadline  time.Time
 	fullFails int
-	// configSeen and configProblems are the last config (String form) and
-	// problems logged, so each change is logged once.
-	configSeen, configProblems string
+	// configSeen and configProblems are the last config and problems
+	// logged, so each change is logged once.
+	configSeen     *desired.Config
+	configProblems string
 	// entriesFP fingerprints the set of entries; burstStart and
 	// burstChanged are when the current burst of entry changes began and
 	// last changed, burstUntil when its cloud actions are released.
@@ -429,11 +431,12 @@ func (a *Agent) noteConfig(d desired.State) {
 		return
 	}
 	a.metrics.configErrors.Set(0)
-	if cfg := d.Config.String(); cfg != a.configSeen {
-		if a.configSeen != "" {
-			a.log.Info("config changed: applying it", "config", cfg)
+	if a.configSeen == nil || !reflect.DeepEqual(*a.configSeen, d.Config) {
+		if a.configSeen != nil {
+			a.log.Info("config changed: applying it", "config", d.Config.String())
 		}
-		a.configSeen = cfg
+		cfg := d.Config
+		a.configSeen = &cfg
 	}
 }
 
