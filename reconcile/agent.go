@@ -1,19 +1,15 @@
 package reconcile
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/enidnet/enid/desired"
@@ -263,55 +259,6 @@ func (a *Agent) nextWake() (time.Time, bool) {
 	return t, ok
 }
 
-// Demand coalescing: a burst of CNI ADDs writes its entries over tens of
-// milliseconds. A round of cloud calls that creates an ENI waits until the
-// set of entries has been quiet for burstQuiet (at most burstMax from the
-// burst's first change), so it is planned from the whole burst; a round
-// planned from its first few entries would be followed by a second round
-// after the first one's attach (cloud changes go in rounds). Rounds that
-// only top up the idle pool, node actions and statuses are never held.
-// hintsEvery is how often the kubelet's and the runtime's records are read.
-const hintsEvery = time.Second
-
-const (
-	burstQuiet = 30 * time.Millisecond
-	burstMax   = 300 * time.Millisecond
-)
-
-// createsENI reports whether the plan creates an ENI. A burst holds such a
-// round, or one that pods wait for; a round that only tops up the idle
-// pool goes at once, or a steady stream of pods would keep it from ever
-// going and run the pool dry.
-func createsENI(p planner.Plan) bool {
-	for _, a := range p.Actions {
-		if a.Kind == planner.CreateENI {
-			return true
-		}
-	}
-	return false
-}
-
-// burst records the entry set's fingerprint and reports whether this pass
-// holds its cloud actions back.
-func (a *Agent) burst(now time.Time, fp uint64) bool {
-	if fp != a.entriesFP {
-		a.entriesFP = fp
-		if a.burstStart.IsZero() || now.Sub(a.burstChanged) >= burstQuiet {
-			a.burstStart = now
-		}
-		a.burstChanged = now
-	}
-	if a.burstStart.IsZero() || now.Sub(a.burstChanged) >= burstQuiet || now.Sub(a.burstStart) >= burstMax {
-		a.burstStart, a.burstUntil = time.Time{}, time.Time{}
-		return false
-	}
-	a.burstUntil = a.burstChanged.Add(burstQuiet)
-	if last := a.burstStart.Add(burstMax); last.Before(a.burstUntil) {
-		a.burstUntil = last
-	}
-	return true
-}
-
 func (a *Agent) resync() time.Duration {
 	if a.loader == nil {
 		return 0
@@ -440,6 +387,9 @@ func (a *Agent) noteConfig(d desired.State) {
 	}
 }
 
+// hintsEvery is how often the kubelet's and the runtime's records are read.
+const hintsEvery = time.Second
+
 // sweeper is a datapath that can remove what no attachment owns any more
 // (linux.Datapath: pod rules left when a netns went before its teardown).
 type sweeper interface {
@@ -475,165 +425,9 @@ func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) 
 	a.log.Warn("observation incomplete", "problems", st.Problems, "retry_at", a.nextFull)
 }
 
-// phaseCounts counts a plan's statuses by phase (Pending, Ready, Failed).
-func phaseCounts(p planner.Plan) [3]int {
-	var n [3]int
-	for _, s := range p.Statuses {
-		switch s.Phase {
-		case planner.PhasePending:
-			n[0]++
-		case planner.PhaseReady:
-			n[1]++
-		case planner.PhaseFailed:
-			n[2]++
-		}
-	}
-	return n
-}
-
 func firstOr(s []string, def string) string {
 	if len(s) > 0 {
 		return s[0]
 	}
 	return def
-}
-
-func (a *Agent) notReady(reason string) {
-	a.log.Warn("agent not ready", "reason", reason)
-	a.setReady(false, reason)
-}
-
-func (a *Agent) setReady(ready bool, reason string) {
-	changed := a.ready != ready || a.reason != reason
-	a.ready, a.reason = ready, reason
-	if changed {
-		a.writeHeartbeat()
-	}
-}
-
-func (a *Agent) updateMetrics(p planner.Plan) {
-	m := a.metrics
-	m.poolIPs.WithLabelValues("total").Set(float64(p.Pool.Total))
-	m.poolIPs.WithLabelValues("used").Set(float64(p.Pool.Used))
-	m.poolIPs.WithLabelValues("idle").Set(float64(p.Pool.Idle))
-	m.poolIPs.WithLabelValues("cooldown").Set(float64(p.Pool.Cooldown))
-	m.poolIPs.WithLabelValues("sticky").Set(float64(p.Pool.Sticky))
-	m.poolIPs.WithLabelValues("target").Set(float64(p.Pool.Target))
-	phases := map[string]int{planner.PhasePending: 0, planner.PhaseReady: 0, planner.PhaseFailed: 0}
-	for _, s := range p.Statuses {
-		phases[s.Phase]++
-	}
-	for ph, n := range phases {
-		m.podsByPhase.WithLabelValues(ph).Set(float64(n))
-	}
-	o, _ := a.cache.snapshot()
-	n := 0
-	for _, e := range o.ENIs {
-		if e.Owned(a.cfg.InstanceID) && e.Status == observed.ENIInUse {
-			n++
-		}
-	}
-	m.enis.Set(float64(n))
-}
-
-// writeHeartbeat publishes agent.json.
-func (a *Agent) writeHeartbeat() {
-	p := a.lastPlan
-	hb := status.Agent{
-		APIVersion: status.Version, PID: os.Getpid(), Version: a.cfg.Version, Started: a.started,
-		Heartbeat: a.now(), Ready: a.ready, Reason: a.reason, Stopped: a.stopped, LastErrors: a.exec.errors(),
-		Pool: status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky},
-		Pods: map[status.Phase]int{},
-	}
-	o, _ := a.cache.snapshot()
-	for _, e := range o.ENIs {
-		if e.Owned(a.cfg.InstanceID) && e.Status == observed.ENIInUse {
-			hb.Pool.ENIs++
-		}
-	}
-	for _, s := range p.Statuses {
-		hb.Pods[status.Phase(s.Phase)]++
-	}
-	if err := status.WriteAgent(a.cfg.Paths.AgentFile, hb); err != nil {
-		a.log.Error("write heartbeat", "file", a.cfg.Paths.AgentFile, "err", err)
-	}
-}
-
-// memoryFile is where the planner's memory is kept between restarts.
-func (a *Agent) memoryFile() string { return filepath.Join(a.cfg.Paths.StateDir, "memory.json") }
-
-func (a *Agent) loadMemory() error {
-	b, err := os.ReadFile(a.memoryFile())
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read planner memory: %w", err)
-	}
-	var m planner.Memory
-	if err := json.Unmarshal(b, &m); err != nil {
-		// A damaged memory file loses cooldowns and sticky reservations,
-		// not addresses: bindings are observed again. Start afresh, loudly.
-		a.log.Error("planner memory unreadable: starting without it", "file", a.memoryFile(), "err", err)
-		return nil
-	}
-	a.memory, a.memoryJSON = m, b
-	return nil
-}
-
-func (a *Agent) saveMemory(m planner.Memory) error {
-	a.memory = m
-	b, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("encode planner memory: %w", err)
-	}
-	if bytes.Equal(b, a.memoryJSON) {
-		return nil
-	}
-	if err := os.MkdirAll(a.cfg.Paths.StateDir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", a.cfg.Paths.StateDir, err)
-	}
-	if err := status.WriteFileAtomic(a.memoryFile(), b, 0o600); err != nil {
-		return fmt.Errorf("write planner memory: %w", err)
-	}
-	a.memoryJSON = b
-	return nil
-}
-
-// lockStateDir takes the single-instance lock: an flock on
-// <StateDir>/enid.lock, released by the kernel if the process dies.
-func lockStateDir(dir string) (func(), error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create state dir %s: %w", dir, err)
-	}
-	path := filepath.Join(dir, "enid.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", path, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another enid agent holds %s: only one agent may run per node", path)
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	return func() { f.Close() }, nil
-}
-
-// ReadMemory reads the planner memory an agent persisted in stateDir (the
-// zero Memory when there is none); `enid plan` plans with it.
-func ReadMemory(stateDir string) (planner.Memory, error) {
-	var m planner.Memory
-	b, err := os.ReadFile(filepath.Join(stateDir, "memory.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return m, nil
-	}
-	if err != nil {
-		return m, fmt.Errorf("read planner memory: %w", err)
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("parse planner memory %s: %w", filepath.Join(stateDir, "memory.json"), err)
-	}
-	return m, nil
 }
