@@ -400,16 +400,73 @@ func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Chang
 // then sweeps rules left by attachments whose veth vanished with their
 // netns. netns may be "" or already gone: the veth is found by name.
 // Everything already gone is success.
-func (d *Datapath) TeardownPod(ctx context.Context, key observed.AttachmentKey, netns string) (Changes, error) {
+//
+// addrs are the pod's addresses as the caller knows them: their rules are
+// removed even when the veth (and with it the label that records them) is
+// already gone, unless another attachment's veth claims the address.
+func (d *Datapath) TeardownPod(ctx context.Context, key observed.AttachmentKey, netns string, addrs ...netip.Addr) (Changes, error) {
 	var ch Changes
 	defer d.logChanges("teardown pod", key.String(), &ch)
 	if err := d.teardownVeth(ctx, key, &ch); err != nil {
+		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
+	}
+	if err := d.dropPodRules(key, addrs, &ch); err != nil {
 		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
 	}
 	if err := d.sweepRules(&ch); err != nil {
 		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
 	}
 	return ch, nil
+}
+
+// dropPodRules deletes enid's rules for addrs, except an address that a
+// veth labelled for another attachment claims.
+func (d *Datapath) dropPodRules(key observed.AttachmentKey, addrs []netip.Addr, ch *Changes) error {
+	want := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if a.IsValid() {
+			want[a] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	links, err := dump("list links", d.node.h.LinkList)
+	if err != nil {
+		return err
+	}
+	for _, l := range links {
+		if lab, ok := parseLabel(l.Attrs().Alias); ok && lab.Key != key {
+			delete(want, lab.IPv4)
+			delete(want, lab.IPv6)
+		}
+	}
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		rules, err := d.listRules(fam)
+		if err != nil {
+			return err
+		}
+		for _, r := range rules {
+			if r.Protocol != Proto {
+				continue
+			}
+			var ip netip.Addr
+			switch {
+			case r.Priority == PrioToPod && r.Dst != nil:
+				ip = prefixOf(r.Dst).Addr()
+			case r.Priority == PrioFromPod && r.Src != nil:
+				ip = prefixOf(r.Src).Addr()
+			default:
+				continue
+			}
+			if want[ip] {
+				if err := d.delRule(r, ch); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // teardownVeth deletes the attachment's rules and host veth, if present.

@@ -34,7 +34,7 @@ type Datapath interface {
 	EnsureENI(ctx context.Context, s linux.ENISpec) (linux.Changes, error)
 	RemoveENI(ctx context.Context, mac string, table int) (linux.Changes, error)
 	EnsurePod(ctx context.Context, s linux.PodSpec) (linux.PodResult, linux.Changes, error)
-	TeardownPod(ctx context.Context, key observed.AttachmentKey, netns string) (linux.Changes, error)
+	TeardownPod(ctx context.Context, key observed.AttachmentKey, netns string, addrs ...netip.Addr) (linux.Changes, error)
 	EnsureExclusive(ctx context.Context, s linux.ExclusiveSpec) (linux.PodResult, linux.Changes, error)
 	TeardownExclusive(ctx context.Context, key observed.AttachmentKey, netns, mac string) (linux.Changes, error)
 }

@@ -441,7 +441,7 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 		return nil
 	case planner.TeardownPod:
 		p := a.Pod
-		if _, err := x.dp.TeardownPod(ctx, p.Key, p.NetNS); err != nil {
+		if _, err := x.dp.TeardownPod(ctx, p.Key, p.NetNS, p.IPv4, p.IPv6); err != nil {
 			return fmt.Errorf("tear down pod %s: %w", p.Key, err)
 		}
 		x.cache.removePod(p.Key)

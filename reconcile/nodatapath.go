@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -151,7 +152,7 @@ func (n *NoDatapath) record(key observed.AttachmentKey, p observed.PodNet) (linu
 }
 
 // TeardownPod forgets the pod.
-func (n *NoDatapath) TeardownPod(_ context.Context, key observed.AttachmentKey, _ string) (linux.Changes, error) {
+func (n *NoDatapath) TeardownPod(_ context.Context, key observed.AttachmentKey, _ string, _ ...netip.Addr) (linux.Changes, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, ok := n.pods[key]; !ok {
