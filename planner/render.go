@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/netip"
 	"strings"
@@ -200,7 +201,16 @@ func (p Plan) MarshalJSON() ([]byte, error) {
 
 // JSON returns the plan's JSON form, indented for people.
 func (p Plan) JSON() ([]byte, error) {
-	return json.MarshalIndent(p, "", "  ")
+	// Reasons hold "<" and ">" ("idle 5 < 8"): keep them readable rather
+	// than HTML-escaped; the document is never embedded in HTML.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(b.Bytes(), "\n"), nil
 }
 
 func plural(n int, what string) string {
