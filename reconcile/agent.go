@@ -114,6 +114,9 @@ type Agent struct {
 	// burstChanged are when the current burst of entry changes began and
 	// last changed, burstUntil when its cloud actions are released.
 	entriesFP uint64
+	// routineRefreshes counts full observations taken only because the
+	// resync period passed.
+	routineRefreshes int
 	// hints are the kubelet's and runtime's records, read at hintsAt.
 	hints                                desired.Hints
 	hintsAt                              time.Time
@@ -390,6 +393,10 @@ func (a *Agent) noteConfig(d desired.State) {
 // hintsEvery is how often the kubelet's and the runtime's records are read.
 const hintsEvery = time.Second
 
+// ownedListEvery is how many routine resyncs make one that lists the
+// owned ENIs not attached to the instance (see refresh).
+const ownedListEvery = 5
+
 // sweeper is a datapath that can remove what no attachment owns any more
 // (linux.Datapath: pod rules left when a netns went before its teardown).
 type sweeper interface {
@@ -404,7 +411,25 @@ func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) 
 		vsw = append(vsw, ids...)
 	}
 	src := NewSources(a.cfg.Cloud, a.cfg.Datapath, a.statuses)
-	src.Cloud = cloudSource{c: a.cfg.Cloud, known: a.instance}
+	cs := cloudSource{c: a.cfg.Cloud, known: a.instance}
+	// A routine resync (nothing went wrong, nothing is in doubt) lists the
+	// owned ENIs that are not attached only every ownedListEvery times:
+	// they appear only after a crash (the first observation lists them),
+	// a failed attach or detach (which asks for a full observation), or
+	// someone else's doing, and a leaked one is deleted only after its
+	// 5-minute grace anyway. The agent carries the ones it knows.
+	if routine, prev := a.cache.routine(); routine {
+		a.routineRefreshes++
+		if a.routineRefreshes%ownedListEvery != 0 {
+			cs.attachedOnly = true
+			for _, e := range prev.ENIs {
+				if e.Owned(a.cfg.InstanceID) && e.InstanceID != a.cfg.InstanceID {
+					cs.carry = append(cs.carry, e)
+				}
+			}
+		}
+	}
+	src.Cloud = cs
 	st := observed.Collect(ctx, src, a.cfg.InstanceID, vsw, now)
 	if st.Instance.ID == "" {
 		st.Instance = a.instance

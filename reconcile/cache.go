@@ -40,6 +40,14 @@ func (c *cache) replace(st observed.State) {
 	c.st, c.have, c.refreshed, c.dirty = st, true, st.At, !st.Complete
 }
 
+// routine reports whether a full observation now would be routine (one
+// was taken and nothing asked for another), with the current state.
+func (c *cache) routine() (bool, observed.State) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.have && !c.dirty, c.st
+}
+
 func (c *cache) markDirty() {
 	c.mu.Lock()
 	c.dirty = true

@@ -28,6 +28,10 @@ type cloudSource struct {
 	// a call: an instance's zone, type, limits and primary ENI never change
 	// while it runs.
 	known observed.Instance
+	// attachedOnly skips the listing of owned ENIs that are not attached
+	// and reports carry (the ones the agent already knows) instead.
+	attachedOnly bool
+	carry        []observed.ENI
 }
 
 func (s cloudSource) Instance(ctx context.Context, id string) (observed.Instance, error) {
@@ -48,9 +52,12 @@ func (s cloudSource) ENIs(ctx context.Context, id string) ([]observed.ENI, error
 	if err != nil {
 		return nil, fmt.Errorf("list ENIs of %s: %w", id, err)
 	}
-	owned, err := s.c.ListENIs(ctx, cloud.ENIFilter{Tags: map[string]string{observed.TagOwner: id}})
-	if err != nil {
-		return attached, fmt.Errorf("list ENIs owned by %s: %w", id, err)
+	owned := s.carry
+	if !s.attachedOnly {
+		owned, err = s.c.ListENIs(ctx, cloud.ENIFilter{Tags: map[string]string{observed.TagOwner: id}})
+		if err != nil {
+			return attached, fmt.Errorf("list ENIs owned by %s: %w", id, err)
+		}
 	}
 	seen := map[string]bool{}
 	for _, e := range attached {
