@@ -10,10 +10,12 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -57,7 +59,11 @@ a datapath (statuses and cloud calls only).`,
 				// for 3 besides the primary, fewer than the shared default.
 				pods = 3
 			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), pods, workDir, verbose, mode)
+			// Ctrl-C or SIGTERM ends the demo through its cleanup: the
+			// namespaces it made are removed, not left behind.
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runDemo(ctx, cmd.OutOrStdout(), pods, workDir, verbose, mode)
 		},
 	}
 	cmd.Flags().IntVar(&pods, "pods", 6, "pods to create (default 3 with --mode exclusive-eni)")
