@@ -447,16 +447,8 @@ func (d *Datapath) dropPodRules(key observed.AttachmentKey, addrs []netip.Addr, 
 			return err
 		}
 		for _, r := range rules {
-			if r.Protocol != Proto {
-				continue
-			}
-			var ip netip.Addr
-			switch {
-			case r.Priority == PrioToPod && r.Dst != nil:
-				ip = prefixOf(r.Dst).Addr()
-			case r.Priority == PrioFromPod && r.Src != nil:
-				ip = prefixOf(r.Src).Addr()
-			default:
+			ip, ok := podRuleAddr(r)
+			if !ok {
 				continue
 			}
 			if want[ip] {

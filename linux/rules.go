@@ -141,6 +141,20 @@ func (d *Datapath) Sweep(ctx context.Context) (Changes, error) {
 	return ch, nil
 }
 
+// podRuleAddr returns the pod address of one of enid's pod rules ("to ip
+// lookup main" or "from ip lookup table"); ok is false for any other rule.
+func podRuleAddr(r netlink.Rule) (ip netip.Addr, ok bool) {
+	switch {
+	case r.Protocol != Proto:
+		return netip.Addr{}, false
+	case r.Priority == PrioToPod && r.Dst != nil:
+		return prefixOf(r.Dst).Addr(), true
+	case r.Priority == PrioFromPod && r.Src != nil:
+		return prefixOf(r.Src).Addr(), true
+	}
+	return netip.Addr{}, false
+}
+
 // sweepRules deletes enid's pod rules whose address belongs to no
 // attachment any more (neither recorded in a host veth's label nor routed
 // by enid's host routes): what is left when a pod's veth vanished with its
@@ -172,16 +186,8 @@ func (d *Datapath) sweepRules(ch *Changes) error {
 			live[prefixOf(r.Dst).Addr()] = true
 		}
 		for _, r := range rules {
-			if r.Protocol != Proto {
-				continue
-			}
-			var ip netip.Addr
-			switch {
-			case r.Priority == PrioToPod && r.Dst != nil:
-				ip = prefixOf(r.Dst).Addr()
-			case r.Priority == PrioFromPod && r.Src != nil:
-				ip = prefixOf(r.Src).Addr()
-			default:
+			ip, ok := podRuleAddr(r)
+			if !ok {
 				continue
 			}
 			if live[ip] {
