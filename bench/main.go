@@ -12,7 +12,7 @@
 // simulator's Check failing), never on timing: timing is reported against
 // the targets, met or missed.
 //
-//	go run ./bench                 # the full run (about 5 minutes on 2 cores; root for warm ADD)
+//	go run ./bench                 # the full run (about 7 minutes on 2 cores; root for warm ADD and reference)
 //	go run ./bench -quick          # the CI smoke run (under 2 minutes)
 //	go run ./bench -run burst,fleet -fleet-nodes 200
 package main

@@ -276,12 +276,14 @@ func TestCRIStopWithAgentDown(t *testing.T) {
 	c.leakCheck(ctx, sbs)
 }
 
-// TestCRIAgentKilledDuringStarts: the agent is SIGKILLed while ten
-// sandboxes start and restarted; sandboxes whose runp failed are retried
-// (as kubelet does, with the next attempt). All end Ready with distinct
-// addresses that reach each other, and after stopp/rmp nothing leaks.
+// TestCRIAgentKilledDuringStarts: the agent is SIGKILLed once the CNI ADDs
+// of ten starting sandboxes are under way, and restarted 2 s later.
+// ADD waits at most 1.5 s here, so some runp fail and containerd cleans
+// their sandboxes up (a DEL after a failed ADD); those are retried with the
+// next attempt, as kubelet does. All end Ready with distinct addresses that
+// reach each other, and after stopp/rmp nothing leaks.
 func TestCRIAgentKilledDuringStarts(t *testing.T) {
-	c := newCRINode(t, nodeOptions{extraConfig: criPool("")})
+	c := newCRINode(t, nodeOptions{extraConfig: criPool(""), addTimeout: 1500 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c.startAgent()
@@ -293,26 +295,38 @@ func TestCRIAgentKilledDuringStarts(t *testing.T) {
 	for i, s := range sbs {
 		wg.Go(func() { errs[i] = c.runp(ctx, s) })
 	}
-	time.Sleep(time.Duration(50+rand.IntN(250)) * time.Millisecond)
+	// Kill once enid-cni has written the first entry: containerd is in
+	// the CNI ADDs, some answered, some not.
+	waitFor(t, 30*time.Second, "a CNI ADD under way", func() (bool, string) {
+		ents, err := os.ReadDir(filepath.Join(c.runDir, "pods"))
+		return err == nil && len(ents) > 0, fmt.Sprint(err)
+	})
+	time.Sleep(time.Duration(rand.IntN(100)) * time.Millisecond)
 	c.agent.kill()
-	time.Sleep(300 * time.Millisecond)
+	t.Logf("agent killed with %d statuses published", len(c.statuses()))
+	// Down longer than an ADD waits: every ADD still waiting fails.
+	time.Sleep(2 * time.Second)
 	c.startAgent()
 	wg.Wait()
 	c.waitReady(30 * time.Second)
 	var all []*sandbox // every sandbox created, for the leak check
 	all = append(all, sbs...)
+	retried := 0
 	for i, s := range sbs {
 		for errs[i] != nil {
-			if s.attempt >= 3 {
+			retried++
+			if s.attempt >= 5 {
 				t.Fatalf("sandbox %s: runp failed %d times, last: %v", s.name, s.attempt+1, errs[i])
 			}
-			t.Logf("sandbox %s: runp failed across the crash, retrying: %v", s.name, errs[i])
+			msg := strings.TrimSpace(errs[i].Error())
+			t.Logf("sandbox %s: runp failed across the crash, retrying: %s", s.name, msg[strings.LastIndex(msg, "\n")+1:])
 			retry := &sandbox{name: s.name, uid: s.uid, attempt: s.attempt + 1}
 			errs[i] = c.runp(ctx, retry)
 			sbs[i], s = retry, retry
 			all = append(all, retry)
 		}
 	}
+	t.Logf("%d runp retried after the agent was killed", retried)
 	c.checkSandboxes(ctx, sbs)
 	parallel(t, sbs, func(s *sandbox) error {
 		if _, err := c.crictlCtx(ctx, "stopp", s.id); err != nil {

@@ -259,8 +259,13 @@ func (c *criNode) sandboxNetns(ctx context.Context) []string {
 	}
 	var paths []string
 	for _, id := range strings.Fields(out) {
-		if p := c.inspectp(ctx, id).netns; p != "" {
-			paths = append(paths, p)
+		info, err := c.inspectpCtx(ctx, id)
+		if err != nil {
+			c.t.Errorf("at cleanup: %v", err)
+			continue
+		}
+		if info.netns != "" {
+			paths = append(paths, info.netns)
 		}
 	}
 	return paths
@@ -377,9 +382,19 @@ type sandboxInfo struct {
 	netns string
 }
 
-// inspectp reads a sandbox's state, address and network namespace path.
+// inspectp reads a sandbox's state, address and network namespace path,
+// and fails the test when it cannot.
 func (c *criNode) inspectp(ctx context.Context, id string) sandboxInfo {
 	c.t.Helper()
+	info, err := c.inspectpCtx(ctx, id)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return info
+}
+
+// inspectpCtx is inspectp returning its error (for cleanup).
+func (c *criNode) inspectpCtx(ctx context.Context, id string) (sandboxInfo, error) {
 	var v struct {
 		Status struct {
 			State   string `json:"state"`
@@ -398,15 +413,18 @@ func (c *criNode) inspectp(ctx context.Context, id string) sandboxInfo {
 			} `json:"runtimeSpec"`
 		} `json:"info"`
 	}
-	out := c.crictl(ctx, "inspectp", "-o", "json", id)
+	out, err := c.crictlCtx(ctx, "inspectp", "-o", "json", id)
+	if err != nil {
+		return sandboxInfo{}, err
+	}
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		c.t.Fatalf("inspectp %s: %v\n%s", id, err, out)
+		return sandboxInfo{}, fmt.Errorf("inspectp %s: %w\n%s", id, err, out)
 	}
 	info := sandboxInfo{state: v.Status.State}
 	if v.Status.Network.IP != "" {
 		ip, err := netip.ParseAddr(v.Status.Network.IP)
 		if err != nil {
-			c.t.Fatalf("inspectp %s: address %q: %v", id, v.Status.Network.IP, err)
+			return sandboxInfo{}, fmt.Errorf("inspectp %s: address %q: %w", id, v.Status.Network.IP, err)
 		}
 		info.ip = ip
 	}
@@ -415,7 +433,7 @@ func (c *criNode) inspectp(ctx context.Context, id string) sandboxInfo {
 			info.netns = ns.Path
 		}
 	}
-	return info
+	return info, nil
 }
 
 // pod returns the sandbox as the e2e checks see a pod (what CNI was given).
@@ -425,6 +443,8 @@ func (s *sandbox) pod(netns string) *pod {
 
 // runtimeRecords lists containerd's libcni cache records (the runtime's
 // own list of live attachments) for enid's network and these sandboxes.
+// containerd's go-cni keeps them in libcni's default cache dir, whatever
+// containerd's own root is.
 func runtimeRecords(ids []string) []string {
 	var left []string
 	for _, id := range ids {
