@@ -271,6 +271,13 @@ func TestCRIStopWithAgentDown(t *testing.T) {
 		_, err := c.crictlCtx(ctx, "rmp", s.id)
 		return err
 	})
+	// DEL did its part without the agent: the entries are gone.
+	for _, s := range sbs {
+		key := desired.Key{ContainerID: s.id, IfName: "eth0"}
+		if _, err := os.Stat(filepath.Join(c.runDir, "pods", desired.EntryFileName(key))); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("sandbox %s: entry still there after stopp with the agent down (%v)", s.name, err)
+		}
+	}
 	c.startAgent()
 	c.waitReady(30 * time.Second)
 	c.leakCheck(ctx, sbs)
