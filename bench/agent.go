@@ -40,7 +40,10 @@ type agentOptions struct {
 	noWatch    bool
 	heartbeat  time.Duration
 	rate       desired.RateLimit // zero: the config's default
-	log        *slog.Logger
+	// hints are the kubelet and runtime files the agent reads (zero: none,
+	// a simulated node has no kubelet).
+	hints desired.HintSources
+	log   *slog.Logger
 }
 
 // agent is an agent running in this process; Stop ends it.
@@ -105,7 +108,7 @@ func startAgent(ctx context.Context, o agentOptions) (*agent, error) {
 	p.Statuses = filepath.Join(o.dir, "run", "status")
 	p.AgentFile = filepath.Join(o.dir, "run", "agent.json")
 	p.StateDir = filepath.Join(o.dir, "state")
-	p.Hints = desired.HintSources{} // no kubelet files on a simulated node
+	p.Hints = o.hints
 	ra, err := reconcile.New(reconcile.Config{Paths: p, InstanceID: o.instanceID, NodeName: o.nodeName,
 		Cloud: c, Datapath: dp, Logger: o.log, Metrics: metrics, NoWatch: o.noWatch, Heartbeat: o.heartbeat, Version: "bench"})
 	if err != nil {

@@ -1,7 +1,8 @@
 // Command bench is enid's benchmark harness: it runs the scenarios of
 // docs/benchmarks.md (warm ADD against the netlink floor, a cold burst
 // against the API lower bound, churn under three pool settings, planner
-// cost, agent memory, and a fleet sharing one account's rate limit) on the
+// cost, agent memory, a fleet sharing one account's rate limit, and the
+// fast path side by side with the reference plugins ptp and bridge) on the
 // ECS simulator, prints one Markdown table and writes the figures as JSON.
 //
 // It sits outside desired -> observed -> plan -> execute: it drives the
@@ -11,7 +12,7 @@
 // simulator's Check failing), never on timing: timing is reported against
 // the targets, met or missed.
 //
-//	go run ./bench                 # the full run (about 5 minutes on 2 cores; root for warm ADD)
+//	go run ./bench                 # the full run (about 7 minutes on 2 cores; root for warm ADD and reference)
 //	go run ./bench -quick          # the CI smoke run (under 2 minutes)
 //	go run ./bench -run burst,fleet -fleet-nodes 200
 package main
@@ -40,13 +41,16 @@ type sizes struct {
 	fleetPods  int
 	// fleetJoinAll starts every fleet node at once instead of staggered.
 	fleetJoinAll bool
+	// refRounds and refPods size the side-by-side run with the reference
+	// plugins: measured rounds, and background pods per plugin.
+	refRounds, refPods int
 }
 
 func main() {
 	var (
 		quick   = flag.Bool("quick", false, "small sizes, for CI (under 2 minutes)")
 		out     = flag.String("out", "bench-results.json", "write the results as JSON here")
-		run     = flag.String("run", "all", "comma-separated scenarios: warm,burst,churn,planner,memory,fleet (or all)")
+		run     = flag.String("run", "all", "comma-separated scenarios: warm,burst,churn,planner,memory,fleet,reference (or all)")
 		workDir = flag.String("work-dir", "", "scratch directory (default: a temporary one under /dev/shm or /tmp, removed at the end)")
 		verbose = flag.Bool("v", false, "log the agents' warnings to stderr")
 		debug   = flag.Bool("debug", false, "log the agents' debug lines (every plan) to stderr")
@@ -59,6 +63,8 @@ func main() {
 	flag.IntVar(&sz.memPods, "memory-pods", 0, "pods in the memory scenario (default 250, quick 50)")
 	flag.IntVar(&sz.fleetNodes, "fleet-nodes", 0, "simulated nodes in the fleet (default 1000, quick 50)")
 	flag.IntVar(&sz.fleetPods, "fleet-pods", 0, "pods per fleet node (default 5)")
+	flag.IntVar(&sz.refRounds, "reference-rounds", 0, "rounds of the side-by-side run with the reference plugins (default 50)")
+	flag.IntVar(&sz.refPods, "reference-pods", 0, "background pods per plugin in that run (default 30)")
 	flag.BoolVar(&sz.fleetJoinAll, "fleet-join-all", false, "start every fleet node at once (a join storm) instead of at the rate the account limit affords")
 	flag.Parse()
 	def := func(p *int, full, q int) {
@@ -74,6 +80,8 @@ func main() {
 	def(&sz.memPods, 250, 50)
 	def(&sz.fleetNodes, 1000, 50)
 	def(&sz.fleetPods, 5, 5)
+	def(&sz.refRounds, 50, 10)
+	def(&sz.refPods, 30, 10)
 	if sz.churnTime == 0 {
 		sz.churnTime = 60 * time.Second
 		if *quick {
@@ -145,6 +153,7 @@ func scenarios() []scenario {
 		{"planner", runPlanner},
 		{"memory", runMemory},
 		{"fleet", runFleet},
+		{"reference", runReference},
 	}
 }
 
@@ -159,7 +168,7 @@ func runAll(ctx context.Context, e env, picked []string, out string) (int, error
 	}
 	for p := range want {
 		if !known[p] {
-			return 2, fmt.Errorf("-run: unknown scenario %q (use warm, burst, churn, planner, memory, fleet or all)", p)
+			return 2, fmt.Errorf("-run: unknown scenario %q (use warm, burst, churn, planner, memory, fleet, reference or all)", p)
 		}
 	}
 	src, err := moduleRoot()
