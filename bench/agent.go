@@ -153,6 +153,8 @@ func (a *agent) waitPool(ctx context.Context, timeout time.Duration, cond func(s
 type pod struct {
 	key desired.Key
 	rev string
+	// created is when the entry was written (what CNI ADD does).
+	created time.Time
 }
 
 // addPod writes an entry for pod i (what CNI ADD writes) and returns it.
@@ -166,7 +168,7 @@ func (a *agent) addPod(name string, netns string, now time.Time) (pod, error) {
 	if err != nil {
 		return pod{}, fmt.Errorf("write entry %s: %w", name, err)
 	}
-	return pod{key: e.Key(), rev: rev}, nil
+	return pod{key: e.Key(), rev: rev, created: now}, nil
 }
 
 // delPod removes a pod's entry (what CNI DEL does).

@@ -126,6 +126,8 @@ type Client struct {
 	limiter   *limiter
 	// congestion holds every call back for a while after a throttled one.
 	congestion *congestion
+	// pacer holds the client's calls to the rate the account affords.
+	pacer *pacer
 
 	typesMu sync.Mutex                 // guards types
 	types   map[string]observed.Limits // instance type -> limits; never invalidated (types do not change)
@@ -150,6 +152,7 @@ func New(cfg Config) (*Client, error) {
 		log:        cfg.Logger,
 		limiter:    newLimiter(cfg.RateLimit),
 		congestion: newCongestion(cfg.Retry.BaseDelay, cfg.Retry.MaxDelay),
+		pacer:      newPacer(cfg.RateLimit.QPS, cfg.RateLimit.Burst),
 		types:      map[string]observed.Limits{},
 	}
 	switch ep := cfg.Endpoint; {
@@ -261,14 +264,25 @@ func (c *Client) callRepeat(ctx context.Context, req requests.AcsRequest, resp r
 		if err := c.limiter.wait(ctx, c.clk, action); err != nil {
 			return fmt.Errorf("%s: waiting for rate limit: %w", action, err)
 		}
+		if err := c.pacer.wait(ctx, c.clk); err != nil {
+			return fmt.Errorf("%s: waiting for the learned rate: %w", action, err)
+		}
 		err := c.attempt(ctx, req, resp)
 		switch {
 		case err == nil:
 			c.congestion.succeeded()
+			c.pacer.increase()
 		case errors.Is(err, ErrThrottled):
-			c.congestion.throttled(c.clk.Now())
+			if now := c.clk.Now(); c.congestion.throttled(now) {
+				c.pacer.decrease(now)
+			}
 		}
 		if err == nil || !Retryable(err) || !repeatable && !errors.Is(err, ErrThrottled) {
+			return err
+		}
+		if errors.Is(err, ErrThrottled) && priorityOf(ctx) == Optional {
+			// Optional work yields: the caller defers it, and calls that
+			// waiting pods need take the rate the account has.
 			return err
 		}
 		if attempt >= c.cfg.Retry.MaxAttempts {
@@ -356,3 +370,12 @@ type ctxTransport struct {
 func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r.WithContext(t.ctx))
 }
+
+// BackoffUntil is when the client's shared backoff after throttling ends
+// (zero or past: none runs). The agent defers optional cloud work until
+// then.
+func (c *Client) BackoffUntil() time.Time { return c.congestion.backoffUntil() }
+
+// LearnedRate is the call rate (calls per second) the client has learned
+// the account affords (the configured rate until a call is throttled).
+func (c *Client) LearnedRate() float64 { return c.pacer.current() }

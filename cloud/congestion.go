@@ -35,14 +35,15 @@ func (g *congestion) wait(ctx context.Context, clk Clock) error {
 	return sleep(ctx, clk, d)
 }
 
-// throttled records a refusal at now. A refusal that arrives while a
-// backoff runs came from a call sent before it, so it extends nothing;
-// after one, the backoff doubles (equal jitter, capped at max).
-func (g *congestion) throttled(now time.Time) {
+// throttled records a refusal at now and reports whether it starts a new
+// episode. A refusal that arrives while a backoff runs came from a call
+// sent before it, so it extends nothing; after one, the backoff doubles
+// (equal jitter, capped at max).
+func (g *congestion) throttled(now time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if now.Before(g.until) {
-		return
+		return false
 	}
 	d := g.base
 	for i := 0; i < g.level && d < g.max; i++ {
@@ -52,6 +53,14 @@ func (g *congestion) throttled(now time.Time) {
 	g.level++
 	half := d / 2
 	g.until = now.Add(half + rand.N(half+1))
+	return true
+}
+
+// backoffUntil is when the current backoff ends (zero or past: none runs).
+func (g *congestion) backoffUntil() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.until
 }
 
 // succeeded works one refusal off.

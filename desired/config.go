@@ -83,6 +83,13 @@ type Pool struct {
 	// Cooldown is how long a released pod IP stays out of use (so
 	// conntrack and kube-proxy forget it) before it is handed out again.
 	Cooldown Duration `json:"cooldown"`
+	// SpreadWindow bounds how long a node defers optional pool work (growth
+	// to a new minimum, release above a new maximum) after a change of the
+	// pool's knobs: each node waits an offset within the window derived from
+	// its instance ID, so a change landing on a whole fleet at once does not
+	// make every node call the API at the same instant. Pods that wait are
+	// never deferred. Zero turns the spread off.
+	SpreadWindow Duration `json:"spreadWindow,omitempty"`
 }
 
 // ENIConfig says which ENIs enid creates.

@@ -13,6 +13,7 @@ const (
 	DefaultBatch         = 5
 	DefaultReleaseDelay  = 5 * time.Minute
 	DefaultCooldown      = 30 * time.Second
+	DefaultSpreadWindow  = 5 * time.Second
 	DefaultMaxENIs       = 0 // the instance type's limit
 	DefaultVSwitchPolicy = VSwitchMostFree
 	DefaultQPS           = 10
@@ -48,6 +49,7 @@ func DefaultConfig() Config {
 			Batch:        DefaultBatch,
 			ReleaseDelay: Duration(DefaultReleaseDelay),
 			Cooldown:     Duration(DefaultCooldown),
+			SpreadWindow: Duration(DefaultSpreadWindow),
 		},
 		ENI: ENIConfig{
 			MaxENIs:       DefaultMaxENIs,

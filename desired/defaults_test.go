@@ -34,6 +34,7 @@ func TestDefaultsDocumented(t *testing.T) {
 		"pool.batch":               itoa(d.Pool.Batch),
 		"pool.releaseDelay":        short(d.Pool.ReleaseDelay),
 		"pool.cooldown":            short(d.Pool.Cooldown),
+		"pool.spreadWindow":        short(d.Pool.SpreadWindow),
 		"eni.maxENIs":              itoa(d.ENI.MaxENIs),
 		"eni.vSwitchPolicy":        string(d.ENI.VSwitchPolicy),
 		"eni.mtu":                  itoa(d.ENI.MTU),

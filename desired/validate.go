@@ -78,6 +78,10 @@ func (c Config) problems() []Problem {
 	}
 	v.duration("pool.releaseDelay", p.ReleaseDelay)
 	v.duration("pool.cooldown", p.Cooldown)
+	v.duration("pool.spreadWindow", p.SpreadWindow)
+	if p.SpreadWindow > Duration(maxSpreadWindow) {
+		v.add("pool.spreadWindow", "must be at most %s: a longer spread only delays the pool (got %s)", maxSpreadWindow, time.Duration(p.SpreadWindow))
+	}
 
 	v.eni(c.ENI)
 	v.cloud(c.Cloud)
@@ -117,6 +121,9 @@ func (v *validator) nonNegative(path string, n int) {
 		v.add(path, "must be >= 0 (got %d)", n)
 	}
 }
+
+// maxSpreadWindow caps pool.spreadWindow.
+const maxSpreadWindow = 10 * time.Minute
 
 func (v *validator) duration(path string, d Duration) {
 	if d < 0 {

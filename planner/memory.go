@@ -34,6 +34,13 @@ type Memory struct {
 	// assign after a release could repeat an earlier token and the cloud
 	// would answer with the old (released) result.
 	Epoch int `json:"epoch,omitempty"`
+	// PoolKnobs is the pool policy the last pass planned with, rendered
+	// (minIdle, maxIdle, minTotal, batch): a change of it starts a spread.
+	PoolKnobs string `json:"poolKnobs,omitempty"`
+	// SpreadUntil is when optional pool work deferred after a change of
+	// the pool's knobs may start (zero: none is deferred). See
+	// SpreadOffset.
+	SpreadUntil time.Time `json:"spreadUntil,omitzero"`
 }
 
 // Reservation is a sticky pod's hold on its addresses (or, in exclusive
@@ -87,6 +94,9 @@ func (m *Memory) prune(now time.Time) {
 		if !now.Before(until) {
 			delete(m.Exhausted, id)
 		}
+	}
+	if !now.Before(m.SpreadUntil) {
+		m.SpreadUntil = time.Time{}
 	}
 	if len(m.Cooldowns) == 0 {
 		m.Cooldowns = nil

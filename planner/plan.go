@@ -173,6 +173,11 @@ type Action struct {
 	Reason Reason `json:"reason"`
 	// DependsOn lists the IDs of actions that must succeed first.
 	DependsOn []int `json:"dependsOn,omitempty"`
+	// Urgent marks a cloud action that a waiting pod needs (its address or
+	// its ENI). Under throttling the executor runs urgent actions and
+	// defers the rest (topping up the idle pool, releasing surplus), which
+	// the next pass plans again.
+	Urgent bool `json:"urgent,omitempty"`
 
 	// ENIID is the ENI acted on, when it exists already.
 	ENIID string `json:"eniID,omitempty"`

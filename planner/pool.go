@@ -72,6 +72,18 @@ func (b *builder) shared() {
 	if need > 0 {
 		grow = min(roundUp(need, pp.batch), max(need, len(waiting)+pp.maxIdle-idle))
 	}
+	// After a change of the pool's knobs, optional work waits for this
+	// node's turn (spread.go); growth for waiting pods never does.
+	spread := b.spreading(pp)
+	switch {
+	case spread && len(waiting) == 0:
+		grow = 0
+	case spread && need > 0:
+		// Only what the waiting pods need now; the new minimum comes in
+		// this node's turn.
+		need = len(waiting) - idle
+		grow = max(0, min(roundUp(need, pp.batch), len(waiting)+pp.maxIdle-idle))
+	}
 	b.plan.Pool = PoolSummary{
 		Total: total, Used: used, Idle: idle, Cooldown: cooling + gone, Sticky: sticky,
 		Waiting: len(waiting), Target: max(total+grow, pp.minTotal), Capacity: b.capacity(),
@@ -85,9 +97,13 @@ func (b *builder) shared() {
 			blocked = &PodStatus{Phase: PhasePending, ReasonCode: ReasonObservationFailed, Reason: "observation incomplete: no new address is handed out"}
 		} else {
 			why := Reason{code, growText(code, len(waiting), idle, wantIdle, total, pp.minTotal)}
+			first := len(b.plan.Actions)
 			sources, blocked = b.grow(need, grow, pp.batch, why)
+			if len(waiting) > 0 {
+				b.markUrgent(first)
+			}
 		}
-	} else if b.complete && len(waiting) == 0 {
+	} else if b.complete && len(waiting) == 0 && !spread {
 		b.release(pp, idle, total, wantIdle)
 	}
 	if grow > 0 || len(waiting) > 0 {
@@ -120,6 +136,16 @@ func (b *builder) shared() {
 		}
 	}
 	b.podActions()
+}
+
+// markUrgent marks the cloud actions from index first on: a waiting pod
+// needs them.
+func (b *builder) markUrgent(first int) {
+	for i := first; i < len(b.plan.Actions); i++ {
+		if b.plan.Actions[i].Kind.Cloud() {
+			b.plan.Actions[i].Urgent = true
+		}
+	}
 }
 
 // hinted counts admitted pods that have no entry yet: demand soon to come.

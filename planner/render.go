@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // FormatVersion is the version of the plan's JSON form (docs/plan.md,
@@ -73,6 +74,10 @@ func (p Plan) Render() string {
 	w.WriteString("Pool: total " + itoa(s.Total) + ", used " + itoa(s.Used) + ", idle " + itoa(s.Idle) +
 		", cooldown " + itoa(s.Cooldown) + ", sticky " + itoa(s.Sticky) + ", waiting " + itoa(s.Waiting) +
 		", target " + itoa(s.Target) + ", capacity " + itoa(s.Capacity) + ".\n")
+	if t := p.Memory.SpreadUntil; !t.IsZero() {
+		w.WriteString("Spread: pool work after the pool's change waits for this node's turn, until " +
+			t.UTC().Format(time.RFC3339) + " (pool.spreadWindow); waiting pods are served now.\n")
+	}
 	return w.String()
 }
 

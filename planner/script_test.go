@@ -3,6 +3,7 @@ package planner_test
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,15 @@ func run(t *testing.T, w *plannertest.World, last *planner.Plan, d *datadriven.T
 				}
 				out.WriteString("\n")
 			}
+		}
+		if d.HasArg("urgent") {
+			out.WriteString("urgent:")
+			for _, a := range last.Actions {
+				if a.Urgent {
+					out.WriteString(" " + strconv.Itoa(a.ID))
+				}
+			}
+			out.WriteString("\n")
 		}
 		if d.HasArg("json") {
 			b, err := last.JSON()

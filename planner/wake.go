@@ -32,6 +32,9 @@ func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) 
 	for _, t := range m.Exhausted {
 		consider(t)
 	}
+	if !m.SpreadUntil.IsZero() {
+		consider(m.SpreadUntil)
+	}
 	grace := opt.LeakGrace
 	if grace <= 0 {
 		grace = DefaultLeakGrace

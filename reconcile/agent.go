@@ -254,7 +254,8 @@ func (a *Agent) Run(ctx context.Context) error {
 // which the plan changes by time alone (planner.Memory.NextDeadline).
 func (a *Agent) nextWake() (time.Time, bool) {
 	t, ok := a.exec.nextRetry()
-	for _, d := range []time.Time{a.deadline, a.burstUntil} {
+	paced, _ := a.exec.deferredUntil()
+	for _, d := range []time.Time{a.deadline, a.burstUntil, paced} {
 		if !d.IsZero() && (!ok || d.Before(t)) {
 			t, ok = d, true
 		}

@@ -52,6 +52,36 @@ type executor struct {
 	// exhausted lists vSwitches the cloud reported out of addresses since
 	// the loop last drained it (planner.Memory.MarkExhausted).
 	exhausted []string
+	// deferred is set when the last dispatch held optional cloud work back
+	// for the client's backoff (the loop wakes when it ends).
+	deferred bool
+}
+
+// pacedCloud is a cloud client that backs off after throttling
+// (*cloud.Client).
+type pacedCloud interface {
+	BackoffUntil() time.Time
+}
+
+// backoffUntil is when the cloud client's backoff after throttling ends
+// (zero when the client has none).
+func (x *executor) backoffUntil() time.Time {
+	if pc, ok := x.cloud.(pacedCloud); ok {
+		return pc.BackoffUntil()
+	}
+	return time.Time{}
+}
+
+// deferredUntil reports when optional cloud work held back by the last
+// dispatch may start.
+func (x *executor) deferredUntil() (time.Time, bool) {
+	x.mu.Lock()
+	deferred := x.deferred
+	x.mu.Unlock()
+	if !deferred {
+		return time.Time{}, false
+	}
+	return x.backoffUntil(), true
 }
 
 // retryState is the back-off of one action key after a failure.
@@ -158,6 +188,13 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	// same capacity again; one round at a time, each planned from all the
 	// demand known when it starts, never does.
 	cloudBusy := x.cloudRunning > 0 || holdCloud
+	// While the client backs off after throttling, only urgent cloud work
+	// (what a waiting pod needs) starts: topping up the idle pool or
+	// releasing surplus waits, and the next pass after the backoff plans
+	// it again. A fleet under one account's limit thus spends the rate it
+	// has on pods first.
+	pacedUntil := x.backoffUntil()
+	x.deferred = false
 	for i, a := range p.Actions {
 		r.done[i] = make(chan struct{})
 		key := actionKey(a)
@@ -169,6 +206,9 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		}
 		if earlier[key] || (cloudBusy && a.Kind.Cloud()) {
 			skip = true
+		}
+		if a.Kind.Cloud() && !a.Urgent && now.Before(pacedUntil) {
+			skip, x.deferred = true, true
 		}
 		if rs, ok := x.retry[key]; ok && now.Before(rs.until) {
 			skip = true
@@ -243,6 +283,9 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 		return
 	}
 	start := x.now()
+	if a.Kind.Cloud() && !a.Urgent {
+		ctx = cloud.WithPriority(ctx, cloud.Optional)
+	}
 	err := x.execute(ctx, r, i)
 	<-x.sem
 	elapsed := x.now().Sub(start)
@@ -272,7 +315,9 @@ func (x *executor) failed(a planner.Action, key string, err error) {
 		outcome = "error"
 	}
 	x.metrics.actions.WithLabelValues(string(a.Kind), outcome).Inc()
-	if a.Kind.Cloud() || errors.Is(err, linux.ErrNotFound) {
+	// A throttled call was refused before it did anything: nothing to
+	// observe again (observing would only add calls to a throttled account).
+	if a.Kind.Cloud() && !errors.Is(err, cloud.ErrThrottled) || errors.Is(err, linux.ErrNotFound) {
 		x.cache.markDirty()
 	}
 	vsw := a.VSwitchID

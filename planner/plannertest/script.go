@@ -263,6 +263,7 @@ func applyConfig(c *desired.Config, kv map[string]string, zone string, num func(
 	c.Pool.Batch = num("batch", c.Pool.Batch)
 	c.Pool.ReleaseDelay = desired.Duration(dur("delay", c.Pool.ReleaseDelay.D()))
 	c.Pool.Cooldown = desired.Duration(dur("cooldown", c.Pool.Cooldown.D()))
+	c.Pool.SpreadWindow = desired.Duration(dur("spread", c.Pool.SpreadWindow.D()))
 	c.StickyIPHold = desired.Duration(dur("hold", c.StickyIPHold.D()))
 	c.ENI.MaxENIs = num("maxENIs", c.ENI.MaxENIs)
 	c.ENI.MTU = num("mtu", c.ENI.MTU)
