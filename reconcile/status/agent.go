@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/enidnet/enid/internal/fileread"
 )
 
 // Agent is the agent heartbeat and readiness, the file /run/enid/agent.json.
@@ -80,7 +82,7 @@ func WriteAgent(path string, a Agent) error {
 // when there is none (the agent never ran since boot), and ErrVersion for
 // an unknown apiVersion.
 func ReadAgent(path string) (Agent, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileread.Read(path, MaxFileSize, fileread.NoFollow)
 	if err != nil {
 		return Agent{}, fmt.Errorf("read heartbeat: %w", err)
 	}
