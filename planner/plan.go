@@ -160,6 +160,9 @@ const (
 	ReasonEntryInvalid      ReasonCode = "entry-invalid"
 	ReasonAddressConflict   ReasonCode = "address-conflict"
 	ReasonObservationFailed ReasonCode = "observation-incomplete"
+	// ReasonNetNSRefused: the entry's netns is the node's own namespace or
+	// not a network namespace at all; enid never sets a pod up there.
+	ReasonNetNSRefused ReasonCode = "netns-refused"
 )
 
 // Action is one step of a plan. Only the parameters its Kind needs are set.

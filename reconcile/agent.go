@@ -121,6 +121,12 @@ type Agent struct {
 	hints                                desired.Hints
 	hintsAt                              time.Time
 	burstStart, burstChanged, burstUntil time.Time
+	// netns holds the datapath's verdict on each entry's netns, by entry
+	// revision (refuseNetNS).
+	netns map[observed.AttachmentKey]netnsVerdict
+	// badStatuses are the status files the last full observation could
+	// not read (dropBadStatuses).
+	badStatuses []status.Problem
 }
 
 // New checks the config and returns an Agent ready to Run.
@@ -189,9 +195,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	if err := a.loadMemory(); err != nil {
-		return err
-	}
+	a.loadMemory()
 	a.started = a.now()
 
 	// Actions get their own context: on shutdown they have a grace period
@@ -310,6 +314,7 @@ func (a *Agent) pass(ctx context.Context) {
 		a.hints, a.hintsAt = desired.ReadHints(a.cfg.Paths.Hints), now
 	}
 	d.Hints = a.hints
+	a.refuseNetNS(&d)
 	a.noteConfig(d)
 	if _, ok := a.loader.Current(); !ok {
 		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
@@ -318,6 +323,7 @@ func (a *Agent) pass(ctx context.Context) {
 
 	if a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
 		a.refresh(ctx, d.Config, now)
+		a.dropBadStatuses(a.badStatuses, d)
 	}
 	o, have := a.cache.snapshot()
 	if !have {
@@ -430,6 +436,8 @@ func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) 
 		}
 	}
 	src.Cloud = cs
+	a.badStatuses = nil
+	src.Published = publishedSource{st: a.statuses, problems: func(p []status.Problem) { a.badStatuses = p }}
 	st := observed.Collect(ctx, src, a.cfg.InstanceID, vsw, now)
 	if st.Instance.ID == "" {
 		st.Instance = a.instance
