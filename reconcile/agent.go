@@ -118,6 +118,8 @@ type Agent struct {
 	// resync period passed.
 	routineRefreshes int
 	// hints are the kubelet's and runtime's records, read at hintsAt.
+	// beat is the heartbeat's snapshot, shared with its goroutine.
+	beat                                 beat
 	hints                                desired.Hints
 	hintsAt                              time.Time
 	burstStart, burstChanged, burstUntil time.Time
@@ -220,8 +222,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { watchDone <- watch.Run(wctx) }()
 	}
 
+	// The heartbeat has its own goroutine; this ticker only checks whether
+	// a full observation is due.
 	heartbeat := time.NewTicker(a.cfg.Heartbeat)
 	defer heartbeat.Stop()
+	a.snapshotHeartbeat()
+	stopBeat := a.startHeartbeat()
+	defer stopBeat()
 	retryTimer := time.NewTimer(time.Hour)
 	defer retryTimer.Stop()
 
@@ -230,7 +237,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return a.shutdown(cancelActions)
+			return a.shutdown(cancelActions, stopBeat)
 		case err := <-watchDone:
 			if err != nil && ctx.Err() == nil {
 				return fmt.Errorf("watcher stopped: %w", err)
@@ -246,7 +253,6 @@ func (a *Agent) Run(ctx context.Context) error {
 			if a.cache.needsRefresh(a.now(), a.resync()) {
 				a.pass(actx)
 			}
-			a.writeHeartbeat()
 		}
 		if t, ok := a.nextWake(); ok {
 			retryTimer.Reset(max(time.Millisecond, t.Sub(a.now())))
@@ -274,7 +280,7 @@ func (a *Agent) resync() time.Duration {
 	return cfg.ResyncPeriod.D()
 }
 
-func (a *Agent) shutdown(cancelActions context.CancelFunc) error {
+func (a *Agent) shutdown(cancelActions context.CancelFunc, stopBeat func()) error {
 	a.log.Info("agent stopping: waiting for running actions", "grace", a.cfg.ShutdownGrace)
 	done := make(chan struct{})
 	go func() { a.exec.wg.Wait(); close(done) }()
@@ -285,6 +291,7 @@ func (a *Agent) shutdown(cancelActions context.CancelFunc) error {
 		cancelActions()
 		<-done
 	}
+	stopBeat()
 	a.ready, a.reason, a.stopped = false, "agent stopped", true
 	a.writeHeartbeat()
 	return nil

@@ -263,3 +263,29 @@ func nodeRoutes(t *testing.T, path string) string {
 	}
 	return b.String()
 }
+
+// TestHeartbeatWhileCloudHangs: every cloud call hangs (the simulator's
+// latency is a minute; the client gives up after its 10 s timeout and
+// retries), and a resync is due every second: agent.json stays under 5 s
+// old throughout.
+func TestHeartbeatWhileCloudHangs(t *testing.T) {
+	w := newWorld(t, ecssim.Config{}, "pool:\n  minIdle: 2\n  maxIdle: 8\nresyncPeriod: 1s\n")
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+	w.waitReady(w.addPod(0))
+	w.sim.SetSettings(ecssim.Settings{Latency: ecssim.Latency{Fixed: time.Minute}})
+	defer w.sim.SetSettings(ecssim.Settings{})
+	w.agent.Wake()
+	var worst time.Duration
+	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		a, err := status.ReadAgent(w.paths.AgentFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, time.Since(a.Heartbeat))
+	}
+	t.Logf("oldest heartbeat seen while the cloud hung: %s", worst)
+	if worst >= 5*time.Second {
+		t.Errorf("heartbeat %s old while the cloud hung, want under 5s", worst)
+	}
+}
