@@ -44,7 +44,7 @@ type Sources struct {
 // vSwitchIDs are the vSwitches the config names; those of observed ENIs
 // are added.
 func Collect(ctx context.Context, src Sources, instanceID string, vSwitchIDs []string, now time.Time) State {
-	st := State{Complete: true, At: now}
+	st := State{Complete: true, NodeComplete: true, At: now}
 	fail := func(what string, err error) {
 		st.Complete = false
 		st.Problems = append(st.Problems, fmt.Sprintf("%s: %v", what, err))
@@ -82,10 +82,12 @@ func Collect(ctx context.Context, src Sources, instanceID string, vSwitchIDs []s
 	}
 	if src.Node == nil {
 		fail("node", fmt.Errorf("no node source"))
+		st.NodeComplete = false
 	} else {
 		node, err := src.Node.Observe(ctx)
 		if err != nil {
 			fail("observe node", err)
+			st.NodeComplete = false
 		}
 		st.Node = node
 	}
@@ -93,6 +95,7 @@ func Collect(ctx context.Context, src Sources, instanceID string, vSwitchIDs []s
 		pub, err := src.Published.Published(ctx)
 		if err != nil {
 			fail("read published statuses", err)
+			st.NodeComplete = false
 		}
 		slices.SortFunc(pub, func(a, b Binding) int { return strings.Compare(a.Key.String(), b.Key.String()) })
 		st.Node.Published = pub

@@ -126,6 +126,11 @@ type Agent struct {
 	// netns holds the datapath's verdict on each entry's netns, by entry
 	// revision (refuseNetNS).
 	netns map[observed.AttachmentKey]netnsVerdict
+	// degradedSince is when a full observation first failed to read the
+	// cloud and carried its last complete view (zero: not degraded).
+	degradedSince time.Time
+	// degraded is what the heartbeat says about degraded mode (nil: not).
+	degraded *status.Degraded
 	// badStatuses are the status files the last full observation could
 	// not read (dropBadStatuses).
 	badStatuses []status.Problem
@@ -367,9 +372,13 @@ func (a *Agent) pass(ctx context.Context) {
 		// `enid status` and STATUS read the heartbeat: keep its summary current.
 		a.writeHeartbeat()
 	}
+	a.noteDegraded(o, p)
 	switch {
 	case len(d.ConfigProblems) > 0:
 		a.setReady(true, "config on disk is invalid; the last good config is in force: "+d.ConfigProblems[0])
+	case a.degraded != nil:
+		a.setReady(true, fmt.Sprintf("degraded: cloud unreachable since %s, serving %d idle addresses: %s",
+			a.degraded.Since.UTC().Format(time.RFC3339), a.degraded.Idle, a.degraded.Reason))
 	case !o.Complete:
 		a.setReady(true, "observation incomplete: "+firstOr(o.Problems, "unknown"))
 	default:
@@ -449,6 +458,7 @@ func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) 
 	if st.Instance.ID == "" {
 		st.Instance = a.instance
 	}
+	a.carryCloud(&st, now)
 	a.cache.replace(st)
 	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {
 		if _, err := sw.Sweep(ctx); err != nil {

@@ -91,7 +91,7 @@ func (a *Agent) snapshotHeartbeat() {
 		APIVersion: status.Version, PID: os.Getpid(), Version: a.cfg.Version, Started: a.started,
 		Ready: a.ready, Reason: a.reason, Stopped: a.stopped,
 		Pool: status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky},
-		Pods: map[status.Phase]int{},
+		Pods: map[status.Phase]int{}, Degraded: a.degraded,
 	}
 	o, _ := a.cache.snapshot()
 	for _, e := range o.ENIs {

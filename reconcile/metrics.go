@@ -23,6 +23,7 @@ type Metrics struct {
 	addToReady   prometheus.Histogram
 	passes       prometheus.Counter
 	configErrors prometheus.Gauge
+	degraded     prometheus.Gauge
 }
 
 // NewMetrics creates the metrics on a fresh registry.
@@ -65,8 +66,11 @@ func NewMetrics() *Metrics {
 	m.configErrors = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_config_invalid", Help: "1 when the config on disk is invalid and the last good one is in force.",
 	})
+	m.degraded = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "enid_degraded", Help: "1 while the cloud cannot be observed and new pods are served from the idle addresses the node holds.",
+	})
 	m.Registry.MustRegister(m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
-		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors,
+		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors, m.degraded,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

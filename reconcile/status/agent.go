@@ -40,6 +40,24 @@ type Agent struct {
 	LastErrors []string `json:"lastErrors,omitempty"`
 	// Pods counts attachment statuses by phase.
 	Pods map[Phase]int `json:"pods,omitempty"`
+	// Degraded is set while the cloud cannot be observed: the agent serves
+	// new pods from the idle addresses it provably holds, and growth and
+	// release wait. Ready stays true while pods can be served.
+	Degraded *Degraded `json:"degraded,omitempty"`
+}
+
+// Degraded describes degraded mode (docs/design.md, "Degraded mode").
+type Degraded struct {
+	// Since is when the agent first failed to observe the cloud.
+	Since time.Time `json:"since"`
+	// LastObserved is when the cloud was last observed in full: the
+	// addresses served are those of that observation, as the agent's own
+	// actions changed them since.
+	LastObserved time.Time `json:"lastObserved"`
+	// Idle is how many idle addresses the agent can still hand out.
+	Idle int `json:"idle"`
+	// Reason is the first thing that could not be observed.
+	Reason string `json:"reason"`
 }
 
 // PoolSummary is the shape of the shared-mode IP pool. Counts are IPs,
