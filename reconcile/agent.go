@@ -197,9 +197,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	for _, dir := range []string{a.cfg.Paths.Entries, a.cfg.Paths.Statuses} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Entries may carry pod annotations: 0700. Statuses hold no secrets
+	// and monitoring may read them: 0755, as docs/status-files.md says (an
+	// older agent made it 0700; that exact mode is corrected).
+	for dir, mode := range map[string]os.FileMode{a.cfg.Paths.Entries: 0o700, a.cfg.Paths.Statuses: 0o755} {
+		if err := os.MkdirAll(dir, mode); err != nil {
 			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		if st, err := os.Stat(dir); err == nil && mode == 0o755 && st.Mode().Perm() == 0o700 {
+			if err := os.Chmod(dir, mode); err != nil {
+				return fmt.Errorf("chmod %s: %w", dir, err)
+			}
 		}
 	}
 	a.loadMemory()

@@ -289,3 +289,24 @@ func TestHeartbeatWhileCloudHangs(t *testing.T) {
 		t.Errorf("heartbeat %s old while the cloud hung, want under 5s", worst)
 	}
 }
+
+// TestRunDirModes: the entry directory is 0700, the status directory 0755
+// as docs/status-files.md says, even where an older agent left it 0700.
+func TestRunDirModes(t *testing.T) {
+	w := newWorld(t, ecssim.Config{}, "")
+	if err := os.MkdirAll(w.paths.Statuses, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+	w.heartbeatFresh(time.Second)
+	for dir, want := range map[string]os.FileMode{w.paths.Entries: 0o700, w.paths.Statuses: 0o755} {
+		st, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != want {
+			t.Errorf("%s is %o, want %o", dir, st.Mode().Perm(), want)
+		}
+	}
+}
