@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/enidnet/enid/desired"
@@ -131,6 +132,15 @@ type Agent struct {
 	degradedSince time.Time
 	// degraded is what the heartbeat says about degraded mode (nil: not).
 	degraded *status.Degraded
+	// fetch is the cloud half of a full observation being read (nil:
+	// none); fetched is one read and not yet applied.
+	fetch   *fetch
+	fetched *fetch
+	// fetchC delivers a finished fetch to the loop (buffered: the fetch
+	// goroutine never blocks on it).
+	fetchC chan *fetch
+	// fetchWG counts the running fetch goroutine (at most one).
+	fetchWG sync.WaitGroup
 	// badStatuses are the status files the last full observation could
 	// not read (dropBadStatuses).
 	badStatuses []status.Problem
@@ -170,7 +180,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, now: cfg.Now,
 		entries: desired.NewEntryStore(cfg.Paths.Entries), statuses: status.NewStore(cfg.Paths.Statuses),
-		trigger: make(chan struct{}, 1)}
+		trigger: make(chan struct{}, 1), fetchC: make(chan *fetch, 1)}
 	a.exec = newExecutor(cfg.Cloud, cfg.Datapath, a.statuses, &a.cache, cfg.InstanceID, a.log, a.metrics, a.now, a.wake, cfg.Parallelism, cfg.WaitForDevice)
 	return a, nil
 }
@@ -262,6 +272,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.pass(actx)
 		case <-retryTimer.C:
 			a.pass(actx)
+		case f := <-a.fetchC:
+			a.fetch, a.fetched = nil, f
+			a.pass(actx)
 		case <-heartbeat.C:
 			if a.cache.needsRefresh(a.now(), a.resync()) {
 				a.pass(actx)
@@ -304,6 +317,9 @@ func (a *Agent) shutdown(cancelActions context.CancelFunc, stopBeat func()) erro
 		cancelActions()
 		<-done
 	}
+	// A read of the cloud still running is cut: it changes nothing.
+	cancelActions()
+	a.fetchWG.Wait()
 	stopBeat()
 	a.ready, a.reason, a.stopped = false, "agent stopped", true
 	a.writeHeartbeat()
@@ -341,9 +357,15 @@ func (a *Agent) pass(ctx context.Context) {
 		return
 	}
 
-	if a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
-		a.refresh(ctx, d.Config, now)
+	// A full observation: its cloud half is read by a goroutine (startFetch)
+	// while passes go on from the cache, its node half when the cloud half
+	// is in and nothing runs (applyFetch).
+	if a.fetched != nil && !a.exec.busy() {
+		a.applyFetch(ctx, now)
 		a.dropBadStatuses(a.badStatuses, d)
+	}
+	if a.fetch == nil && a.fetched == nil && a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
+		a.startFetch(ctx, d.Config, now)
 	}
 	o, have := a.cache.snapshot()
 	if !have {
@@ -370,7 +392,9 @@ func (a *Agent) pass(ctx context.Context) {
 		entries[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
 		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
 	}
-	holdCloud := a.burst(now, h.Sum64()) && (createsENI(p) || p.Pool.Waiting > 0)
+	// While the cloud half of a full observation is read, the cloud must
+	// not change under it: cloud actions wait, node actions go ahead.
+	holdCloud := a.burst(now, h.Sum64()) && (createsENI(p) || p.Pool.Waiting > 0) || a.fetch != nil || a.fetched != nil
 	if len(p.Actions) > 0 {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
 	}
@@ -431,56 +455,6 @@ const ownedListEvery = 5
 // (linux.Datapath: pod rules left when a netns went before its teardown).
 type sweeper interface {
 	Sweep(ctx context.Context) (linux.Changes, error)
-}
-
-// refresh takes a full observation. Failures back off (1s doubling to a
-// minute), so a broken API is never polled in a tight loop.
-func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) {
-	var vsw []string
-	for _, ids := range cfg.ENI.VSwitches {
-		vsw = append(vsw, ids...)
-	}
-	src := NewSources(a.cfg.Cloud, a.cfg.Datapath, a.statuses)
-	cs := cloudSource{c: a.cfg.Cloud, known: a.instance}
-	// A routine resync (nothing went wrong, nothing is in doubt) lists the
-	// owned ENIs that are not attached only every ownedListEvery times:
-	// they appear only after a crash (the first observation lists them),
-	// a failed attach or detach (which asks for a full observation), or
-	// someone else's doing, and a leaked one is deleted only after its
-	// 5-minute grace anyway. The agent carries the ones it knows.
-	if routine, prev := a.cache.routine(); routine {
-		a.routineRefreshes++
-		if a.routineRefreshes%ownedListEvery != 0 {
-			cs.attachedOnly = true
-			for _, e := range prev.ENIs {
-				if e.Owned(a.cfg.InstanceID) && e.InstanceID != a.cfg.InstanceID {
-					cs.carry = append(cs.carry, e)
-				}
-			}
-		}
-	}
-	src.Cloud = cs
-	a.badStatuses = nil
-	src.Published = publishedSource{st: a.statuses, problems: func(p []status.Problem) { a.badStatuses = p }}
-	st := observed.Collect(ctx, src, a.cfg.InstanceID, vsw, now)
-	if st.Instance.ID == "" {
-		st.Instance = a.instance
-	}
-	a.carryCloud(&st, now)
-	a.cache.replace(st)
-	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {
-		if _, err := sw.Sweep(ctx); err != nil {
-			a.log.Warn("sweep orphaned pod rules", "err", err)
-		}
-	}
-	if st.Complete {
-		a.fullFails = 0
-		a.nextFull = time.Time{}
-		return
-	}
-	a.fullFails++
-	a.nextFull = now.Add(min(time.Minute, time.Second<<min(a.fullFails-1, 6)))
-	a.log.Warn("observation incomplete", "problems", st.Problems, "retry_at", a.nextFull)
 }
 
 func firstOr(s []string, def string) string {
