@@ -43,20 +43,35 @@ func (a *Agent) carryCloud(st *observed.State, now time.Time) {
 	}
 }
 
-// noteDegraded records degraded mode for the heartbeat and the metric.
+// noteDegraded records degraded mode for the heartbeat and the metric:
+// the observation carries its cloud half (a full observation failed), or
+// it is still the last complete one while the API has stopped serving
+// calls (said before a full observation fails, which with a frozen API
+// takes minutes of timeouts). Either way pods are served from what the
+// node holds, and growth and release wait for the cloud.
 func (a *Agent) noteDegraded(o observed.State, p planner.Plan) {
-	if o.Complete || o.CloudFrom.IsZero() {
-		if a.degraded != nil {
-			a.log.Info("cloud observed again: degraded mode ends", "since", a.degraded.Since, "complete", o.Complete, "from", o.CloudFrom, "node", o.NodeComplete)
+	failingSince, last, down := a.metrics.cloudUnreachable()
+	var d *status.Degraded
+	switch {
+	case !o.Complete && !o.CloudFrom.IsZero():
+		since := a.degradedSince
+		if since.IsZero() || (down && failingSince.Before(since)) {
+			since = o.At
+			if down {
+				since = failingSince
+			}
 		}
-		a.degraded = nil
+		d = &status.Degraded{Since: since, LastObserved: o.CloudFrom, Idle: p.Pool.Idle, Reason: firstOr(o.Problems, "unknown")}
+	case down && o.Complete:
+		d = &status.Degraded{Since: failingSince, LastObserved: o.At, Idle: p.Pool.Idle, Reason: "cloud calls failing: " + last}
+	}
+	if d == nil && a.degraded != nil {
+		a.log.Info("cloud observed again: degraded mode ends", "since", a.degraded.Since)
+	}
+	a.degraded = d
+	if d != nil {
+		a.metrics.degraded.Set(1)
+	} else {
 		a.metrics.degraded.Set(0)
-		return
 	}
-	since := a.degradedSince
-	if since.IsZero() {
-		since = o.At
-	}
-	a.degraded = &status.Degraded{Since: since, LastObserved: o.CloudFrom, Idle: p.Pool.Idle, Reason: firstOr(o.Problems, "unknown")}
-	a.metrics.degraded.Set(1)
 }
