@@ -118,9 +118,9 @@ type Agent struct {
 	// routineRefreshes counts full observations taken only because the
 	// resync period passed.
 	routineRefreshes int
-	// hints are the kubelet's and runtime's records, read at hintsAt.
 	// beat is the heartbeat's snapshot, shared with its goroutine.
-	beat                                 beat
+	beat beat
+	// hints are the kubelet's and runtime's records, read at hintsAt.
 	hints                                desired.Hints
 	hintsAt                              time.Time
 	burstStart, burstChanged, burstUntil time.Time
