@@ -338,8 +338,14 @@ func (x *executor) failed(a planner.Action, key string, err error) {
 		// The pod stays Pending with the reason, so a CNI ADD that times out
 		// reports it; a later pass retries.
 		x.cache.removePod(a.Pod.Key)
-		x.publish(planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
-			ReasonCode: "setup-failed", Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}, nil, 0, nil)
+		st := planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
+			ReasonCode: "setup-failed", Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}
+		if errors.Is(err, linux.ErrNodeNetNS) || errors.Is(err, linux.ErrNotNetNS) {
+			// The netns changed into one enid refuses after the agent
+			// checked it: the ADD fails at once, as it would have then.
+			st.Phase, st.ReasonCode, st.Reason = planner.PhaseFailed, planner.ReasonNetNSRefused, err.Error()
+		}
+		x.publish(st, nil, 0, nil)
 	}
 }
 

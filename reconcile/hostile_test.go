@@ -317,3 +317,24 @@ func TestRunDirModes(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupRefusedNetNSFails: a netns that turns into the node's own after
+// the agent checked it is refused again by the datapath at setup; the pod
+// then fails at once with netns-refused instead of waiting as Pending.
+func TestSetupRefusedNetNSFails(t *testing.T) {
+	w := newWorld(t, ecssim.Config{}, "pool:\n  minIdle: 1\n  maxIdle: 4\n")
+	stop := w.start(&refusingPods{NoDatapath: NewNoDatapathMust(t)})
+	defer stop()
+	k := w.addPod(0)
+	w.waitFor("the pod failed with netns-refused", 10*time.Second, func() bool {
+		st := w.statuses()[k.String()]
+		return st.Phase == status.Failed && st.ReasonCode == string(planner.ReasonNetNSRefused)
+	})
+}
+
+// refusingPods is a NoDatapath whose setups find the node's namespace.
+type refusingPods struct{ *NoDatapath }
+
+func (f *refusingPods) EnsurePod(_ context.Context, s linux.PodSpec) (linux.PodResult, linux.Changes, error) {
+	return linux.PodResult{}, nil, fmt.Errorf("ensure pod %s: netns %s is %w: refused", s.Key, s.NetNS, linux.ErrNodeNetNS)
+}
