@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/fileread"
 )
 
 // Environment variables of the env credential source (the SDK's names).
@@ -96,6 +97,9 @@ func NewFileCredentials(path string) (*FileCredentials, error) {
 	return f, nil
 }
 
+// maxCredentialsFile bounds the credentials file (three short keys).
+const maxCredentialsFile = 64 << 10
+
 // GetCredentials returns the file's keys.
 func (f *FileCredentials) GetCredentials() (*credentials.Credentials, error) {
 	f.mu.Lock()
@@ -105,7 +109,9 @@ func (f *FileCredentials) GetCredentials() (*credentials.Credentials, error) {
 		return nil, fmt.Errorf("credentials file: %w", err)
 	}
 	if !st.ModTime().Equal(f.mtime) || st.Size() != f.size || f.cur.AccessKeyID == "" {
-		b, err := os.ReadFile(f.path)
+		// A Secret volume is made of symlinks (key -> ..data/key): follow
+		// them, but read only a regular file, without blocking, bounded.
+		b, err := fileread.Read(f.path, maxCredentialsFile, fileread.Follow)
 		if err != nil {
 			return nil, fmt.Errorf("credentials file: %w", err)
 		}

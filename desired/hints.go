@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/enidnet/enid/internal/fileread"
 )
 
 // HintSources are the kubelet's and the runtime's files read as hints.
@@ -77,19 +78,7 @@ func (h *Hints) note(file string, err error) {
 }
 
 func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close() //nolint:errcheck // read-only
-	data, err := io.ReadAll(io.LimitReader(f, maxHintFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxHintFile {
-		return nil, fmt.Errorf("larger than %d bytes", maxHintFile)
-	}
-	return data, nil
+	return fileread.Read(path, maxHintFile, fileread.Follow)
 }
 
 // readAllocatedPods reads kubelet's allocation checkpoint:

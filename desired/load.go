@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/enidnet/enid/internal/fileread"
 )
 
 // ConfigSource names the config files: a main file and a directory of
@@ -87,7 +89,9 @@ func LoadConfig(src ConfigSource, facts NodeFacts) (Config, error) {
 	fatal := len(problems) > 0
 	var docs []document
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		// A FIFO or /dev/zero here would block or grow the agent without
+		// bound: read non-blocking, regular files only, at most the limit.
+		data, err := fileread.Read(f, maxConfigSize, fileread.Follow)
 		if err != nil {
 			problems = append(problems, Problem{File: f, Message: fmt.Sprintf("cannot read: %v", unwrapPath(err))})
 			fatal = true

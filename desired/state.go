@@ -31,6 +31,9 @@ type EntryProblem struct {
 	ContainerID string
 	IfName      string
 	Err         string
+	// Code is the reason code of the Failed status published for it
+	// (planner's ReasonCode); "" means "entry-invalid".
+	Code string
 }
 
 // EntryAPIVersion is the version written in every pod entry.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/enidnet/enid/internal/fileread"
 )
 
 // EntryStore keeps pod entries as files in one directory, one file per
@@ -167,22 +168,12 @@ func (s *EntryStore) Read(key Key) (Entry, error) {
 // readFile opens name (an entry file name; never a path) without following symlinks and without blocking on a
 // FIFO, insists on a regular file, and reads at most MaxEntrySize bytes.
 func (s *EntryStore) readFile(name string) (Entry, error) {
-	f, err := os.OpenFile(filepath.Join(s.dir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return Entry{}, fmt.Errorf("%w: %s is a symlink; entries are regular files", ErrInvalidEntry, name)
-		}
-		return Entry{}, err
+	path := filepath.Join(s.dir, name)
+	data, err := fileread.Read(path, MaxEntrySize, fileread.NoFollow)
+	if errors.Is(err, fileread.ErrSymlink) || errors.Is(err, fileread.ErrNotRegular) || errors.Is(err, fileread.ErrTooLarge) {
+		// Name the file as the other entry problems do, not by its path.
+		return Entry{}, fmt.Errorf("%w: %s%s", ErrInvalidEntry, name, strings.TrimPrefix(err.Error(), path))
 	}
-	defer f.Close() //nolint:errcheck // read-only: nothing to flush
-	st, err := f.Stat()
-	if err != nil {
-		return Entry{}, err
-	}
-	if !st.Mode().IsRegular() {
-		return Entry{}, fmt.Errorf("%w: %s is not a regular file (%s)", ErrInvalidEntry, name, st.Mode().Type())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxEntrySize+1))
 	if err != nil {
 		return Entry{}, err
 	}

@@ -176,9 +176,9 @@ func TestStoreReadAllReportsBadFilesAlone(t *testing.T) {
 		{"bbb_eth0.json", "bbb", "eth0", "invalid entry: not valid JSON: unexpected EOF"},
 		{"ddd_eth0.json", "ddd", "eth0", "invalid entry: not valid JSON: invalid character '\\x00' looking for beginning of value"},
 		{"fff_eth0.json", "fff", "eth0", "invalid entry: fff_eth0.json holds the entry for ccc_eth0 (file name must be ccc_eth0.json)"},
-		{"hhh_eth0.json", "hhh", "eth0", "invalid entry: hhh_eth0.json is a symlink; entries are regular files"},
-		{"iii_eth0.json", "iii", "eth0", "invalid entry: iii_eth0.json is not a regular file (p---------)"},
-		{"jjj_eth0.json", "jjj", "eth0", "invalid entry: jjj_eth0.json is not a regular file (d---------)"},
+		{"hhh_eth0.json", "hhh", "eth0", "invalid entry: hhh_eth0.json is a symlink; want a regular file"},
+		{"iii_eth0.json", "iii", "eth0", "invalid entry: iii_eth0.json is not a regular file (a FIFO)"},
+		{"jjj_eth0.json", "jjj", "eth0", "invalid entry: jjj_eth0.json is not a regular file (a directory)"},
 		{"notes.txt", "", "", "not an entry file name: want <containerID>_<ifName>.json"},
 	}
 	if diff := cmp.Diff(wantP, gotP); diff != "" {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/enidnet/enid/internal/netnsid"
 	"github.com/enidnet/enid/observed"
 	"github.com/vishvananda/netlink"
 )
@@ -49,6 +50,8 @@ func podGateway(a netip.Addr) netip.Addr {
 type Datapath struct {
 	logger *slog.Logger
 	node   *nsRef
+	// nodeID is the node namespace's identity: no pod may name it.
+	nodeID netnsid.ID
 }
 
 // New opens the node namespace at nodeNS ("" means this process's own
@@ -61,7 +64,12 @@ func New(logger *slog.Logger, nodeNS string) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open node netns: %w", err)
 	}
-	return &Datapath{logger: logger, node: n}, nil
+	id, err := netnsid.OfFD(int(n.fd))
+	if err != nil {
+		_ = n.Close() // the identity error is the one worth reporting
+		return nil, fmt.Errorf("identify node netns: %w", err)
+	}
+	return &Datapath{logger: logger, node: n, nodeID: id}, nil
 }
 
 // Close releases the node namespace handle.

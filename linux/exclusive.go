@@ -79,7 +79,7 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 	if err != nil {
 		return PodResult{}, err
 	}
-	pod, err := openNS(s.NetNS)
+	pod, err := d.openPod(s.NetNS)
 	if err != nil {
 		return PodResult{}, err
 	}
@@ -99,7 +99,7 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 		return PodResult{}, err
 	}
 	for _, gw := range gateways {
-		if err := ensureDefault(pod.h, l, gw, " in pod", ch); err != nil {
+		if err := ensureDefault(pod.h, l, gw, s.IfName == DefaultIfName, " in pod", ch); err != nil {
 			return PodResult{}, err
 		}
 	}
@@ -267,7 +267,7 @@ func (d *Datapath) teardownExclusive(ctx context.Context, key observed.Attachmen
 // moveOut moves the ENI from the pod back to the node, renamed to its
 // original name first so it cannot clash with a node device named IfName.
 func (d *Datapath) moveOut(netnsPath string, hw net.HardwareAddr, ch *Changes) error {
-	pod, err := openNS(netnsPath)
+	pod, err := d.openPod(netnsPath)
 	if isNotFound(err) {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/enidnet/enid/internal/netnsid"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -92,6 +93,48 @@ func openNS(path string) (*nsRef, error) {
 		return nil, fmt.Errorf("netlink handle in netns %q: %w", path, mapErr(err))
 	}
 	return &nsRef{path: path, fd: fd, h: h}, nil
+}
+
+// ErrNotNetNS reports a pod netns path that names no network namespace (a
+// regular file, a FIFO, a directory).
+var ErrNotNetNS = netnsid.ErrNotNetNS
+
+// ErrNodeNetNS reports a pod netns that is the node's own namespace.
+var ErrNodeNetNS = netnsid.ErrNodeNetNS
+
+// openPod opens a pod's namespace: without blocking (a FIFO put in its
+// place would hang the open), only if it is a network namespace, and never
+// the node's own, whatever path names it (identity is compared, not
+// paths). A missing namespace yields ErrNotFound.
+func (d *Datapath) openPod(path string) (*nsRef, error) {
+	if path == "" {
+		return nil, fmt.Errorf("empty pod netns path: %w", ErrNotNetNS)
+	}
+	fd, id, err := netnsid.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %q: %w", path, mapErr(err))
+	}
+	if id == d.nodeID {
+		_ = unix.Close(fd) // read-only descriptor; the refusal is what matters
+		return nil, fmt.Errorf("netns %s is %w (%s): refused", path, ErrNodeNetNS, id)
+	}
+	h, err := netlink.NewHandleAt(netns.NsHandle(fd), unix.NETLINK_ROUTE)
+	if err != nil {
+		_ = unix.Close(fd) // the handle error is the one worth reporting
+		return nil, fmt.Errorf("netlink handle in netns %q: %w", path, mapErr(err))
+	}
+	return &nsRef{path: path, fd: netns.NsHandle(fd), h: h}, nil
+}
+
+// CheckNetNS reports whether path may serve as a pod's namespace: nil, or
+// ErrNotFound, ErrNotNetNS or ErrNodeNetNS (wrapped). The agent asks it
+// before planning an attachment, so a refused one fails at once.
+func (d *Datapath) CheckNetNS(path string) error {
+	pod, err := d.openPod(path)
+	if err != nil {
+		return err
+	}
+	return pod.Close()
 }
 
 // Close releases the handle and the namespace descriptor.

@@ -175,7 +175,7 @@ func (d *Datapath) checkPodNS(hv netlink.Link, lab label, p observed.PodNet, ips
 	if lab.NetNS == "" {
 		return []string{"netns not recorded"}
 	}
-	pod, err := openNS(lab.NetNS)
+	pod, err := d.openPod(lab.NetNS)
 	if err != nil {
 		return []string{fmt.Sprintf("netns %s: %v", lab.NetNS, err)}
 	}
@@ -196,6 +196,9 @@ func (d *Datapath) checkPodNS(hv netlink.Link, lab label, p observed.PodNet, ips
 			problem("eni %s is down in the pod", lab.ENI)
 		}
 		for _, ip := range ips {
+			if lab.Key.IfName != DefaultIfName {
+				break // only eth0 carries the default route
+			}
 			if ok, err := hasDefault(pod.h, l, familyOf(ip), netip.Addr{}); err != nil || !ok {
 				problem("no %s default route via %s in the pod", familyName(ip), l.Attrs().Name)
 			}
@@ -233,8 +236,10 @@ func (d *Datapath) checkPodNS(hv netlink.Link, lab label, p observed.PodNet, ips
 		if ok, err := hasPermNeigh(pod.h, pv, gw, hv.Attrs().HardwareAddr); err != nil || !ok {
 			problem("neighbour %s missing in the pod", gw)
 		}
-		if ok, err := hasDefault(pod.h, pv, familyOf(ip), gw); err != nil || !ok {
-			problem("default via %s missing in the pod", gw)
+		if lab.Key.IfName == DefaultIfName { // only eth0 carries the default route
+			if ok, err := hasDefault(pod.h, pv, familyOf(ip), gw); err != nil || !ok {
+				problem("default via %s missing in the pod", gw)
+			}
 		}
 		if ip.Is6() {
 			if ok, err := hasPermNeigh(d.node.h, hv, ip, pv.Attrs().HardwareAddr); err != nil || !ok {

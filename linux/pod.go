@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/enidnet/enid/observed"
 	"github.com/vishvananda/netlink"
@@ -83,7 +84,7 @@ func (d *Datapath) EnsurePod(ctx context.Context, s PodSpec) (PodResult, Changes
 }
 
 func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodResult, error) {
-	pod, err := openNS(s.NetNS)
+	pod, err := d.openPod(s.NetNS)
 	if err != nil {
 		return PodResult{}, err
 	}
@@ -109,7 +110,7 @@ func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodRe
 		if err := ensurePermNeigh(pod.h, pv, gw, hostMAC, " in pod", ch); err != nil {
 			return PodResult{}, err
 		}
-		if err := ensureDefault(pod.h, pv, gw, " in pod", ch); err != nil {
+		if err := ensureDefault(pod.h, pv, gw, s.IfName == DefaultIfName, " in pod", ch); err != nil {
 			return PodResult{}, err
 		}
 	}
@@ -296,9 +297,20 @@ func hasPermNeigh(h *netlink.Handle, l netlink.Link, ip netip.Addr, mac []byte) 
 	return false, nil
 }
 
-// ensureDefault makes the main table hold one default route of gw's family:
-// via gw dev l onlink.
-func ensureDefault(h *netlink.Handle, l netlink.Link, gw netip.Addr, where string, ch *Changes) error {
+// DefaultIfName is the one pod interface that gets the pod's default
+// route. A pod with several enid interfaces (eth0 from enid, eth1 from a
+// second enid network) has one default route, and the runtime's primary
+// network names its interface eth0; every other interface gets only its
+// own address, gateway neighbour and the routes enid made for it. See
+// docs/datapath.md.
+const DefaultIfName = "eth0"
+
+// ensureDefault makes the main table of the pod's namespace hold enid's
+// default route of gw's family via gw dev l onlink when want, and no
+// default route of enid's out of l otherwise. It never deletes a route it
+// did not make (one without enid's protocol): a foreign default route where
+// enid must put its own is a conflict, reported, not replaced.
+func ensureDefault(h *netlink.Handle, l netlink.Link, gw netip.Addr, want bool, where string, ch *Changes) error {
 	routes, err := dump("list routes", func() ([]netlink.Route, error) {
 		return h.RouteListFiltered(familyOf(gw), &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
 	})
@@ -306,21 +318,33 @@ func ensureDefault(h *netlink.Handle, l netlink.Link, gw netip.Addr, where strin
 		return err
 	}
 	good := false
+	var foreign []string
 	for _, r := range routes {
 		if !isDefault(r) {
 			continue
 		}
-		if !good && r.LinkIndex == l.Attrs().Index && addrOf(r.Gw) == gw && isOnlink(r) {
+		if r.Protocol != Proto {
+			foreign = append(foreign, routeString(r))
+			continue
+		}
+		if want && !good && r.LinkIndex == l.Attrs().Index && addrOf(r.Gw) == gw && isOnlink(r) {
 			good = true
 			continue
+		}
+		if !want && r.LinkIndex != l.Attrs().Index {
+			continue // enid's, but another interface's (the pod's eth0)
 		}
 		if err := h.RouteDel(&r); err != nil && !isNotFound(mapErr(err)) {
 			return fmt.Errorf("delete default route: %w", mapErr(err))
 		}
 		ch.add("delete route %s%s", routeString(r), where)
 	}
-	if good {
+	if good || !want {
 		return nil
+	}
+	if len(foreign) > 0 {
+		return fmt.Errorf("%s needs the default route, but the pod holds one enid did not make (%s): %w",
+			l.Attrs().Name, strings.Join(foreign, "; "), ErrConflict)
 	}
 	r := &netlink.Route{
 		LinkIndex: l.Attrs().Index,

@@ -44,58 +44,94 @@ type Sources struct {
 // vSwitchIDs are the vSwitches the config names; those of observed ENIs
 // are added.
 func Collect(ctx context.Context, src Sources, instanceID string, vSwitchIDs []string, now time.Time) State {
-	st := State{Complete: true, At: now}
-	fail := func(what string, err error) {
-		st.Complete = false
-		st.Problems = append(st.Problems, fmt.Sprintf("%s: %v", what, err))
-	}
-	if src.Cloud == nil {
+	return Merge(CollectCloud(ctx, src.Cloud, instanceID, vSwitchIDs), CollectNode(ctx, src.Node, src.Published), now)
+}
+
+// CloudHalf is the cloud's part of an observation.
+type CloudHalf struct {
+	Instance  Instance
+	ENIs      []ENI
+	VSwitches []VSwitch
+	// Problems lists what could not be read; empty means whole.
+	Problems []string
+}
+
+// NodeHalf is the node's part of an observation: the kernel and the
+// published statuses.
+type NodeHalf struct {
+	Node Node
+	// Problems lists what could not be read; empty means whole.
+	Problems []string
+}
+
+// Merge joins the two halves into one observation taken at now.
+func Merge(c CloudHalf, n NodeHalf, now time.Time) State {
+	st := State{Instance: c.Instance, ENIs: c.ENIs, VSwitches: c.VSwitches, Node: n.Node, At: now,
+		Complete: len(c.Problems) == 0 && len(n.Problems) == 0, NodeComplete: len(n.Problems) == 0}
+	st.Problems = append(append(st.Problems, c.Problems...), n.Problems...)
+	return st
+}
+
+// CollectCloud reads the cloud half: the instance, its ENIs and the
+// vSwitches (those named and those of the ENIs). A nil src is a problem.
+func CollectCloud(ctx context.Context, src CloudSource, instanceID string, vSwitchIDs []string) CloudHalf {
+	var h CloudHalf
+	fail := func(what string, err error) { h.Problems = append(h.Problems, fmt.Sprintf("%s: %v", what, err)) }
+	if src == nil {
 		fail("cloud", fmt.Errorf("no cloud source"))
-	} else {
-		inst, err := src.Cloud.Instance(ctx, instanceID)
-		if err != nil {
-			fail("describe instance "+instanceID, err)
-		}
-		st.Instance = inst
-		enis, err := src.Cloud.ENIs(ctx, instanceID)
-		if err != nil {
-			fail("list ENIs", err)
-		}
-		slices.SortFunc(enis, func(a, b ENI) int { return strings.Compare(a.ID, b.ID) })
-		st.ENIs = enis
-		ids := slices.Clone(vSwitchIDs)
-		for _, e := range enis {
-			if e.VSwitchID != "" {
-				ids = append(ids, e.VSwitchID)
-			}
-		}
-		slices.Sort(ids)
-		ids = slices.Compact(ids)
-		if len(ids) > 0 {
-			vsw, err := src.Cloud.VSwitches(ctx, ids)
-			if err != nil {
-				fail("describe vSwitches", err)
-			}
-			slices.SortFunc(vsw, func(a, b VSwitch) int { return strings.Compare(a.ID, b.ID) })
-			st.VSwitches = vsw
+		return h
+	}
+	inst, err := src.Instance(ctx, instanceID)
+	if err != nil {
+		fail("describe instance "+instanceID, err)
+	}
+	h.Instance = inst
+	enis, err := src.ENIs(ctx, instanceID)
+	if err != nil {
+		fail("list ENIs", err)
+	}
+	slices.SortFunc(enis, func(a, b ENI) int { return strings.Compare(a.ID, b.ID) })
+	h.ENIs = enis
+	ids := slices.Clone(vSwitchIDs)
+	for _, e := range enis {
+		if e.VSwitchID != "" {
+			ids = append(ids, e.VSwitchID)
 		}
 	}
-	if src.Node == nil {
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) > 0 {
+		vsw, err := src.VSwitches(ctx, ids)
+		if err != nil {
+			fail("describe vSwitches", err)
+		}
+		slices.SortFunc(vsw, func(a, b VSwitch) int { return strings.Compare(a.ID, b.ID) })
+		h.VSwitches = vsw
+	}
+	return h
+}
+
+// CollectNode reads the node half: the kernel (a nil node is a problem)
+// and, when pub is not nil, the published statuses.
+func CollectNode(ctx context.Context, node NodeSource, pub PublishedSource) NodeHalf {
+	var h NodeHalf
+	fail := func(what string, err error) { h.Problems = append(h.Problems, fmt.Sprintf("%s: %v", what, err)) }
+	if node == nil {
 		fail("node", fmt.Errorf("no node source"))
 	} else {
-		node, err := src.Node.Observe(ctx)
+		n, err := node.Observe(ctx)
 		if err != nil {
 			fail("observe node", err)
 		}
-		st.Node = node
+		h.Node = n
 	}
-	if src.Published != nil {
-		pub, err := src.Published.Published(ctx)
+	if pub != nil {
+		bs, err := pub.Published(ctx)
 		if err != nil {
 			fail("read published statuses", err)
 		}
-		slices.SortFunc(pub, func(a, b Binding) int { return strings.Compare(a.Key.String(), b.Key.String()) })
-		st.Node.Published = pub
+		slices.SortFunc(bs, func(a, b Binding) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+		h.Node.Published = bs
 	}
-	return st
+	return h
 }

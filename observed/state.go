@@ -37,6 +37,16 @@ type State struct {
 	Complete bool
 	// Problems says what is missing when Complete is false, one line each.
 	Problems []string
+	// NodeComplete is true when the node half (the kernel and the
+	// published statuses) was observed in full, whatever the cloud did.
+	NodeComplete bool
+	// CloudFrom, when not zero, says the cloud half (Instance, ENIs,
+	// VSwitches) could not be observed and is carried from the last
+	// complete observation, taken at CloudFrom, as the agent's own actions
+	// changed it since. Complete is then false; with NodeComplete, the
+	// planner hands out idle addresses of that view and nothing else
+	// (degraded mode, docs/design.md).
+	CloudFrom time.Time
 	// At is when the observation was taken (for display only).
 	At time.Time
 }

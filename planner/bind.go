@@ -389,7 +389,7 @@ func (b *builder) bindNew() []*podState {
 		if p.bound() || p.status != nil {
 			continue
 		}
-		if !b.complete {
+		if !b.bindable {
 			// A partial observation may hide who holds an address.
 			waiting = append(waiting, p)
 			continue

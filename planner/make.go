@@ -52,6 +52,12 @@ type builder struct {
 
 	plan     Plan
 	complete bool
+	// bindable: idle addresses may be handed out. True when complete, and
+	// in degraded mode (the cloud half carried from the last complete
+	// observation, the node half fresh): who holds an address is known
+	// from the node alone, and the carried view holds only addresses the
+	// node provably owns. Nothing is destroyed or grown until complete.
+	bindable bool
 
 	// ENIs by role.
 	usable   []*eniState // owned, InUse on this instance, sorted by device index then ID
@@ -138,6 +144,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		d: d, o: o, opt: opt, now: opt.Now, cfg: d.Config,
 		mem:           opt.Memory.clone(),
 		complete:      o.Complete,
+		bindable:      o.Complete || (!o.CloudFrom.IsZero() && o.NodeComplete),
 		byID:          map[string]*eniState{},
 		byMAC:         map[string]*eniState{},
 		devices:       map[string]observed.ENIDevice{},

@@ -153,7 +153,11 @@ func (b *builder) podActions() {
 			continue
 		}
 		pub, _ := find(b.pubs, k, pubKey)
-		b.publish(PodStatus{Key: k, Phase: PhaseFailed, ReasonCode: ReasonEntryInvalid, Reason: "entry " + ep.File + ": " + ep.Err, IfName: ep.IfName}, pub, nil)
+		code := ReasonEntryInvalid
+		if ep.Code != "" {
+			code = ReasonCode(ep.Code)
+		}
+		b.publish(PodStatus{Key: k, Phase: PhaseFailed, ReasonCode: code, Reason: "entry " + ep.File + ": " + ep.Err, IfName: ep.IfName}, pub, nil)
 	}
 }
 

@@ -160,6 +160,12 @@ const (
 	ReasonEntryInvalid      ReasonCode = "entry-invalid"
 	ReasonAddressConflict   ReasonCode = "address-conflict"
 	ReasonObservationFailed ReasonCode = "observation-incomplete"
+	// ReasonNetNSRefused: the entry's netns is the node's own namespace or
+	// not a network namespace at all; enid never sets a pod up there.
+	ReasonNetNSRefused ReasonCode = "netns-refused"
+	// ReasonCloudUnreachable: degraded mode (the cloud cannot be observed)
+	// and no idle address is left; growth waits for the cloud.
+	ReasonCloudUnreachable ReasonCode = "cloud-unreachable"
 )
 
 // Action is one step of a plan. Only the parameters its Kind needs are set.

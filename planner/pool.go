@@ -94,7 +94,7 @@ func (b *builder) shared() {
 	blocked := (*PodStatus)(nil)
 	if grow > 0 {
 		if !b.complete {
-			blocked = &PodStatus{Phase: PhasePending, ReasonCode: ReasonObservationFailed, Reason: "observation incomplete: no new address is handed out"}
+			blocked = b.incompleteStatus()
 		} else {
 			why := Reason{code, growText(code, len(waiting), idle, wantIdle, total, pp.minTotal)}
 			first := len(b.plan.Actions)
@@ -124,7 +124,9 @@ func (b *builder) shared() {
 		}
 		switch {
 		case !b.complete:
-			p.status = b.waitStatus(p, ReasonObservationFailed, "observation incomplete: no new address is handed out")
+			st := *b.incompleteStatus()
+			st.Key, st.Revision, st.IfName = p.key, p.entry.Revision, p.key.IfName
+			p.status = &st
 		case cooling+gone > 0 && (blocked == nil || blocked.Phase != PhasePending):
 			p.status = b.waitStatus(p, ReasonWaitingCooldown, "free addresses are cooling down after release")
 		case blocked != nil:
@@ -146,6 +148,17 @@ func (b *builder) markUrgent(first int) {
 			b.plan.Actions[i].Urgent = true
 		}
 	}
+}
+
+// incompleteStatus is what a pod waits for when the observation is
+// incomplete: the cloud in degraded mode (idle addresses are handed out,
+// none are left), the whole observation otherwise.
+func (b *builder) incompleteStatus() *PodStatus {
+	if b.bindable {
+		return &PodStatus{Phase: PhasePending, ReasonCode: ReasonCloudUnreachable,
+			Reason: "cloud unreachable (last observed " + b.o.CloudFrom.UTC().Format(rfc3339) + "): no idle address left, and growth waits for the cloud"}
+	}
+	return &PodStatus{Phase: PhasePending, ReasonCode: ReasonObservationFailed, Reason: "observation incomplete: no new address is handed out"}
 }
 
 // hinted counts admitted pods that have no entry yet: demand soon to come.

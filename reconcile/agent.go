@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/enidnet/enid/desired"
@@ -117,10 +118,32 @@ type Agent struct {
 	// routineRefreshes counts full observations taken only because the
 	// resync period passed.
 	routineRefreshes int
+	// beat is the heartbeat's snapshot, shared with its goroutine.
+	beat beat
 	// hints are the kubelet's and runtime's records, read at hintsAt.
 	hints                                desired.Hints
 	hintsAt                              time.Time
 	burstStart, burstChanged, burstUntil time.Time
+	// netns holds the datapath's verdict on each entry's netns, by entry
+	// revision (refuseNetNS).
+	netns map[observed.AttachmentKey]netnsVerdict
+	// degradedSince is when a full observation first failed to read the
+	// cloud and carried its last complete view (zero: not degraded).
+	degradedSince time.Time
+	// degraded is what the heartbeat says about degraded mode (nil: not).
+	degraded *status.Degraded
+	// fetch is the cloud half of a full observation being read (nil:
+	// none); fetched is one read and not yet applied.
+	fetch   *fetch
+	fetched *fetch
+	// fetchC delivers a finished fetch to the loop (buffered: the fetch
+	// goroutine never blocks on it).
+	fetchC chan *fetch
+	// fetchWG counts the running fetch goroutine (at most one).
+	fetchWG sync.WaitGroup
+	// badStatuses are the status files the last full observation could
+	// not read (dropBadStatuses).
+	badStatuses []status.Problem
 }
 
 // New checks the config and returns an Agent ready to Run.
@@ -157,7 +180,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, now: cfg.Now,
 		entries: desired.NewEntryStore(cfg.Paths.Entries), statuses: status.NewStore(cfg.Paths.Statuses),
-		trigger: make(chan struct{}, 1)}
+		trigger: make(chan struct{}, 1), fetchC: make(chan *fetch, 1)}
 	a.exec = newExecutor(cfg.Cloud, cfg.Datapath, a.statuses, &a.cache, cfg.InstanceID, a.log, a.metrics, a.now, a.wake, cfg.Parallelism, cfg.WaitForDevice)
 	return a, nil
 }
@@ -184,14 +207,20 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
-	for _, dir := range []string{a.cfg.Paths.Entries, a.cfg.Paths.Statuses} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Entries may carry pod annotations: 0700. Statuses hold no secrets
+	// and monitoring may read them: 0755, as docs/status-files.md says (an
+	// older agent made it 0700; that exact mode is corrected).
+	for dir, mode := range map[string]os.FileMode{a.cfg.Paths.Entries: 0o700, a.cfg.Paths.Statuses: 0o755} {
+		if err := os.MkdirAll(dir, mode); err != nil {
 			return fmt.Errorf("create %s: %w", dir, err)
 		}
+		if st, err := os.Stat(dir); err == nil && mode == 0o755 && st.Mode().Perm() == 0o700 {
+			if err := os.Chmod(dir, mode); err != nil {
+				return fmt.Errorf("chmod %s: %w", dir, err)
+			}
+		}
 	}
-	if err := a.loadMemory(); err != nil {
-		return err
-	}
+	a.loadMemory()
 	a.started = a.now()
 
 	// Actions get their own context: on shutdown they have a grace period
@@ -216,8 +245,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { watchDone <- watch.Run(wctx) }()
 	}
 
+	// The heartbeat has its own goroutine; this ticker only checks whether
+	// a full observation is due.
 	heartbeat := time.NewTicker(a.cfg.Heartbeat)
 	defer heartbeat.Stop()
+	a.snapshotHeartbeat()
+	stopBeat := a.startHeartbeat()
+	defer stopBeat()
 	retryTimer := time.NewTimer(time.Hour)
 	defer retryTimer.Stop()
 
@@ -226,7 +260,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return a.shutdown(cancelActions)
+			return a.shutdown(cancelActions, stopBeat)
 		case err := <-watchDone:
 			if err != nil && ctx.Err() == nil {
 				return fmt.Errorf("watcher stopped: %w", err)
@@ -238,11 +272,13 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.pass(actx)
 		case <-retryTimer.C:
 			a.pass(actx)
+		case f := <-a.fetchC:
+			a.fetch, a.fetched = nil, f
+			a.pass(actx)
 		case <-heartbeat.C:
 			if a.cache.needsRefresh(a.now(), a.resync()) {
 				a.pass(actx)
 			}
-			a.writeHeartbeat()
 		}
 		if t, ok := a.nextWake(); ok {
 			retryTimer.Reset(max(time.Millisecond, t.Sub(a.now())))
@@ -271,7 +307,7 @@ func (a *Agent) resync() time.Duration {
 	return cfg.ResyncPeriod.D()
 }
 
-func (a *Agent) shutdown(cancelActions context.CancelFunc) error {
+func (a *Agent) shutdown(cancelActions context.CancelFunc, stopBeat func()) error {
 	a.log.Info("agent stopping: waiting for running actions", "grace", a.cfg.ShutdownGrace)
 	done := make(chan struct{})
 	go func() { a.exec.wg.Wait(); close(done) }()
@@ -282,6 +318,10 @@ func (a *Agent) shutdown(cancelActions context.CancelFunc) error {
 		cancelActions()
 		<-done
 	}
+	// A read of the cloud still running is cut: it changes nothing.
+	cancelActions()
+	a.fetchWG.Wait()
+	stopBeat()
 	a.ready, a.reason, a.stopped = false, "agent stopped", true
 	a.writeHeartbeat()
 	return nil
@@ -311,14 +351,22 @@ func (a *Agent) pass(ctx context.Context) {
 		a.hints, a.hintsAt = desired.ReadHints(a.cfg.Paths.Hints), now
 	}
 	d.Hints = a.hints
+	a.refuseNetNS(&d)
 	a.noteConfig(d)
 	if _, ok := a.loader.Current(); !ok {
 		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
 		return
 	}
 
-	if a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
-		a.refresh(ctx, d.Config, now)
+	// A full observation: its cloud half is read by a goroutine (startFetch)
+	// while passes go on from the cache, its node half when the cloud half
+	// is in and nothing runs (applyFetch).
+	if a.fetched != nil && !a.exec.busy() {
+		a.applyFetch(ctx, now)
+		a.dropBadStatuses(a.badStatuses, d)
+	}
+	if a.fetch == nil && a.fetched == nil && a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
+		a.startFetch(ctx, d.Config, now)
 	}
 	o, have := a.cache.snapshot()
 	if !have {
@@ -345,7 +393,9 @@ func (a *Agent) pass(ctx context.Context) {
 		entries[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
 		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
 	}
-	holdCloud := a.burst(now, h.Sum64()) && (createsENI(p) || p.Pool.Waiting > 0)
+	// While the cloud half of a full observation is read, the cloud must
+	// not change under it: cloud actions wait, node actions go ahead.
+	holdCloud := a.burst(now, h.Sum64()) && (createsENI(p) || p.Pool.Waiting > 0) || a.fetch != nil || a.fetched != nil
 	if len(p.Actions) > 0 {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
 	}
@@ -355,9 +405,13 @@ func (a *Agent) pass(ctx context.Context) {
 		// `enid status` and STATUS read the heartbeat: keep its summary current.
 		a.writeHeartbeat()
 	}
+	a.noteDegraded(o, p)
 	switch {
 	case len(d.ConfigProblems) > 0:
 		a.setReady(true, "config on disk is invalid; the last good config is in force: "+d.ConfigProblems[0])
+	case a.degraded != nil:
+		a.setReady(true, fmt.Sprintf("degraded: cloud unreachable since %s, serving %d idle addresses: %s",
+			a.degraded.Since.UTC().Format(time.RFC3339), a.degraded.Idle, a.degraded.Reason))
 	case !o.Complete:
 		a.setReady(true, "observation incomplete: "+firstOr(o.Problems, "unknown"))
 	default:
@@ -402,53 +456,6 @@ const ownedListEvery = 5
 // (linux.Datapath: pod rules left when a netns went before its teardown).
 type sweeper interface {
 	Sweep(ctx context.Context) (linux.Changes, error)
-}
-
-// refresh takes a full observation. Failures back off (1s doubling to a
-// minute), so a broken API is never polled in a tight loop.
-func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) {
-	var vsw []string
-	for _, ids := range cfg.ENI.VSwitches {
-		vsw = append(vsw, ids...)
-	}
-	src := NewSources(a.cfg.Cloud, a.cfg.Datapath, a.statuses)
-	cs := cloudSource{c: a.cfg.Cloud, known: a.instance}
-	// A routine resync (nothing went wrong, nothing is in doubt) lists the
-	// owned ENIs that are not attached only every ownedListEvery times:
-	// they appear only after a crash (the first observation lists them),
-	// a failed attach or detach (which asks for a full observation), or
-	// someone else's doing, and a leaked one is deleted only after its
-	// 5-minute grace anyway. The agent carries the ones it knows.
-	if routine, prev := a.cache.routine(); routine {
-		a.routineRefreshes++
-		if a.routineRefreshes%ownedListEvery != 0 {
-			cs.attachedOnly = true
-			for _, e := range prev.ENIs {
-				if e.Owned(a.cfg.InstanceID) && e.InstanceID != a.cfg.InstanceID {
-					cs.carry = append(cs.carry, e)
-				}
-			}
-		}
-	}
-	src.Cloud = cs
-	st := observed.Collect(ctx, src, a.cfg.InstanceID, vsw, now)
-	if st.Instance.ID == "" {
-		st.Instance = a.instance
-	}
-	a.cache.replace(st)
-	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {
-		if _, err := sw.Sweep(ctx); err != nil {
-			a.log.Warn("sweep orphaned pod rules", "err", err)
-		}
-	}
-	if st.Complete {
-		a.fullFails = 0
-		a.nextFull = time.Time{}
-		return
-	}
-	a.fullFails++
-	a.nextFull = now.Add(min(time.Minute, time.Second<<min(a.fullFails-1, 6)))
-	a.log.Warn("observation incomplete", "problems", st.Problems, "retry_at", a.nextFull)
 }
 
 func firstOr(s []string, def string) string {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -147,6 +148,17 @@ func (x *executor) drainExhausted() []string {
 	return out
 }
 
+// note records a problem of the agent's own (not an action's) for
+// agent.json's lastErrors and `enid status`.
+func (x *executor) note(msg string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.lastErrors = append(x.lastErrors, msg)
+	if len(x.lastErrors) > maxLastErrors {
+		x.lastErrors = x.lastErrors[len(x.lastErrors)-maxLastErrors:]
+	}
+}
+
 func (x *executor) errors() []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -195,9 +207,11 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	// has on pods first.
 	pacedUntil := x.backoffUntil()
 	x.deferred = false
+	planned := make(map[string]bool, n)
 	for i, a := range p.Actions {
 		r.done[i] = make(chan struct{})
 		key := actionKey(a)
+		planned[key] = true
 		skip := false
 		for _, d := range a.DependsOn {
 			if d >= 0 && d < n && skipped[d] {
@@ -226,6 +240,26 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		x.wg.Add(1)
 		go x.runAction(ctx, r, i, key)
 	}
+	// The back-off of a node action this plan no longer asks for (its pod
+	// was deleted) is forgotten, or it would stay for ever and keep waking
+	// the loop; a cloud action's is kept until it has run out.
+	for k, rs := range x.retry {
+		cloudKey := strings.HasPrefix(k, "eni/") || strings.HasPrefix(k, "create/")
+		if !planned[k] && (!cloudKey || !now.Before(rs.until)) {
+			delete(x.retry, k)
+		}
+	}
+}
+
+// retries returns the keys of the actions backing off, for tests.
+func (x *executor) retries() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]string, 0, len(x.retry))
+	for k := range x.retry {
+		out = append(out, k)
+	}
+	return out
 }
 
 // beforeRun updates the cache for actions that give something up, before
@@ -349,8 +383,14 @@ func (x *executor) failed(a planner.Action, key string, err error) {
 		// The pod stays Pending with the reason, so a CNI ADD that times out
 		// reports it; a later pass retries.
 		x.cache.removePod(a.Pod.Key)
-		x.publish(planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
-			ReasonCode: "setup-failed", Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}, nil, 0, nil)
+		st := planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
+			ReasonCode: "setup-failed", Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}
+		if errors.Is(err, linux.ErrNodeNetNS) || errors.Is(err, linux.ErrNotNetNS) {
+			// The netns changed into one enid refuses after the agent
+			// checked it: the ADD fails at once, as it would have then.
+			st.Phase, st.ReasonCode, st.Reason = planner.PhaseFailed, planner.ReasonNetNSRefused, err.Error()
+		}
+		x.publish(st, nil, 0, nil)
 	}
 }
 

@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"os"
+	"sync"
+	"time"
 
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
@@ -62,14 +64,34 @@ func (a *Agent) updateMetrics(p planner.Plan) {
 	m.enis.Set(float64(n))
 }
 
-// writeHeartbeat publishes agent.json.
+// beat is what the heartbeat publishes, as the loop last left it. The
+// loop fills it (snapshotHeartbeat); the heartbeat goroutine rewrites
+// agent.json from it on every tick, so a pass that waits on the cloud (a
+// call can take its 10 s timeout several times over) never makes the
+// heartbeat stale.
+type beat struct {
+	mu sync.Mutex // guards agent
+	// agent is the heartbeat without its time and errors (set per write).
+	agent status.Agent
+	// wmu serialises writes of the file (the goroutine's and the loop's).
+	wmu sync.Mutex
+}
+
+// writeHeartbeat records the loop's state and publishes agent.json now.
 func (a *Agent) writeHeartbeat() {
+	a.snapshotHeartbeat()
+	a.flushHeartbeat()
+}
+
+// snapshotHeartbeat records what the heartbeat says from the loop's state.
+// Only the Run goroutine calls it.
+func (a *Agent) snapshotHeartbeat() {
 	p := a.lastPlan
 	hb := status.Agent{
 		APIVersion: status.Version, PID: os.Getpid(), Version: a.cfg.Version, Started: a.started,
-		Heartbeat: a.now(), Ready: a.ready, Reason: a.reason, Stopped: a.stopped, LastErrors: a.exec.errors(),
+		Ready: a.ready, Reason: a.reason, Stopped: a.stopped,
 		Pool: status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky},
-		Pods: map[status.Phase]int{},
+		Pods: map[status.Phase]int{}, Degraded: a.degraded,
 	}
 	o, _ := a.cache.snapshot()
 	for _, e := range o.ENIs {
@@ -80,7 +102,47 @@ func (a *Agent) writeHeartbeat() {
 	for _, s := range p.Statuses {
 		hb.Pods[status.Phase(s.Phase)]++
 	}
+	a.beat.mu.Lock()
+	a.beat.agent = hb
+	a.beat.mu.Unlock()
+}
+
+// flushHeartbeat writes agent.json from the last snapshot, stamped now.
+// Safe from any goroutine.
+func (a *Agent) flushHeartbeat() {
+	a.beat.wmu.Lock()
+	defer a.beat.wmu.Unlock()
+	a.beat.mu.Lock()
+	hb := a.beat.agent
+	a.beat.mu.Unlock()
+	hb.Heartbeat, hb.LastErrors = a.now(), a.exec.errors()
 	if err := status.WriteAgent(a.cfg.Paths.AgentFile, hb); err != nil {
 		a.log.Error("write heartbeat", "file", a.cfg.Paths.AgentFile, "err", err)
+	}
+}
+
+// startHeartbeat starts the goroutine that rewrites agent.json every
+// Heartbeat from the last snapshot. The returned stop ends it and waits for
+// it; calling stop again does nothing.
+func (a *Agent) startHeartbeat() (stop func()) {
+	done := make(chan struct{})
+	quit := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(a.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				a.flushHeartbeat()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(quit) })
+		<-done
 	}
 }

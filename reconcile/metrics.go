@@ -1,7 +1,10 @@
 package reconcile
 
 import (
+	"sync"
 	"time"
+
+	"github.com/enidnet/enid/cloud"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -23,6 +26,33 @@ type Metrics struct {
 	addToReady   prometheus.Histogram
 	passes       prometheus.Counter
 	configErrors prometheus.Gauge
+	degraded     prometheus.Gauge
+
+	// health counts cloud call attempts the API did not serve, in a row.
+	health cloudHealth
+}
+
+// cloudHealth is what the cloud's answers say about its reachability.
+type cloudHealth struct {
+	mu sync.Mutex // guards the fields below
+	// failing counts unavailable outcomes since the last served call;
+	// since is when the first of them was reported, last its outcome.
+	failing int
+	since   time.Time
+	last    string
+}
+
+// unreachableAfter is how many attempts in a row the API must fail to
+// serve before the agent calls the cloud unreachable: a throttled call is
+// retried, and a retry that succeeds resets the count.
+const unreachableAfter = 3
+
+// cloudUnreachable reports since when the API has failed to serve every
+// attempt (at least unreachableAfter of them), and the last outcome.
+func (m *Metrics) cloudUnreachable() (since time.Time, last string, ok bool) {
+	m.health.mu.Lock()
+	defer m.health.mu.Unlock()
+	return m.health.since, m.health.last, m.health.failing >= unreachableAfter
 }
 
 // NewMetrics creates the metrics on a fresh registry.
@@ -65,8 +95,11 @@ func NewMetrics() *Metrics {
 	m.configErrors = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_config_invalid", Help: "1 when the config on disk is invalid and the last good one is in force.",
 	})
+	m.degraded = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "enid_degraded", Help: "1 while the cloud cannot be observed and new pods are served from the idle addresses the node holds.",
+	})
 	m.Registry.MustRegister(m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
-		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors,
+		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors, m.degraded,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }
@@ -78,5 +111,17 @@ func (m *Metrics) ObserveCall(action, outcome string, d time.Duration) {
 		return
 	}
 	m.cloudCalls.WithLabelValues(action, outcome).Inc()
+	m.health.mu.Lock()
+	switch {
+	case cloud.Unavailable(outcome):
+		if m.health.failing == 0 {
+			m.health.since = time.Now().Add(-d)
+		}
+		m.health.failing++
+		m.health.last = action + ": " + outcome
+	case outcome != "Canceled":
+		m.health.failing = 0
+	}
+	m.health.mu.Unlock()
 	m.cloudLatency.WithLabelValues(action).Observe(d.Seconds())
 }

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 
+	"github.com/enidnet/enid/internal/fileread"
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/reconcile/status"
@@ -33,6 +33,10 @@ type NoDatapath struct {
 	pods map[observed.AttachmentKey]observed.PodNet
 }
 
+// maxNoDatapathFile bounds the record read at start (a simulated node's
+// record is a few hundred bytes per pod).
+const maxNoDatapathFile = 64 << 20
+
 // noDatapathRecord is the file form of a NoDatapath.
 type noDatapathRecord struct {
 	ENIs []observed.ENIDevice `json:"enis"`
@@ -46,7 +50,7 @@ func NewNoDatapath(file string) (*NoDatapath, error) {
 	if file == "" {
 		return n, nil
 	}
-	b, err := os.ReadFile(file)
+	b, err := fileread.Read(file, maxNoDatapathFile, fileread.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) {
 		return n, nil
 	}

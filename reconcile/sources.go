@@ -12,7 +12,7 @@ import (
 // NewSources adapts the agent's cloud, datapath and status store to what
 // observed.Collect reads. `enid plan` and the agent observe through it.
 func NewSources(c Cloud, dp Datapath, st *status.Store) observed.Sources {
-	src := observed.Sources{Published: publishedSource{st}}
+	src := observed.Sources{Published: publishedSource{st: st}}
 	if c != nil {
 		src.Cloud = cloudSource{c: c}
 	}
@@ -71,7 +71,11 @@ func (s cloudSource) ENIs(ctx context.Context, id string) ([]observed.ENI, error
 	return attached, nil
 }
 
-type publishedSource struct{ st *status.Store }
+type publishedSource struct {
+	st *status.Store
+	// problems, when set, receives the status files that could not be read.
+	problems func([]status.Problem)
+}
 
 // Published reads back every status file. A file that can't be parsed is
 // skipped here: the planner will publish a fresh status for its entry.
@@ -79,9 +83,12 @@ func (p publishedSource) Published(context.Context) ([]observed.Binding, error) 
 	if p.st == nil {
 		return nil, nil
 	}
-	all, _, err := p.st.ReadAll()
+	all, problems, err := p.st.ReadAll()
 	if err != nil {
 		return nil, err
+	}
+	if p.problems != nil {
+		p.problems(problems)
 	}
 	out := make([]observed.Binding, 0, len(all))
 	for _, a := range all {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/enidnet/enid/internal/fileread"
 	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile/status"
 )
@@ -17,23 +18,43 @@ import (
 // memoryFile is where the planner's memory is kept between restarts.
 func (a *Agent) memoryFile() string { return filepath.Join(a.cfg.Paths.StateDir, "memory.json") }
 
-func (a *Agent) loadMemory() error {
-	b, err := os.ReadFile(a.memoryFile())
+// maxMemoryFile bounds the planner memory read at start. The memory holds
+// a few timestamps per address (cooldowns, sticky reservations, leak
+// stamps): under 100 bytes each, so a node with thousands of addresses
+// writes well under a megabyte.
+const maxMemoryFile = 16 << 20
+
+// loadMemory reads the planner's memory. A damaged one (not JSON, too
+// large, a directory or FIFO in its place) loses cooldowns and sticky
+// reservations, not addresses: bindings are observed again. The agent
+// starts afresh and says so in its log and in agent.json's lastErrors, and
+// moves a non-file aside so the next save can take its place.
+func (a *Agent) loadMemory() {
+	path := a.memoryFile()
+	b, err := fileread.Read(path, maxMemoryFile, fileread.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read planner memory: %w", err)
+		return
 	}
 	var m planner.Memory
-	if err := json.Unmarshal(b, &m); err != nil {
-		// A damaged memory file loses cooldowns and sticky reservations,
-		// not addresses: bindings are observed again. Start afresh, loudly.
-		a.log.Error("planner memory unreadable: starting without it", "file", a.memoryFile(), "err", err)
-		return nil
+	if err == nil {
+		if err = json.Unmarshal(b, &m); err != nil {
+			err = fmt.Errorf("parse %s: %w", path, err)
+		}
+	}
+	if err != nil {
+		msg := fmt.Sprintf("planner memory unreadable, started without it (cooldowns and sticky reservations lost): %v", err)
+		if errors.Is(err, fileread.ErrNotRegular) || errors.Is(err, fileread.ErrSymlink) {
+			if rerr := os.Rename(path, path+".damaged"); rerr != nil {
+				msg += fmt.Sprintf("; moving it aside failed: %v", rerr)
+			} else {
+				msg += "; moved aside to " + path + ".damaged"
+			}
+		}
+		a.log.Error(msg, "file", path)
+		a.exec.note(msg)
+		return
 	}
 	a.memory, a.memoryJSON = m, b
-	return nil
 }
 
 func (a *Agent) saveMemory(m planner.Memory) error {
@@ -80,7 +101,7 @@ func lockStateDir(dir string) (func(), error) {
 // zero Memory when there is none); `enid plan` plans with it.
 func ReadMemory(stateDir string) (planner.Memory, error) {
 	var m planner.Memory
-	b, err := os.ReadFile(filepath.Join(stateDir, "memory.json"))
+	b, err := fileread.Read(filepath.Join(stateDir, "memory.json"), maxMemoryFile, fileread.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) {
 		return m, nil
 	}

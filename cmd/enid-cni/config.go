@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/netnsid"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -192,6 +193,24 @@ func attachmentArgs(args *skel.CmdArgs, needNetNS bool) error {
 	}
 	// Catch a wrong path here rather than after a wait for the agent.
 	if _, err := os.Stat(args.Netns); err != nil {
+		return types.NewError(types.ErrInvalidEnvironmentVariables, "CNI_NETNS is not usable", err.Error())
+	}
+	// The runtime runs the plugin in the node's namespace: a CNI_NETNS
+	// naming that same namespace (by whatever path) would put the pod's
+	// interface and default route on the node. Refuse it, and anything that
+	// is not a network namespace, before an entry is written.
+	self, err := netnsid.Self()
+	if err != nil {
+		return types.NewError(types.ErrInternal, "identify the plugin's own network namespace", err.Error())
+	}
+	switch err := netnsid.CheckPod(args.Netns, self); {
+	case errors.Is(err, netnsid.ErrNodeNetNS):
+		return types.NewError(types.ErrInvalidEnvironmentVariables,
+			fmt.Sprintf("CNI_NETNS %s is the node's own network namespace: enid never sets a pod up there", args.Netns), err.Error())
+	case errors.Is(err, netnsid.ErrNotNetNS):
+		return types.NewError(types.ErrInvalidEnvironmentVariables,
+			fmt.Sprintf("CNI_NETNS %s is not a network namespace", args.Netns), err.Error())
+	case err != nil:
 		return types.NewError(types.ErrInvalidEnvironmentVariables, "CNI_NETNS is not usable", err.Error())
 	}
 	return nil

@@ -8,12 +8,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -365,6 +367,10 @@ func TestInvalidInput(t *testing.T) {
 		{"relative netns", nil, func(rt *libcni.RuntimeConf) { rt.NetNS = "netns/x" }, types.ErrInvalidEnvironmentVariables, "CNI_NETNS must be an absolute path"},
 		{"missing netns", nil, func(rt *libcni.RuntimeConf) { rt.NetNS = "/var/run/netns/enid-test-absent" }, types.ErrInvalidEnvironmentVariables, "no such file"},
 		{"bad ifname", nil, func(rt *libcni.RuntimeConf) { rt.IfName = "a/b" }, types.ErrInvalidEnvironmentVariables, "interface name"},
+		{"netns a regular file", nil, func(rt *libcni.RuntimeConf) { rt.NetNS = hostileFile(t, "file") }, types.ErrInvalidEnvironmentVariables, "is not a network namespace"},
+		{"netns a FIFO", nil, func(rt *libcni.RuntimeConf) { rt.NetNS = hostileFile(t, "fifo") }, types.ErrInvalidEnvironmentVariables, "is not a network namespace"},
+		{"netns a directory", nil, func(rt *libcni.RuntimeConf) { rt.NetNS = t.TempDir() }, types.ErrInvalidEnvironmentVariables, "is not a network namespace"},
+		{"netns another kind", nil, func(rt *libcni.RuntimeConf) { rt.NetNS = "/proc/self/ns/uts" }, types.ErrInvalidEnvironmentVariables, "is not a network namespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt := runtimeConf("c5", pod.Path())
@@ -487,4 +493,44 @@ func mustJSON(t *testing.T, plugin map[string]any, name, version string) []byte 
 		t.Fatal(err)
 	}
 	return data
+}
+
+// hostileFile makes a regular file or a FIFO where a netns should be.
+func hostileFile(t *testing.T, kind string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), kind)
+	var err error
+	if kind == "fifo" {
+		err = syscall.Mkfifo(p, 0o600)
+	} else {
+		err = os.WriteFile(p, []byte("not a netns"), 0o600)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestNodeNetNSRefused runs the plugin as a runtime does, in the node's
+// namespace (here a namespace the test creates to play the node, never the
+// machine's own), with CNI_NETNS naming that same namespace by two paths:
+// refused at once with error 4, and no entry written.
+func TestNodeNetNSRefused(t *testing.T) {
+	nodeNS := newNetNS(t)
+	n := newNode(t)
+	for _, path := range []string{nodeNS.Path(), "/proc/thread-self/ns/net"} {
+		var err error
+		// The plugin is forked from this locked thread, so it starts in
+		// the namespace playing the node.
+		if nerr := nodeNS.Do(func(ns.NetNS) error {
+			_, err = n.cni.AddNetworkList(context.Background(), n.list("1.0.0", nil), runtimeConf("c9", path))
+			return nil
+		}); nerr != nil {
+			t.Fatal(nerr)
+		}
+		wantCode(t, err, types.ErrInvalidEnvironmentVariables, "is the node's own network namespace")
+	}
+	if files, err := os.ReadDir(filepath.Join(n.dir, "pods")); err == nil && len(files) > 0 {
+		t.Errorf("refused ADDs wrote %d entries", len(files))
+	}
 }

@@ -107,6 +107,10 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 			state += " (" + a.Reason + ")"
 		}
 		fmt.Fprintf(w, "Agent:     %s, pid %d, version %s, heartbeat %s ago\n", state, a.PID, a.Version, now.Sub(a.Heartbeat).Round(time.Millisecond))
+		if d := a.Degraded; d != nil {
+			fmt.Fprintf(w, "DEGRADED:  cloud unreachable since %s (%s ago), serving %d idle addresses; growth and release wait (%s)\n",
+				d.Since.UTC().Format(time.RFC3339), now.Sub(d.Since).Round(time.Second), d.Idle, d.Reason)
+		}
 		p := a.Pool
 		fmt.Fprintf(w, "Pool:      %d IPs on %d ENIs: %d used, %d idle, %d cooldown, %d sticky\n", p.Total, p.ENIs, p.Used, p.Idle, p.Cooldown, p.Sticky)
 		var phases []string

@@ -208,6 +208,10 @@ func (w *World) Exec(line string) error {
 		w.Desired.ConfigProblems = append(w.Desired.ConfigProblems, strings.Join(f[1:], " "))
 	case "observe":
 		w.Complete = kv["complete"] != "false"
+		w.CloudFrom = time.Time{}
+		if _, ok := kv["cloud-from"]; ok && !w.Complete {
+			w.CloudFrom = w.Now.Add(-dur("cloud-from", 0))
+		}
 		w.Problems = nil
 		if p, ok := kv["problem"]; ok {
 			w.Problems = []string{strings.ReplaceAll(p, "_", " ")}

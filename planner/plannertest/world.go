@@ -35,6 +35,9 @@ type World struct {
 	// Complete and Problems are copied into every observation.
 	Complete bool
 	Problems []string
+	// CloudFrom, when set, marks the cloud half as carried from an
+	// observation taken then (degraded mode); the node half is complete.
+	CloudFrom time.Time
 
 	// Violations lists every invariant breach seen while applying plans.
 	Violations []string
@@ -62,7 +65,8 @@ func New(now time.Time, inst observed.Instance) *World {
 
 // Observe returns what the agent would observe now (a deep copy).
 func (w *World) Observe() observed.State {
-	s := observed.State{Instance: w.Instance, Complete: w.Complete, Problems: slices.Clone(w.Problems), At: w.Now}
+	s := observed.State{Instance: w.Instance, Complete: w.Complete, Problems: slices.Clone(w.Problems), At: w.Now,
+		NodeComplete: true, CloudFrom: w.CloudFrom}
 	for _, e := range w.ENIs {
 		if e.InstanceID != w.Instance.ID && !e.Owned(w.Instance.ID) {
 			continue

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/enidnet/enid/internal/fileread"
 )
 
 // Agent is the agent heartbeat and readiness, the file /run/enid/agent.json.
@@ -38,6 +40,24 @@ type Agent struct {
 	LastErrors []string `json:"lastErrors,omitempty"`
 	// Pods counts attachment statuses by phase.
 	Pods map[Phase]int `json:"pods,omitempty"`
+	// Degraded is set while the cloud cannot be observed: the agent serves
+	// new pods from the idle addresses it provably holds, and growth and
+	// release wait. Ready stays true while pods can be served.
+	Degraded *Degraded `json:"degraded,omitempty"`
+}
+
+// Degraded describes degraded mode (docs/design.md, "Degraded mode").
+type Degraded struct {
+	// Since is when the agent first failed to observe the cloud.
+	Since time.Time `json:"since"`
+	// LastObserved is when the cloud was last observed in full: the
+	// addresses served are those of that observation, as the agent's own
+	// actions changed them since.
+	LastObserved time.Time `json:"lastObserved"`
+	// Idle is how many idle addresses the agent can still hand out.
+	Idle int `json:"idle"`
+	// Reason is the first thing that could not be observed.
+	Reason string `json:"reason"`
 }
 
 // PoolSummary is the shape of the shared-mode IP pool. Counts are IPs,
@@ -80,7 +100,7 @@ func WriteAgent(path string, a Agent) error {
 // when there is none (the agent never ran since boot), and ErrVersion for
 // an unknown apiVersion.
 func ReadAgent(path string) (Agent, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileread.Read(path, MaxFileSize, fileread.NoFollow)
 	if err != nil {
 		return Agent{}, fmt.Errorf("read heartbeat: %w", err)
 	}

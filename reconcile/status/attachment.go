@@ -11,11 +11,18 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/enidnet/enid/internal/fileread"
 )
 
 // Version is the apiVersion written in every status file and heartbeat.
 // Readers refuse any other value with ErrVersion.
 const Version = "enid.dev/v1alpha1"
+
+// MaxFileSize bounds what a reader of a status file or the heartbeat reads
+// (a status is under a kilobyte; the heartbeat lists at most a few errors).
+// A larger file is refused, never read whole.
+const MaxFileSize = 1 << 20
 
 // ErrVersion is returned when a file carries an apiVersion this package
 // does not know.
@@ -290,7 +297,9 @@ func (s *Store) Remove(containerID, ifName string) error {
 // readAttachment decodes and validates one status file; when containerID is
 // not empty the content must name that attachment.
 func readAttachment(path, containerID, ifName string) (Attachment, error) {
-	data, err := os.ReadFile(path)
+	// Only the agent writes here, and never a symlink: a FIFO, device or
+	// symlink in its place is refused without blocking.
+	data, err := fileread.Read(path, MaxFileSize, fileread.NoFollow)
 	if err != nil {
 		return Attachment{}, fmt.Errorf("read status: %w", err)
 	}

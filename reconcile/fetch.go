@@ -1,0 +1,89 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// fetch is the cloud half of a full observation, read by a goroutine so
+// that a slow or hung cloud never holds the loop: warm ADDs are planned and
+// set up from the cache meanwhile.
+type fetch struct {
+	// at is when the read started (the observation's time).
+	at   time.Time
+	half observed.CloudHalf
+}
+
+// startFetch starts reading the cloud half of a full observation. The
+// goroutine is owned by the loop: it ends when the read does (the client
+// bounds every call) or when ctx is cancelled at shutdown, which waits for
+// it, and it delivers its result on fetchC, never blocking.
+//
+// A routine resync (nothing went wrong, nothing is in doubt) lists the
+// owned ENIs that are not attached only every ownedListEvery times: they
+// appear only after a crash (the first observation lists them), a failed
+// attach or detach (which asks for a full observation), or someone else's
+// doing, and a leaked one is deleted only after its 5-minute grace anyway.
+// The agent carries the ones it knows.
+func (a *Agent) startFetch(ctx context.Context, cfg desired.Config, now time.Time) {
+	var vsw []string
+	for _, ids := range cfg.ENI.VSwitches {
+		vsw = append(vsw, ids...)
+	}
+	cs := cloudSource{c: a.cfg.Cloud, known: a.instance}
+	if routine, prev := a.cache.routine(); routine {
+		a.routineRefreshes++
+		if a.routineRefreshes%ownedListEvery != 0 {
+			cs.attachedOnly = true
+			for _, e := range prev.ENIs {
+				if e.Owned(a.cfg.InstanceID) && e.InstanceID != a.cfg.InstanceID {
+					cs.carry = append(cs.carry, e)
+				}
+			}
+		}
+	}
+	f := &fetch{at: now}
+	a.fetch = f
+	a.fetchWG.Add(1)
+	go func() {
+		defer a.fetchWG.Done()
+		f.half = observed.CollectCloud(ctx, cs, a.cfg.InstanceID, vsw)
+		a.fetchC <- f
+	}()
+}
+
+// applyFetch completes the full observation whose cloud half is in: it
+// reads the node half now (no action runs, so none of their results is
+// lost by the replacement), carries the last complete cloud view when the
+// cloud could not be read (degraded mode), and replaces the cache.
+// Failures back off (1 s doubling to a minute), so a broken API is never
+// polled in a tight loop.
+func (a *Agent) applyFetch(ctx context.Context, now time.Time) {
+	f := a.fetched
+	a.fetched = nil
+	a.badStatuses = nil
+	pub := publishedSource{st: a.statuses, problems: func(p []status.Problem) { a.badStatuses = p }}
+	st := observed.Merge(f.half, observed.CollectNode(ctx, a.cfg.Datapath, pub), f.at)
+	if st.Instance.ID == "" {
+		st.Instance = a.instance
+	}
+	a.carryCloud(&st, now)
+	a.cache.replace(st)
+	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {
+		if _, err := sw.Sweep(ctx); err != nil {
+			a.log.Warn("sweep orphaned pod rules", "err", err)
+		}
+	}
+	if st.Complete {
+		a.fullFails = 0
+		a.nextFull = time.Time{}
+		return
+	}
+	a.fullFails++
+	a.nextFull = now.Add(min(time.Minute, time.Second<<min(a.fullFails-1, 6)))
+	a.log.Warn("observation incomplete", "problems", st.Problems, "retry_at", a.nextFull)
+}
