@@ -160,6 +160,13 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 		return join, roll
 	}
 	start := time.Now()
+	// Every fleet has its own files: a node's entries and memory must not
+	// outlive its fleet.
+	dir, err := os.MkdirTemp(e.workDir, "fleet-")
+	if err != nil {
+		return fail(&join, "%v", err)
+	}
+	defer os.RemoveAll(dir)
 	cfg := ecssim.Config{
 		VPCCIDR:          "10.0.0.0/8",
 		Zones:            []string{fleetZone},
@@ -218,7 +225,7 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 		if err != nil {
 			return fail(&join, "datapath: %v", err)
 		}
-		a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, "fleet", fmt.Sprintf("node%04d", i)), sim: sim, region: region,
+		a, err := startAgent(ctx, agentOptions{dir: filepath.Join(dir, fmt.Sprintf("node%04d", i)), sim: sim, region: region,
 			instanceID: ids[i], nodeName: fmt.Sprintf("node%04d", i), config: cfgBefore,
 			datapath: dp, noWatch: true, heartbeat: 5 * time.Second, log: e.log})
 		if err != nil {
