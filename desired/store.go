@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // EntryStore keeps pod entries as files in one directory, one file per
@@ -198,24 +199,52 @@ func (s *EntryStore) readFile(name string) (Entry, error) {
 
 // ReadAll returns every valid entry, sorted by key, and one problem for each
 // file that could not be used; a bad file never hides the others. Dot-files
-// (temp files of writes in progress) are skipped. The error is only for a
-// directory that cannot be listed; a missing directory has no entries.
+// (temp files of writes in progress) and deletion records are skipped. The
+// error is only for a directory that cannot be listed; a missing directory
+// has no entries.
 func (s *EntryStore) ReadAll() ([]Entry, []EntryProblem, error) {
+	l, err := s.Scan()
+	return l.Entries, l.Problems, err
+}
+
+// Listing is what the entries directory holds.
+type Listing struct {
+	// Entries are the valid entries, sorted by key.
+	Entries []Entry
+	// Deleted are the keys with a deletion record (MarkDeleted), sorted.
+	// A key may be in both lists: an ADD after the DEL, or a DEL that has
+	// written its record and not yet removed the entry; the entry wins.
+	Deleted []Key
+	// Problems are the files that could not be used.
+	Problems []EntryProblem
+}
+
+// Scan lists the directory once: the entries (as ReadAll) and the deletion
+// records. A deletion record is never read: its name is its content, and
+// only a regular file counts.
+func (s *EntryStore) Scan() (Listing, error) {
 	dirents, err := os.ReadDir(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
+		return Listing{}, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("list entries: %w", err)
+		return Listing{}, fmt.Errorf("list entries: %w", err)
 	}
 	var entries []Entry
 	var problems []EntryProblem
+	var deleted []Key
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := make(map[string]bool, len(dirents))
 	for _, de := range dirents {
 		name := de.Name()
 		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		if k, ok := KeyFromDeletionFileName(name); ok {
+			if de.Type().IsRegular() {
+				deleted = append(deleted, k)
+			}
 			continue
 		}
 		if _, ok := KeyFromFileName(name); !ok {
@@ -258,7 +287,8 @@ func (s *EntryStore) ReadAll() ([]Entry, []EntryProblem, error) {
 		}
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Key().String() < entries[j].Key().String() })
-	return entries, problems, nil
+	sort.Slice(deleted, func(i, j int) bool { return deleted[i].String() < deleted[j].String() })
+	return Listing{Entries: entries, Deleted: deleted, Problems: problems}, nil
 }
 
 // Remove deletes the entry for key; an absent entry is success.
@@ -275,6 +305,57 @@ func (s *EntryStore) Remove(key Key) error {
 	}
 	if err := syncDir(s.dir); err != nil {
 		return fmt.Errorf("remove entry %s: %w", key, err)
+	}
+	return nil
+}
+
+// deletionRecord is the content of a deletion record. Readers use only the
+// file's name; the content is for people looking at the directory.
+type deletionRecord struct {
+	APIVersion  string    `json:"apiVersion"`
+	Kind        string    `json:"kind"`
+	ContainerID string    `json:"containerID"`
+	IfName      string    `json:"ifName"`
+	Deleted     time.Time `json:"deleted"`
+}
+
+// MarkDeleted records that the runtime deleted the attachment (CNI DEL, or
+// GC naming it invalid): <containerID>_<ifName>.del in the entries dir,
+// written atomically. The CNI plugin writes it before it removes the entry,
+// so the agent can tell an authoritative removal, which it tears down at
+// once, from an entry file that vanished otherwise, which it keeps while
+// other evidence says the attachment lives. The agent removes the record
+// once nothing of the attachment is left (ForgetDeletion); an ADD of the
+// same key removes it too.
+func (s *EntryStore) MarkDeleted(key Key, now time.Time) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	data, err := json.Marshal(deletionRecord{APIVersion: EntryAPIVersion, Kind: "Deletion",
+		ContainerID: key.ContainerID, IfName: key.IfName, Deleted: now.UTC()})
+	if err != nil {
+		return fmt.Errorf("encode deletion of %s: %w", key, err)
+	}
+	if err := s.ensureDir(); err != nil {
+		return err
+	}
+	if err := writeAtomic(s.dir, DeletionFileName(key), append(data, '\n')); err != nil {
+		return fmt.Errorf("record deletion of %s: %w", key, err)
+	}
+	return nil
+}
+
+// ForgetDeletion removes the key's deletion record; an absent one is
+// success. It does not sync the directory: a record that comes back after a
+// crash is forgotten again, and one lost only makes a later vanished entry
+// count as one without a DEL, which is the cautious reading.
+func (s *EntryStore) ForgetDeletion(key Key) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	err := os.Remove(filepath.Join(s.dir, DeletionFileName(key)))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("forget deletion of %s: %w", key, err)
 	}
 	return nil
 }
