@@ -118,8 +118,14 @@ type Agent struct {
 	// resync period passed.
 	routineRefreshes int
 	// hints are the kubelet's and runtime's records, read at hintsAt.
-	hints                                desired.Hints
-	hintsAt                              time.Time
+	hints   desired.Hints
+	hintsAt time.Time
+	// hintReader keeps the runtime's parsed cache records between reads.
+	hintReader desired.HintReader
+	// hintsWatched: a watcher wakes the loop when a hint source changes,
+	// and sets hintsDirty; the hints are then read only when dirty.
+	// Without it they are read at most every hintsEvery.
+	hintsWatched, hintsDirty             bool
 	burstStart, burstChanged, burstUntil time.Time
 }
 
@@ -216,6 +222,28 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { watchDone <- watch.Run(wctx) }()
 	}
 
+	// The runtime's cache records keep an attachment whose entry vanished
+	// without a DEL: their removal must wake the loop, or the teardown
+	// would wait for something else to happen.
+	var hintsC <-chan struct{}
+	hintsDone := make(chan error, 1)
+	if dirs := a.cfg.Paths.Hints.Dirs(); !a.cfg.NoWatch && len(dirs) > 0 {
+		hw, err := desired.NewWatcher(a.log, dirs...)
+		if err != nil {
+			return fmt.Errorf("watch hint sources: %w", err)
+		}
+		hw.Debounce = hintsDebounce
+		hintsC = hw.C()
+		go func() { hintsDone <- hw.Run(wctx) }()
+		select {
+		case <-hw.Ready():
+		case err := <-hintsDone:
+			return fmt.Errorf("watch hint sources: %w", err)
+		}
+		a.hintsWatched = true
+	}
+	a.hintsDirty = true
+
 	heartbeat := time.NewTicker(a.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	retryTimer := time.NewTimer(time.Hour)
@@ -233,6 +261,14 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			watchDone = nil
 		case <-watchC:
+			a.pass(actx)
+		case err := <-hintsDone:
+			if err != nil && ctx.Err() == nil {
+				a.log.Warn("hint watch stopped: reading hints every second instead", "err", err)
+			}
+			hintsDone, hintsC, a.hintsWatched = nil, nil, false
+		case <-hintsC:
+			a.hintsDirty = true
 			a.pass(actx)
 		case <-a.trigger:
 			a.pass(actx)
@@ -303,13 +339,6 @@ func (a *Agent) pass(ctx context.Context) {
 			NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})
 	}
 	d := desired.Load(a.loader, a.entries, desired.HintSources{})
-	// The kubelet's and the runtime's records are demand hints: a second's
-	// staleness costs nothing, and re-reading them on every pass (one file
-	// per attachment in the runtime's cache) would cost every CNI ADD.
-	if a.hintsAt.IsZero() || now.Sub(a.hintsAt) >= hintsEvery {
-		a.hints, a.hintsAt = desired.ReadHints(a.cfg.Paths.Hints), now
-	}
-	d.Hints = a.hints
 	a.noteConfig(d)
 	if _, ok := a.loader.Current(); !ok {
 		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
@@ -323,6 +352,21 @@ func (a *Agent) pass(ctx context.Context) {
 	if !have {
 		return
 	}
+	entries := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
+	for _, e := range d.Entries {
+		entries[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
+	}
+	// The kubelet's and the runtime's records are read when they changed
+	// (the hint watcher says so), not on every pass: the runtime's cache is
+	// one file per attachment. They are read fresh too whenever the plan
+	// depends on them: an attachment lost its entry without a DEL, and only
+	// the runtime's record may keep it. Unwatched, a second's staleness is
+	// the bound.
+	if a.hintsDirty || vanishedWithoutDel(d, o, entries) || (!a.hintsWatched && (a.hintsAt.IsZero() || now.Sub(a.hintsAt) >= hintsEvery)) {
+		a.hints, a.hintsAt, a.hintsDirty = a.hintReader.Read(a.cfg.Paths.Hints), now, false
+		a.metrics.runtimeRecords.Set(float64(len(a.hints.RuntimeAttachments)))
+	}
+	d.Hints = a.hints
 	for _, id := range a.exec.drainExhausted() {
 		// The planner skips it when choosing where to create ENIs, for as
 		// long as peers do (Terway: 10 minutes), then tries it again.
@@ -338,10 +382,8 @@ func (a *Agent) pass(ctx context.Context) {
 	if err := a.saveMemory(p.Memory); err != nil {
 		a.log.Error("persist planner memory", "err", err)
 	}
-	entries := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
 	h := fnv.New64a()
 	for _, e := range d.Entries {
-		entries[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
 		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
 	}
 	holdCloud := a.burst(now, h.Sum64()) && (createsENI(p) || p.Pool.Waiting > 0)
@@ -349,6 +391,7 @@ func (a *Agent) pass(ctx context.Context) {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
 	}
 	a.exec.dispatch(ctx, p, entries, holdCloud)
+	a.forgetDeletions(d, o, entries)
 	a.updateMetrics(p)
 	if p.Pool != prev.Pool || phaseCounts(p) != phaseCounts(prev) {
 		// `enid status` and STATUS read the heartbeat: keep its summary current.
@@ -361,6 +404,67 @@ func (a *Agent) pass(ctx context.Context) {
 		a.setReady(true, "observation incomplete: "+firstOr(o.Problems, "unknown"))
 	default:
 		a.setReady(true, "")
+	}
+}
+
+// vanishedWithoutDel reports whether the node holds an attachment (kernel
+// state or a status) that has neither an entry nor a deletion record (nor a
+// broken entry file): its fate depends on the runtime's record.
+func vanishedWithoutDel(d desired.State, o observed.State, entries map[observed.AttachmentKey]desired.Entry) bool {
+	var other map[observed.AttachmentKey]bool // deleted or named by a broken file
+	if n := len(d.Deleted) + len(d.EntryProblems); n > 0 {
+		other = make(map[observed.AttachmentKey]bool, n)
+		for _, k := range d.Deleted {
+			other[observed.AttachmentKey{ContainerID: k.ContainerID, IfName: k.IfName}] = true
+		}
+		for _, ep := range d.EntryProblems {
+			other[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
+		}
+	}
+	known := func(k observed.AttachmentKey) bool {
+		_, ok := entries[k]
+		return ok || other[k]
+	}
+	for _, pn := range o.Node.Pods {
+		if !known(pn.Key) {
+			return true
+		}
+	}
+	for _, b := range o.Node.Published {
+		if !known(b.Key) {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetDeletions removes the deletion records (CNI DEL's) of attachments
+// of which nothing is left: no entry, no kernel state, no status. Until
+// then a record keeps the teardown authoritative, also across a restart
+// (a DEL while the agent is down). Only after a complete observation: a
+// partial one may miss what is still to tear down.
+func (a *Agent) forgetDeletions(d desired.State, o observed.State, entries map[observed.AttachmentKey]desired.Entry) {
+	if len(d.Deleted) == 0 || !o.Complete {
+		return
+	}
+	left := make(map[observed.AttachmentKey]bool, len(o.Node.Pods)+len(o.Node.Published)+len(d.EntryProblems))
+	for _, pn := range o.Node.Pods {
+		left[pn.Key] = true
+	}
+	for _, b := range o.Node.Published {
+		left[b.Key] = true
+	}
+	for _, ep := range d.EntryProblems {
+		left[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
+	}
+	for _, k := range d.Deleted {
+		ok := observed.AttachmentKey{ContainerID: k.ContainerID, IfName: k.IfName}
+		if _, live := entries[ok]; live || left[ok] {
+			continue // an ADD after the DEL removes the record itself
+		}
+		if err := a.entries.ForgetDeletion(k); err != nil {
+			a.log.Warn("forget deletion record", "key", k.String(), "err", err)
+		}
 	}
 }
 
@@ -390,8 +494,13 @@ func (a *Agent) noteConfig(d desired.State) {
 	}
 }
 
-// hintsEvery is how often the kubelet's and the runtime's records are read.
+// hintsEvery is how often the kubelet's and the runtime's records are read
+// when they are not watched.
 const hintsEvery = time.Second
+
+// hintsDebounce coalesces the runtime's cache writes of a burst of pods
+// into one re-read.
+const hintsDebounce = 20 * time.Millisecond
 
 // ownedListEvery is how many routine resyncs make one that lists the
 // owned ENIs not attached to the instance (see refresh).
@@ -435,6 +544,7 @@ func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) 
 		st.Instance = a.instance
 	}
 	a.cache.replace(st)
+	a.hintsDirty = true // a full observation re-reads everything, in case a watch missed a change
 	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {
 		if _, err := sw.Sweep(ctx); err != nil {
 			a.log.Warn("sweep orphaned pod rules", "err", err)

@@ -23,6 +23,8 @@ type Metrics struct {
 	addToReady   prometheus.Histogram
 	passes       prometheus.Counter
 	configErrors prometheus.Gauge
+	// runtimeRecords counts the runtime's libcni cache records last read.
+	runtimeRecords prometheus.Gauge
 }
 
 // NewMetrics creates the metrics on a fresh registry.
@@ -65,7 +67,10 @@ func NewMetrics() *Metrics {
 	m.configErrors = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_config_invalid", Help: "1 when the config on disk is invalid and the last good one is in force.",
 	})
-	m.Registry.MustRegister(m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
+	m.runtimeRecords = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "enid_runtime_attachments", Help: "Attachments the container runtime's libcni cache names, as last read.",
+	})
+	m.Registry.MustRegister(m.runtimeRecords, m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
 		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
