@@ -1,0 +1,78 @@
+package linux_test
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/enidnet/enid/linux"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// TestWatchSeesDrift: Watch reports a hand-deleted pod rule and host route
+// in the node namespace, ignores routes that are not enid's, and ends with
+// its context.
+func TestWatchSeesDrift(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := ctxT(t)
+	s := e.podSpec(t, 0, 14)
+	res, _, err := e.dp.EnsurePod(ctx, s)
+	if err != nil {
+		t.Fatalf("ensure pod: %v", err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var n atomic.Int64
+	done := make(chan error, 1)
+	go func() { done <- e.dp.Watch(wctx, func() { n.Add(1) }) }()
+	// The subscription starts asynchronously: a change is repeated (undone
+	// and done again) until a signal follows it.
+	waitSignal := func(what string, change func(h *netlink.Handle) error) {
+		t.Helper()
+		before := n.Load()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			withH(t, e.tp.NodeNS, change)
+			for i := 0; i < 50; i++ {
+				if n.Load() > before {
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no signal after %s", what)
+			}
+		}
+	}
+	host4 := &net.IPNet{IP: s.IPv4.AsSlice(), Mask: net.CIDRMask(32, 32)}
+	rule := netlink.NewRule()
+	rule.Priority, rule.Src, rule.Table, rule.Protocol, rule.Family = linux.PrioFromPod, host4, 1001, linux.Proto, unix.AF_INET
+	waitSignal("rule deleted", func(h *netlink.Handle) error {
+		if err := h.RuleDel(rule); err != nil {
+			return h.RuleAdd(rule) // already gone: put it back, which signals too
+		}
+		return nil
+	})
+	waitSignal("host route deleted", func(h *netlink.Handle) error {
+		hv, err := h.LinkByName(res.HostVeth)
+		if err != nil {
+			return err
+		}
+		err = h.RouteDel(&netlink.Route{LinkIndex: hv.Attrs().Index, Dst: host4, Table: unix.RT_TABLE_MAIN, Scope: netlink.SCOPE_LINK})
+		if err != nil {
+			return h.RouteAdd(&netlink.Route{LinkIndex: hv.Attrs().Index, Dst: host4, Table: unix.RT_TABLE_MAIN, Scope: netlink.SCOPE_LINK, Protocol: linux.Proto})
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("watch ended with %v, want nil on cancel", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("watch did not end with its context")
+	}
+}
