@@ -125,7 +125,9 @@ type Agent struct {
 	// hintsWatched: a watcher wakes the loop when a hint source changes,
 	// and sets hintsDirty; the hints are then read only when dirty.
 	// Without it they are read at most every hintsEvery.
-	hintsWatched, hintsDirty             bool
+	hintsWatched, hintsDirty bool
+	// nodeDirty: the node namespace changed since the node was last read.
+	nodeDirty                            bool
 	burstStart, burstChanged, burstUntil time.Time
 }
 
@@ -244,6 +246,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.hintsDirty = true
 
+	// Netlink changes in the node namespace: see nodewatch.go.
+	nodeC := make(chan struct{}, 1)
+	nodeTimer := time.NewTimer(time.Hour)
+	nodeTimer.Stop()
+	defer nodeTimer.Stop()
+	var nodeFirst time.Time // first change of the pending burst; zero when none
+	if nw, ok := a.cfg.Datapath.(nodeWatcher); ok && !a.cfg.NoWatch {
+		nodeDone := make(chan struct{})
+		go func() { defer close(nodeDone); a.watchNode(wctx, nw, nodeC) }()
+		defer func() { stopWatch(); <-nodeDone }()
+	}
+
 	heartbeat := time.NewTicker(a.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	retryTimer := time.NewTimer(time.Hour)
@@ -269,6 +283,16 @@ func (a *Agent) Run(ctx context.Context) error {
 			hintsDone, hintsC, a.hintsWatched = nil, nil, false
 		case <-hintsC:
 			a.hintsDirty = true
+			a.pass(actx)
+		case <-nodeC:
+			a.nodeDirty = true
+			now := time.Now()
+			if nodeFirst.IsZero() {
+				nodeFirst = now
+			}
+			nodeTimer.Reset(max(0, min(nodeDebounce, nodeFirst.Add(nodeDebounceMax).Sub(now))))
+		case <-nodeTimer.C:
+			nodeFirst = time.Time{}
 			a.pass(actx)
 		case <-a.trigger:
 			a.pass(actx)
@@ -348,6 +372,7 @@ func (a *Agent) pass(ctx context.Context) {
 	if a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
 		a.refresh(ctx, d.Config, now)
 	}
+	a.rereadNode(ctx)
 	o, have := a.cache.snapshot()
 	if !have {
 		return
@@ -539,6 +564,7 @@ func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) 
 		}
 	}
 	src.Cloud = cs
+	a.nodeDirty = false // this observation reads the node after the changes reported so far
 	st := observed.Collect(ctx, src, a.cfg.InstanceID, vsw, now)
 	if st.Instance.ID == "" {
 		st.Instance = a.instance

@@ -95,6 +95,18 @@ func (x *executor) busy() bool {
 	return len(x.inflight) > 0
 }
 
+// nodeBusy reports whether a node action (not a cloud call) is running
+// or waiting.
+func (x *executor) nodeBusy() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for _, c := range x.inflight {
+		n += c
+	}
+	return n > x.cloudRunning
+}
+
 // nextRetry returns the earliest time a backed-off action may run again.
 func (x *executor) nextRetry() (time.Time, bool) {
 	x.mu.Lock()

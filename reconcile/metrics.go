@@ -25,6 +25,8 @@ type Metrics struct {
 	configErrors prometheus.Gauge
 	// runtimeRecords counts the runtime's libcni cache records last read.
 	runtimeRecords prometheus.Gauge
+	// nodeReads counts reads of the node alone after a netlink change.
+	nodeReads prometheus.Counter
 }
 
 // NewMetrics creates the metrics on a fresh registry.
@@ -70,7 +72,10 @@ func NewMetrics() *Metrics {
 	m.runtimeRecords = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_runtime_attachments", Help: "Attachments the container runtime's libcni cache names, as last read.",
 	})
-	m.Registry.MustRegister(m.runtimeRecords, m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
+	m.nodeReads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "enid_node_reads_total", Help: "Reads of the node's kernel state alone, after a netlink change in the node namespace.",
+	})
+	m.Registry.MustRegister(m.runtimeRecords, m.nodeReads, m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
 		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
