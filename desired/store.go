@@ -8,11 +8,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // EntryStore keeps pod entries as files in one directory, one file per
@@ -42,6 +45,16 @@ type cachedEntry struct {
 type fileID struct {
 	ino, size    int64
 	mtime, ctime int64 // ns
+}
+
+// statAt returns the identity of the regular file name in the directory
+// open as dfd, without following a symlink.
+func statAt(dfd int, name string) (fileID, bool) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fileID{}, false
+	}
+	return fileID{ino: int64(st.Ino), size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
 }
 
 func fileIDOf(fi fs.FileInfo) (fileID, bool) {
@@ -222,14 +235,25 @@ type Listing struct {
 // Scan lists the directory once: the entries (as ReadAll) and the deletion
 // records. A deletion record is never read: its name is its content, and
 // only a regular file counts.
+//
+// A file seen before under the same name costs one fstatat relative to the
+// open directory (no path walk, no name parsing) while its identity is
+// unchanged: an agent pass on a node with hundreds of pods re-reads the
+// directory for each change.
 func (s *EntryStore) Scan() (Listing, error) {
-	dirents, err := os.ReadDir(s.dir)
+	dir, err := os.Open(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Listing{}, nil
 	}
 	if err != nil {
 		return Listing{}, fmt.Errorf("list entries: %w", err)
 	}
+	defer dir.Close() //nolint:errcheck // read-only
+	dirents, err := dir.ReadDir(-1)
+	if err != nil {
+		return Listing{}, fmt.Errorf("list entries: %w", err)
+	}
+	dfd := int(dir.Fd())
 	var entries []Entry
 	var problems []EntryProblem
 	var deleted []Key
@@ -247,17 +271,16 @@ func (s *EntryStore) Scan() (Listing, error) {
 			}
 			continue
 		}
-		if _, ok := KeyFromFileName(name); !ok {
-			problems = append(problems, EntryProblem{File: name, Err: "not an entry file name: want <containerID>_<ifName>.json"})
-			continue
+		c, cached := s.cache[name] // only valid entry names are cached
+		if !cached {
+			if _, ok := KeyFromFileName(name); !ok {
+				problems = append(problems, EntryProblem{File: name, Err: "not an entry file name: want <containerID>_<ifName>.json"})
+				continue
+			}
 		}
 		seen[name] = true
-		var id fileID
-		var idOK bool
-		if fi, err := os.Lstat(filepath.Join(s.dir, name)); err == nil {
-			id, idOK = fileIDOf(fi)
-		}
-		if c, ok := s.cache[name]; ok && idOK && c.id == id {
+		id, idOK := statAt(dfd, name)
+		if cached && idOK && c.id == id {
 			entries = append(entries, c.entry)
 			continue
 		}
@@ -286,9 +309,24 @@ func (s *EntryStore) Scan() (Listing, error) {
 			delete(s.cache, name)
 		}
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Key().String() < entries[j].Key().String() })
-	sort.Slice(deleted, func(i, j int) bool { return deleted[i].String() < deleted[j].String() })
+	slices.SortFunc(entries, func(a, b Entry) int { return compareKeys(a.Key(), b.Key()) })
+	slices.SortFunc(deleted, compareKeys)
+	sort.Slice(problems, func(i, j int) bool { return problems[i].File < problems[j].File })
 	return Listing{Entries: entries, Deleted: deleted, Problems: problems}, nil
+}
+
+// compareKeys orders keys as their strings "<containerID>_<ifName>" order,
+// without building the strings unless one container ID is a prefix of the
+// other.
+func compareKeys(a, b Key) int {
+	ac, bc := a.ContainerID, b.ContainerID
+	switch {
+	case ac == bc:
+		return strings.Compare(a.IfName, b.IfName)
+	case !strings.HasPrefix(ac, bc) && !strings.HasPrefix(bc, ac):
+		return strings.Compare(ac, bc)
+	}
+	return strings.Compare(a.String(), b.String())
 }
 
 // Remove deletes the entry for key; an absent entry is success.

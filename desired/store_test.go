@@ -313,3 +313,21 @@ func TestStoreDeletionRecords(t *testing.T) {
 		t.Errorf("MarkDeleted of an invalid key: %v", err)
 	}
 }
+
+func TestCompareKeysAsStrings(t *testing.T) {
+	ids := []string{"ab", "ab_x", "ab-x", "abc", "a", "b", "ab.c"}
+	ifs := []string{"eth0", "eth1", "e", "net-1"}
+	var keys []Key
+	for _, id := range ids {
+		for _, f := range ifs {
+			keys = append(keys, Key{ContainerID: id, IfName: f})
+		}
+	}
+	for _, a := range keys {
+		for _, b := range keys {
+			if got, want := compareKeys(a, b), strings.Compare(a.String(), b.String()); got != want {
+				t.Errorf("compareKeys(%s, %s) = %d, want %d", a, b, got, want)
+			}
+		}
+	}
+}

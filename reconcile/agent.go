@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/enidnet/enid/desired"
@@ -127,7 +128,16 @@ type Agent struct {
 	// Without it they are read at most every hintsEvery.
 	hintsWatched, hintsDirty bool
 	// nodeDirty: the node namespace changed since the node was last read.
-	nodeDirty                            bool
+	nodeDirty bool
+	// desiredDirty says the files of desired state changed since they were
+	// last read into desired (the file watcher, Wake, a full observation);
+	// other passes (actions done, retries, timers) plan from desired as read.
+	// entryMap and entryFP are desired's entries by key and fingerprint.
+	desiredDirty                         atomic.Bool
+	desired                              desired.State
+	loaded                               bool
+	entryMap                             map[observed.AttachmentKey]desired.Entry
+	entryFP                              uint64
 	burstStart, burstChanged, burstUntil time.Time
 }
 
@@ -174,7 +184,12 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) Metrics() *Metrics { return a.metrics }
 
 // Wake asks the agent for a pass; it never blocks, and wake-ups coalesce.
-func (a *Agent) Wake() { a.wake() }
+// The desired state is read again on the pass that follows (the caller
+// changed files the agent does not watch).
+func (a *Agent) Wake() {
+	a.desiredDirty.Store(true)
+	a.wake()
+}
 
 // wake asks for a pass without blocking; wake-ups coalesce.
 func (a *Agent) wake() {
@@ -275,6 +290,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			watchDone = nil
 		case <-watchC:
+			a.desiredDirty.Store(true)
 			a.pass(actx)
 		case err := <-hintsDone:
 			if err != nil && ctx.Err() == nil {
@@ -362,7 +378,14 @@ func (a *Agent) pass(ctx context.Context) {
 		a.loader = desired.NewConfigLoader(a.cfg.Paths.Config, desired.NodeFacts{
 			NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})
 	}
-	d := desired.Load(a.loader, a.entries, desired.HintSources{})
+	// Only a change of the files changes desired state, and the watcher
+	// reports every one: a pass for any other reason (an action done, a
+	// retry, a timer) plans from desired as last read, and costs nothing in
+	// proportion to the pods on the node until it plans.
+	if a.desiredDirty.Swap(false) || !a.loaded {
+		a.loadDesired()
+	}
+	d := a.desired
 	a.noteConfig(d)
 	if _, ok := a.loader.Current(); !ok {
 		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
@@ -377,10 +400,7 @@ func (a *Agent) pass(ctx context.Context) {
 	if !have {
 		return
 	}
-	entries := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
-	for _, e := range d.Entries {
-		entries[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
-	}
+	entries := a.entryMap
 	// The kubelet's and the runtime's records are read when they changed
 	// (the hint watcher says so), not on every pass: the runtime's cache is
 	// one file per attachment. They are read fresh too whenever the plan
@@ -407,11 +427,7 @@ func (a *Agent) pass(ctx context.Context) {
 	if err := a.saveMemory(p.Memory); err != nil {
 		a.log.Error("persist planner memory", "err", err)
 	}
-	h := fnv.New64a()
-	for _, e := range d.Entries {
-		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
-	}
-	holdCloud := a.burst(now, h.Sum64()) && (createsENI(p) || p.Pool.Waiting > 0)
+	holdCloud := a.burst(now, a.entryFP) && (createsENI(p) || p.Pool.Waiting > 0)
 	if len(p.Actions) > 0 {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
 	}
@@ -430,6 +446,20 @@ func (a *Agent) pass(ctx context.Context) {
 	default:
 		a.setReady(true, "")
 	}
+}
+
+// loadDesired reads desired state (config and entries; the hints are read
+// apart) and indexes the entries. The map is built anew, never changed:
+// running actions of earlier passes hold the old one.
+func (a *Agent) loadDesired() {
+	d := desired.Load(a.loader, a.entries, desired.HintSources{})
+	m := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
+	h := fnv.New64a()
+	for _, e := range d.Entries {
+		m[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
+		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
+	}
+	a.desired, a.entryMap, a.entryFP, a.loaded = d, m, h.Sum64(), true
 }
 
 // vanishedWithoutDel reports whether the node holds an attachment (kernel
@@ -570,7 +600,9 @@ func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) 
 		st.Instance = a.instance
 	}
 	a.cache.replace(st)
-	a.hintsDirty = true // a full observation re-reads everything, in case a watch missed a change
+	// A full observation re-reads everything, in case a watch missed a change.
+	a.hintsDirty = true
+	a.desiredDirty.Store(true)
 	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {
 		if _, err := sw.Sweep(ctx); err != nil {
 			a.log.Warn("sweep orphaned pod rules", "err", err)
