@@ -53,6 +53,18 @@ func (d *Datapath) readNode() (nodeView, error) {
 // label), and Healthy means every piece EnsurePod or EnsureExclusive sets
 // up is present. Pod namespaces are read through per-namespace handles.
 func (d *Datapath) Observe(ctx context.Context) (observed.Node, error) {
+	return d.observe(ctx, true)
+}
+
+// ObserveNode is Observe without entering the pods' namespaces: a PodNet's
+// Healthy and Problems cover only what the node namespace holds (the host
+// veth, host routes, rules). The agent reads it after a netlink change in
+// the node namespace, where a full Observe would open every pod's netns.
+func (d *Datapath) ObserveNode(ctx context.Context) (observed.Node, error) {
+	return d.observe(ctx, false)
+}
+
+func (d *Datapath) observe(ctx context.Context, podNS bool) (observed.Node, error) {
 	v, err := d.readNode()
 	if err != nil {
 		return observed.Node{}, fmt.Errorf("observe node: %w", err)
@@ -94,7 +106,7 @@ func (d *Datapath) Observe(ctx context.Context) (observed.Node, error) {
 		if err := ctx.Err(); err != nil {
 			return observed.Node{}, fmt.Errorf("observe node: %w", err)
 		}
-		node.Pods = append(node.Pods, d.observePod(v, l, lab, macOfTable))
+		node.Pods = append(node.Pods, d.observePod(v, l, lab, macOfTable, podNS))
 	}
 	sort.Slice(node.ENIDevices, func(i, j int) bool { return node.ENIDevices[i].MAC < node.ENIDevices[j].MAC })
 	sort.Slice(node.Pods, func(i, j int) bool { return node.Pods[i].Key.String() < node.Pods[j].Key.String() })
@@ -102,7 +114,7 @@ func (d *Datapath) Observe(ctx context.Context) (observed.Node, error) {
 }
 
 // observePod rebuilds one attachment from its labelled host veth.
-func (d *Datapath) observePod(v nodeView, hv netlink.Link, lab label, macOfTable map[int]string) observed.PodNet {
+func (d *Datapath) observePod(v nodeView, hv netlink.Link, lab label, macOfTable map[int]string, podNS bool) observed.PodNet {
 	p := observed.PodNet{
 		Key: lab.Key, HostVeth: hv.Attrs().Name, NetNS: lab.NetNS,
 		ENIMAC: lab.ENI, Exclusive: lab.Mode == modeExclusive,
@@ -162,7 +174,9 @@ func (d *Datapath) observePod(v nodeView, hv netlink.Link, lab label, macOfTable
 			}
 		}
 	}
-	probs = append(probs, d.checkPodNS(hv, lab, p, ips)...)
+	if podNS {
+		probs = append(probs, d.checkPodNS(hv, lab, p, ips)...)
+	}
 	p.Problems = probs
 	p.Healthy = len(probs) == 0
 	return p

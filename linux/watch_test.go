@@ -76,3 +76,47 @@ func TestWatchSeesDrift(t *testing.T) {
 		t.Fatal("watch did not end with its context")
 	}
 }
+
+// TestObserveNodeSkipsPodNS: ObserveNode judges what the node namespace
+// holds and leaves the pod's namespace alone.
+func TestObserveNodeSkipsPodNS(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := ctxT(t)
+	s := e.podSpec(t, 0, 15)
+	if _, _, err := e.dp.EnsurePod(ctx, s); err != nil {
+		t.Fatalf("ensure pod: %v", err)
+	}
+	health := func(full bool) (bool, []string) {
+		t.Helper()
+		read := e.dp.ObserveNode
+		if full {
+			read = e.dp.Observe
+		}
+		n, err := read(ctx)
+		if err != nil || len(n.Pods) != 1 {
+			t.Fatalf("observe: %d pods, %v", len(n.Pods), err)
+		}
+		return n.Pods[0].Healthy, n.Pods[0].Problems
+	}
+	withH(t, s.NetNS, func(h *netlink.Handle) error {
+		l, err := h.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		return h.RouteDel(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}, Gw: net.ParseIP("169.254.1.1")})
+	})
+	if ok, probs := health(true); ok {
+		t.Errorf("Observe after the pod's default route went: healthy (%v)", probs)
+	}
+	if ok, probs := health(false); !ok {
+		t.Errorf("ObserveNode after a change in the pod's netns: problems %v, want none", probs)
+	}
+	withH(t, e.tp.NodeNS, func(h *netlink.Handle) error {
+		r := netlink.NewRule()
+		r.Priority, r.Src, r.Protocol, r.Family = linux.PrioFromPod, &net.IPNet{IP: s.IPv4.AsSlice(), Mask: net.CIDRMask(32, 32)}, linux.Proto, unix.AF_INET
+		return h.RuleDel(r)
+	})
+	if ok, probs := health(false); ok {
+		t.Errorf("ObserveNode after the pod's rule went: healthy (%v)", probs)
+	}
+}

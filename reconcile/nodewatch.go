@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/enidnet/enid/observed"
@@ -17,9 +18,10 @@ import (
 // one pass that plans nothing: it cannot loop.
 
 // nodeWatcher is a datapath that reports changes in the node namespace
-// (linux.Datapath.Watch).
+// and reads that namespace alone (linux.Datapath: Watch, ObserveNode).
 type nodeWatcher interface {
 	Watch(ctx context.Context, changed func()) error
+	ObserveNode(ctx context.Context) (observed.Node, error)
 }
 
 // nodeDebounce is the quiet time after a node change before the node is
@@ -57,16 +59,18 @@ func (a *Agent) watchNode(ctx context.Context, w nodeWatcher, c chan<- struct{})
 	}
 }
 
-// rereadNode reads the node's kernel state again, when a change was
-// reported and no node action runs, and puts it in the cache in place of
-// the kernel half (the published statuses are the agent's own files and
-// stay). A failed read asks for a full observation.
+// rereadNode reads the node namespace again (not the pods' namespaces:
+// the watch covers only the node's), when a change was reported and no
+// node action runs, and puts it in the cache in place of the kernel half
+// (the published statuses are the agent's own files and stay). A failed
+// read asks for a full observation.
 func (a *Agent) rereadNode(ctx context.Context) {
-	if !a.nodeDirty || a.exec.nodeBusy() {
+	nw, ok := a.cfg.Datapath.(nodeWatcher)
+	if !a.nodeDirty || !ok || a.exec.nodeBusy() {
 		return
 	}
 	a.nodeDirty = false
-	n, err := a.cfg.Datapath.Observe(ctx)
+	n, err := nw.ObserveNode(ctx)
 	if err != nil {
 		a.log.Warn("read node after a netlink change", "err", err)
 		a.cache.markDirty()
@@ -76,12 +80,26 @@ func (a *Agent) rereadNode(ctx context.Context) {
 	a.cache.replaceNode(n)
 }
 
-// replaceNode replaces the kernel half of the cached observation.
+// replaceNode replaces the kernel half of the cached observation with a
+// reading of the node namespace alone. A pod's side (its namespace) is not
+// in that reading: a pod the cache holds unhealthy stays so, with its
+// problems, and one it holds healthy takes the node's verdict. At worst a
+// pod whose node-side problem was just repaired is set up once more (a
+// no-op); a node-side problem is never hidden.
 func (c *cache) replaceNode(n observed.Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.have {
 		return
+	}
+	old := c.st.Node.Pods
+	for i := range n.Pods {
+		p := &n.Pods[i]
+		j, ok := slices.BinarySearchFunc(old, p.Key, func(x observed.PodNet, k observed.AttachmentKey) int { return compareKeys(x.Key, k) })
+		if ok && !old[j].Healthy {
+			p.Healthy = false
+			p.Problems = append(slices.Clone(p.Problems), old[j].Problems...)
+		}
 	}
 	n.Published = c.st.Node.Published
 	c.st.Node = n
