@@ -147,22 +147,8 @@ func without[T any](list []T, match func(T) bool) []T {
 }
 
 func deviceCmp(a, b observed.ENIDevice) int { return strings.Compare(a.MAC, b.MAC) }
-func podCmp(a, b observed.PodNet) int       { return compareKeys(a.Key, b.Key) }
-func bindingCmp(a, b observed.Binding) int  { return compareKeys(a.Key, b.Key) }
-
-// compareKeys orders attachment keys as their strings order (the order
-// observation lists come in), without building the strings unless one
-// container ID is a prefix of the other.
-func compareKeys(a, b observed.AttachmentKey) int {
-	ac, bc := a.ContainerID, b.ContainerID
-	switch {
-	case ac == bc:
-		return strings.Compare(a.IfName, b.IfName)
-	case !strings.HasPrefix(ac, bc) && !strings.HasPrefix(bc, ac):
-		return strings.Compare(ac, bc)
-	}
-	return strings.Compare(a.String(), b.String())
-}
+func podCmp(a, b observed.PodNet) int       { return a.Key.Compare(b.Key) }
+func bindingCmp(a, b observed.Binding) int  { return a.Key.Compare(b.Key) }
 
 func (c *cache) setENIDevice(d observed.ENIDevice) {
 	c.mu.Lock()

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -34,23 +33,5 @@ func TestNeedsRefreshInTransit(t *testing.T) {
 				t.Errorf("needsRefresh %s after a full observation = %v, want %v", tc.after, got, tc.want)
 			}
 		})
-	}
-}
-
-// The cache keeps pod lists in the order of their key strings, as
-// observation returns them.
-func TestCompareKeysAsStrings(t *testing.T) {
-	var keys []observed.AttachmentKey
-	for _, id := range []string{"ab", "ab_x", "ab-x", "abc", "a", "b", "ab.c"} {
-		for _, f := range []string{"eth0", "eth1", "e", "net-1"} {
-			keys = append(keys, observed.AttachmentKey{ContainerID: id, IfName: f})
-		}
-	}
-	for _, a := range keys {
-		for _, b := range keys {
-			if got, want := compareKeys(a, b), strings.Compare(a.String(), b.String()); got != want {
-				t.Errorf("compareKeys(%s, %s) = %d, want %d", a, b, got, want)
-			}
-		}
 	}
 }

@@ -95,7 +95,7 @@ func (c *cache) replaceNode(n observed.Node) {
 	old := c.st.Node.Pods
 	for i := range n.Pods {
 		p := &n.Pods[i]
-		j, ok := slices.BinarySearchFunc(old, p.Key, func(x observed.PodNet, k observed.AttachmentKey) int { return compareKeys(x.Key, k) })
+		j, ok := slices.BinarySearchFunc(old, p.Key, func(x observed.PodNet, k observed.AttachmentKey) int { return x.Key.Compare(k) })
 		if ok && !old[j].Healthy {
 			p.Healthy = false
 			p.Problems = append(slices.Clone(p.Problems), old[j].Problems...)
