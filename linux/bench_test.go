@@ -43,3 +43,31 @@ func BenchmarkPodEnsureConverged(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkObserve reads a node with 80 pods set up, in full (every pod's
+// namespace) and the node namespace alone (what the agent reads after a
+// netlink change).
+func BenchmarkObserve(b *testing.B) {
+	e := newEnv(b, 1)
+	ctx := ctxT(b)
+	const pods = 80
+	for h := 10; h < 10+pods; h++ {
+		if _, _, err := e.dp.EnsurePod(ctx, e.podSpec(b, 0, h)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, full := range []bool{true, false} {
+		name, read := "node-only", e.dp.ObserveNode
+		if full {
+			name, read = "full", e.dp.Observe
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				n, err := read(ctx)
+				if err != nil || len(n.Pods) != pods {
+					b.Fatalf("%d pods, %v", len(n.Pods), err)
+				}
+			}
+		})
+	}
+}
