@@ -129,6 +129,9 @@ type Agent struct {
 	hintsWatched, hintsDirty bool
 	// nodeDirty: the node namespace changed since the node was last read.
 	nodeDirty bool
+	// nodeDue is when the node may be read for the changes reported
+	// (zero: none pending), nodeReadAt when it was last read for them.
+	nodeDue, nodeReadAt time.Time
 	// desiredDirty says the files of desired state changed since they were
 	// last read into desired (the file watcher, Wake, a full observation);
 	// other passes (actions done, retries, timers) plan from desired as read.
@@ -266,7 +269,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	nodeTimer := time.NewTimer(time.Hour)
 	nodeTimer.Stop()
 	defer nodeTimer.Stop()
-	var nodeFirst time.Time // first change of the pending burst; zero when none
 	if nw, ok := a.cfg.Datapath.(nodeWatcher); ok && !a.cfg.NoWatch {
 		nodeDone := make(chan struct{})
 		go func() { defer close(nodeDone); a.watchNode(wctx, nw, nodeC) }()
@@ -301,14 +303,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.hintsDirty = true
 			a.pass(actx)
 		case <-nodeC:
-			a.nodeDirty = true
 			now := time.Now()
-			if nodeFirst.IsZero() {
-				nodeFirst = now
-			}
-			nodeTimer.Reset(max(0, min(nodeDebounce, nodeFirst.Add(nodeDebounceMax).Sub(now))))
+			nodeTimer.Reset(max(0, a.noteNodeChange(now).Sub(now)))
 		case <-nodeTimer.C:
-			nodeFirst = time.Time{}
 			a.pass(actx)
 		case <-a.trigger:
 			a.pass(actx)
@@ -594,7 +591,8 @@ func (a *Agent) refresh(ctx context.Context, cfg desired.Config, now time.Time) 
 		}
 	}
 	src.Cloud = cs
-	a.nodeDirty = false // this observation reads the node after the changes reported so far
+	// This observation reads the node after the changes reported so far.
+	a.nodeDirty, a.nodeDue = false, time.Time{}
 	st := observed.Collect(ctx, src, a.cfg.InstanceID, vsw, now)
 	if st.Instance.ID == "" {
 		st.Instance = a.instance

@@ -15,7 +15,11 @@ import (
 // the cloud, and plans. enid's own changes are reported as well; the node
 // is re-read only when no node action runs (a read racing one would undo
 // its result in the cache), so a burst of own changes costs one read and
-// one pass that plans nothing: it cannot loop.
+// one pass that plans nothing: it cannot loop. A change reported while the
+// agent's own node actions run, or just after, is probably theirs: it is
+// read no sooner than ownRecheck after the last read, so a stream of pods
+// costs at most about three node reads a second, and drift in the middle
+// of it is still repaired within a third of a second or so.
 
 // nodeWatcher is a datapath that reports changes in the node namespace
 // and reads that namespace alone (linux.Datapath: Watch, ObserveNode).
@@ -27,10 +31,35 @@ type nodeWatcher interface {
 // nodeDebounce is the quiet time after a node change before the node is
 // read again; a steady stream of changes is read at least every
 // nodeDebounceMax.
+const nodeDebounce = 20 * time.Millisecond
+
+// ownWindow is how long after the agent's last node action a reported
+// change counts as probably its own; ownRecheck is the least time between
+// two node reads for such changes.
 const (
-	nodeDebounce    = 20 * time.Millisecond
-	nodeDebounceMax = 200 * time.Millisecond
+	ownWindow  = 100 * time.Millisecond
+	ownRecheck = 300 * time.Millisecond
 )
+
+// noteNodeChange records a reported node change and returns when the node
+// is to be read for it: after nodeDebounce, or, for a change that is
+// probably the agent's own, no sooner than ownRecheck after the last read.
+// An earlier time already set stands.
+func (a *Agent) noteNodeChange(now time.Time) time.Time {
+	a.nodeDirty = true
+	due := now.Add(nodeDebounce)
+	busy, last := a.exec.nodeActivity()
+	a.log.Debug("node changed", "own_actions_running", busy, "since_last_own", now.Sub(last))
+	if busy || now.Sub(last) < ownWindow {
+		if t := a.nodeReadAt.Add(ownRecheck); t.After(due) {
+			due = t
+		}
+	}
+	if a.nodeDue.IsZero() || due.Before(a.nodeDue) {
+		a.nodeDue = due
+	}
+	return a.nodeDue
+}
 
 // watchNode runs w.Watch until ctx ends, subscribing again after a failure
 // (after a pause, and with a signal: changes in between were missed). Its
@@ -66,10 +95,11 @@ func (a *Agent) watchNode(ctx context.Context, w nodeWatcher, c chan<- struct{})
 // read asks for a full observation.
 func (a *Agent) rereadNode(ctx context.Context) {
 	nw, ok := a.cfg.Datapath.(nodeWatcher)
-	if !a.nodeDirty || !ok || a.exec.nodeBusy() {
+	now := time.Now()
+	if busy, _ := a.exec.nodeActivity(); !a.nodeDirty || !ok || now.Before(a.nodeDue) || busy {
 		return
 	}
-	a.nodeDirty = false
+	a.nodeDirty, a.nodeDue, a.nodeReadAt = false, time.Time{}, now
 	n, err := nw.ObserveNode(ctx)
 	if err != nil {
 		a.log.Warn("read node after a netlink change", "err", err)
