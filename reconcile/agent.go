@@ -136,11 +136,13 @@ type Agent struct {
 	// last read into desired (the file watcher, Wake, a full observation);
 	// other passes (actions done, retries, timers) plan from desired as read.
 	// entryMap and entryFP are desired's entries by key and fingerprint.
-	desiredDirty                         atomic.Bool
-	desired                              desired.State
-	loaded                               bool
-	entryMap                             map[observed.AttachmentKey]desired.Entry
-	entryFP                              uint64
+	desiredDirty atomic.Bool
+	desired      desired.State
+	loaded       bool
+	entryMap     map[observed.AttachmentKey]desired.Entry
+	entryFP      uint64
+
+	// See entriesFP above.
 	burstStart, burstChanged, burstUntil time.Time
 }
 
