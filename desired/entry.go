@@ -68,10 +68,23 @@ func (k Key) Validate() error {
 // EntryFileName returns the file name of the key's entry.
 func EntryFileName(key Key) string { return key.String() + ".json" }
 
+// DeletionFileName returns the file name of the key's deletion record
+// (see EntryStore.MarkDeleted).
+func DeletionFileName(key Key) string { return key.String() + deletionSuffix }
+
+// deletionSuffix ends the name of a deletion record in the entries dir.
+const deletionSuffix = ".del"
+
 // KeyFromFileName parses an entry file name back to its key; ok is false
 // when the name is not a valid entry file name.
-func KeyFromFileName(name string) (Key, bool) {
-	base, found := strings.CutSuffix(name, ".json")
+func KeyFromFileName(name string) (Key, bool) { return keyFromName(name, ".json") }
+
+// KeyFromDeletionFileName parses a deletion record's file name back to its
+// key; ok is false when the name is not one.
+func KeyFromDeletionFileName(name string) (Key, bool) { return keyFromName(name, deletionSuffix) }
+
+func keyFromName(name, suffix string) (Key, bool) {
+	base, found := strings.CutSuffix(name, suffix)
 	if !found {
 		return Key{}, false
 	}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -43,6 +44,40 @@ const maxHintFile = 32 << 20
 // Hints say which pods exist soon or still; a pod missing from them is never
 // a reason to release anything (kubelet does not persist removals).
 func ReadHints(src HintSources) Hints {
+	var r HintReader
+	return r.Read(src)
+}
+
+// Dirs returns the directories that hold the hint sources, for a watcher:
+// a change of any source is a change in one of them.
+func (src HintSources) Dirs() []string {
+	var dirs []string
+	for _, p := range []string{src.AllocatedPodsState, src.DeviceCheckpoint} {
+		if p != "" && !slices.Contains(dirs, filepath.Dir(p)) {
+			dirs = append(dirs, filepath.Dir(p))
+		}
+	}
+	if src.CNIResultsDir != "" && !slices.Contains(dirs, src.CNIResultsDir) {
+		dirs = append(dirs, src.CNIResultsDir)
+	}
+	return dirs
+}
+
+// HintReader reads the hint sources like ReadHints, keeping the runtime's
+// cache records it parsed by file identity: libcni writes one file per
+// attachment, and a re-read after one ADD then costs one lstat per record
+// instead of a read and a parse. Not safe for concurrent use.
+type HintReader struct {
+	cni map[string]cachedRecord
+}
+
+type cachedRecord struct {
+	id  fileID
+	att RuntimeAttachment
+}
+
+// Read reads every hint source (see ReadHints).
+func (r *HintReader) Read(src HintSources) Hints {
 	var h Hints
 	uids := map[string]bool{}
 	if src.AllocatedPodsState != "" {
@@ -64,7 +99,7 @@ func ReadHints(src HintSources) Hints {
 	}
 	sort.Strings(h.AdmittedPodUIDs)
 	if src.CNIResultsDir != "" {
-		atts, problems := readCNIResults(src.CNIResultsDir)
+		atts, problems := r.readCNIResults(src.CNIResultsDir)
 		h.RuntimeAttachments = atts
 		h.Problems = append(h.Problems, problems...)
 	}
@@ -138,9 +173,11 @@ func readDeviceCheckpoint(path string) ([]string, error) {
 const cniCacheKind = "cniCacheV1"
 
 // readCNIResults reads libcni's cache files <network>-<containerID>-<ifName>.
-func readCNIResults(dir string) ([]RuntimeAttachment, []string) {
+// Records whose file identity is unchanged are taken from r's cache.
+func (r *HintReader) readCNIResults(dir string) ([]RuntimeAttachment, []string) {
 	dirents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
+		r.cni = nil
 		return nil, nil
 	}
 	if err != nil {
@@ -148,17 +185,40 @@ func readCNIResults(dir string) ([]RuntimeAttachment, []string) {
 	}
 	var atts []RuntimeAttachment
 	var problems []string
+	seen := make(map[string]bool, len(dirents))
 	for _, de := range dirents {
 		if !de.Type().IsRegular() || strings.HasPrefix(de.Name(), ".") {
 			continue
 		}
 		p := filepath.Join(dir, de.Name())
+		var id fileID
+		var idOK bool
+		if fi, err := os.Lstat(p); err == nil {
+			id, idOK = fileIDOf(fi)
+		}
+		if c, ok := r.cni[p]; ok && idOK && c.id == id {
+			seen[p] = true
+			atts = append(atts, c.att)
+			continue
+		}
 		a, err := readCNIResult(p)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", p, unwrapPath(err)))
 			continue
 		}
+		if idOK {
+			if r.cni == nil {
+				r.cni = map[string]cachedRecord{}
+			}
+			r.cni[p] = cachedRecord{id: id, att: a}
+			seen[p] = true
+		}
 		atts = append(atts, a)
+	}
+	for p := range r.cni {
+		if !seen[p] {
+			delete(r.cni, p)
+		}
 	}
 	sort.Slice(atts, func(i, j int) bool {
 		a, b := atts[i], atts[j]

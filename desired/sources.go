@@ -31,11 +31,11 @@ func Load(l *ConfigLoader, s *EntryStore, h HintSources) State {
 			st.ConfigProblems = []string{err.Error()}
 		}
 	}
-	entries, problems, err := s.ReadAll()
+	ls, err := s.Scan()
 	if err != nil {
-		problems = append(problems, EntryProblem{File: s.Dir(), Err: err.Error()})
+		ls.Problems = append(ls.Problems, EntryProblem{File: s.Dir(), Err: err.Error()})
 	}
-	st.Entries, st.EntryProblems = entries, problems
+	st.Entries, st.EntryProblems, st.Deleted = ls.Entries, ls.Problems, ls.Deleted
 	st.Hints = ReadHints(h)
 	return st
 }

@@ -17,6 +17,11 @@ type State struct {
 	Entries []Entry
 	// EntryProblems reports each entry file that could not be used.
 	EntryProblems []EntryProblem
+	// Deleted are the attachments the runtime deleted (CNI DEL or GC) whose
+	// deletion records are still on disk, sorted. Without an entry of the
+	// same key, their kernel state and status are torn down at once,
+	// whatever the hints say. A key with an entry is live: the entry wins.
+	Deleted []Key
 	// Hints are the kubelet's and the runtime's records: demand hints and a
 	// second source that an attachment is alive. Never a reason to release.
 	Hints Hints

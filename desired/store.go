@@ -7,10 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/enidnet/enid/internal/fileread"
 )
@@ -42,6 +46,16 @@ type cachedEntry struct {
 type fileID struct {
 	ino, size    int64
 	mtime, ctime int64 // ns
+}
+
+// statAt returns the identity of the regular file name in the directory
+// open as dfd, without following a symlink.
+func statAt(dfd int, name string) (fileID, bool) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fileID{}, false
+	}
+	return fileID{ino: int64(st.Ino), size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
 }
 
 func fileIDOf(fi fs.FileInfo) (fileID, bool) {
@@ -189,18 +203,51 @@ func (s *EntryStore) readFile(name string) (Entry, error) {
 
 // ReadAll returns every valid entry, sorted by key, and one problem for each
 // file that could not be used; a bad file never hides the others. Dot-files
-// (temp files of writes in progress) are skipped. The error is only for a
-// directory that cannot be listed; a missing directory has no entries.
+// (temp files of writes in progress) and deletion records are skipped. The
+// error is only for a directory that cannot be listed; a missing directory
+// has no entries.
 func (s *EntryStore) ReadAll() ([]Entry, []EntryProblem, error) {
-	dirents, err := os.ReadDir(s.dir)
+	l, err := s.Scan()
+	return l.Entries, l.Problems, err
+}
+
+// Listing is what the entries directory holds.
+type Listing struct {
+	// Entries are the valid entries, sorted by key.
+	Entries []Entry
+	// Deleted are the keys with a deletion record (MarkDeleted), sorted.
+	// A key may be in both lists: an ADD after the DEL, or a DEL that has
+	// written its record and not yet removed the entry; the entry wins.
+	Deleted []Key
+	// Problems are the files that could not be used.
+	Problems []EntryProblem
+}
+
+// Scan lists the directory once: the entries (as ReadAll) and the deletion
+// records. A deletion record is never read: its name is its content, and
+// only a regular file counts.
+//
+// A file seen before under the same name costs one fstatat relative to the
+// open directory (no path walk, no name parsing) while its identity is
+// unchanged: an agent pass on a node with hundreds of pods re-reads the
+// directory for each change.
+func (s *EntryStore) Scan() (Listing, error) {
+	dir, err := os.Open(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
+		return Listing{}, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("list entries: %w", err)
+		return Listing{}, fmt.Errorf("list entries: %w", err)
 	}
+	defer dir.Close() //nolint:errcheck // read-only
+	dirents, err := dir.ReadDir(-1)
+	if err != nil {
+		return Listing{}, fmt.Errorf("list entries: %w", err)
+	}
+	dfd := int(dir.Fd())
 	var entries []Entry
 	var problems []EntryProblem
+	var deleted []Key
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := make(map[string]bool, len(dirents))
@@ -209,17 +256,22 @@ func (s *EntryStore) ReadAll() ([]Entry, []EntryProblem, error) {
 		if strings.HasPrefix(name, ".") {
 			continue
 		}
-		if _, ok := KeyFromFileName(name); !ok {
-			problems = append(problems, EntryProblem{File: name, Err: "not an entry file name: want <containerID>_<ifName>.json"})
+		if k, ok := KeyFromDeletionFileName(name); ok {
+			if de.Type().IsRegular() {
+				deleted = append(deleted, k)
+			}
 			continue
 		}
-		seen[name] = true
-		var id fileID
-		var idOK bool
-		if fi, err := os.Lstat(filepath.Join(s.dir, name)); err == nil {
-			id, idOK = fileIDOf(fi)
+		c, cached := s.cache[name] // only valid entry names are cached
+		if !cached {
+			if _, ok := KeyFromFileName(name); !ok {
+				problems = append(problems, EntryProblem{File: name, Err: "not an entry file name: want <containerID>_<ifName>.json"})
+				continue
+			}
 		}
-		if c, ok := s.cache[name]; ok && idOK && c.id == id {
+		seen[name] = true
+		id, idOK := statAt(dfd, name)
+		if cached && idOK && c.id == id {
 			entries = append(entries, c.entry)
 			continue
 		}
@@ -248,8 +300,24 @@ func (s *EntryStore) ReadAll() ([]Entry, []EntryProblem, error) {
 			delete(s.cache, name)
 		}
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Key().String() < entries[j].Key().String() })
-	return entries, problems, nil
+	slices.SortFunc(entries, func(a, b Entry) int { return compareKeys(a.Key(), b.Key()) })
+	slices.SortFunc(deleted, compareKeys)
+	sort.Slice(problems, func(i, j int) bool { return problems[i].File < problems[j].File })
+	return Listing{Entries: entries, Deleted: deleted, Problems: problems}, nil
+}
+
+// compareKeys orders keys as their strings "<containerID>_<ifName>" order,
+// without building the strings unless one container ID is a prefix of the
+// other.
+func compareKeys(a, b Key) int {
+	ac, bc := a.ContainerID, b.ContainerID
+	switch {
+	case ac == bc:
+		return strings.Compare(a.IfName, b.IfName)
+	case !strings.HasPrefix(ac, bc) && !strings.HasPrefix(bc, ac):
+		return strings.Compare(ac, bc)
+	}
+	return strings.Compare(a.String(), b.String())
 }
 
 // Remove deletes the entry for key; an absent entry is success.
@@ -266,6 +334,57 @@ func (s *EntryStore) Remove(key Key) error {
 	}
 	if err := syncDir(s.dir); err != nil {
 		return fmt.Errorf("remove entry %s: %w", key, err)
+	}
+	return nil
+}
+
+// deletionRecord is the content of a deletion record. Readers use only the
+// file's name; the content is for people looking at the directory.
+type deletionRecord struct {
+	APIVersion  string    `json:"apiVersion"`
+	Kind        string    `json:"kind"`
+	ContainerID string    `json:"containerID"`
+	IfName      string    `json:"ifName"`
+	Deleted     time.Time `json:"deleted"`
+}
+
+// MarkDeleted records that the runtime deleted the attachment (CNI DEL, or
+// GC naming it invalid): <containerID>_<ifName>.del in the entries dir,
+// written atomically. The CNI plugin writes it before it removes the entry,
+// so the agent can tell an authoritative removal, which it tears down at
+// once, from an entry file that vanished otherwise, which it keeps while
+// other evidence says the attachment lives. The agent removes the record
+// once nothing of the attachment is left (ForgetDeletion); an ADD of the
+// same key removes it too.
+func (s *EntryStore) MarkDeleted(key Key, now time.Time) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	data, err := json.Marshal(deletionRecord{APIVersion: EntryAPIVersion, Kind: "Deletion",
+		ContainerID: key.ContainerID, IfName: key.IfName, Deleted: now.UTC()})
+	if err != nil {
+		return fmt.Errorf("encode deletion of %s: %w", key, err)
+	}
+	if err := s.ensureDir(); err != nil {
+		return err
+	}
+	if err := writeAtomic(s.dir, DeletionFileName(key), append(data, '\n')); err != nil {
+		return fmt.Errorf("record deletion of %s: %w", key, err)
+	}
+	return nil
+}
+
+// ForgetDeletion removes the key's deletion record; an absent one is
+// success. It does not sync the directory: a record that comes back after a
+// crash is forgotten again, and one lost only makes a later vanished entry
+// count as one without a DEL, which is the cautious reading.
+func (s *EntryStore) ForgetDeletion(key Key) error {
+	if err := key.Validate(); err != nil {
+		return err
+	}
+	err := os.Remove(filepath.Join(s.dir, DeletionFileName(key)))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("forget deletion of %s: %w", key, err)
 	}
 	return nil
 }

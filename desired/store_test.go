@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -267,5 +268,66 @@ func TestStoreReadAllSeesRewrites(t *testing.T) {
 	}
 	if got, _, _ := s.ReadAll(); len(got) != 0 {
 		t.Fatalf("removed entry still read: %+v", got)
+	}
+}
+
+func TestStoreDeletionRecords(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pods")
+	s := NewEntryStore(dir)
+	e := validEntry()
+	if _, err := s.Write(e); err != nil {
+		t.Fatal(err)
+	}
+	other := Key{ContainerID: "other", IfName: "eth1"}
+	for _, k := range []Key{e.Key(), other} {
+		if err := s.MarkDeleted(k, time.Unix(0, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A directory named like a record is not one.
+	if err := os.Mkdir(filepath.Join(dir, "dir_eth0.del"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]Key{e.Key(), other}, l.Deleted); d != "" {
+		t.Errorf("deleted (-want +got):\n%s", d)
+	}
+	if len(l.Entries) != 1 || len(l.Problems) != 0 {
+		t.Errorf("entries %d, problems %v; want 1 entry and no problem (records are not entries)", len(l.Entries), l.Problems)
+	}
+	if es, ps, err := s.ReadAll(); err != nil || len(es) != 1 || len(ps) != 0 {
+		t.Errorf("ReadAll: %d entries, problems %v, err %v", len(es), ps, err)
+	}
+	for _, k := range []Key{e.Key(), e.Key(), other} { // twice: absent is success
+		if err := s.ForgetDeletion(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, err := s.Scan(); err != nil || len(l.Deleted) != 0 {
+		t.Errorf("after ForgetDeletion: %v (%v)", l.Deleted, err)
+	}
+	if err := s.MarkDeleted(Key{ContainerID: "a/b", IfName: "eth0"}, time.Now()); !errors.Is(err, ErrInvalidEntry) {
+		t.Errorf("MarkDeleted of an invalid key: %v", err)
+	}
+}
+
+func TestCompareKeysAsStrings(t *testing.T) {
+	ids := []string{"ab", "ab_x", "ab-x", "abc", "a", "b", "ab.c"}
+	ifs := []string{"eth0", "eth1", "e", "net-1"}
+	var keys []Key
+	for _, id := range ids {
+		for _, f := range ifs {
+			keys = append(keys, Key{ContainerID: id, IfName: f})
+		}
+	}
+	for _, a := range keys {
+		for _, b := range keys {
+			if got, want := compareKeys(a, b), strings.Compare(a.String(), b.String()); got != want {
+				t.Errorf("compareKeys(%s, %s) = %d, want %d", a, b, got, want)
+			}
+		}
 	}
 }

@@ -31,7 +31,7 @@ import (
 //
 // While false, the status check only logs, and a short resync period lets
 // the leak checks complete.
-const delTeardownIsImmediate = false
+const delTeardownIsImmediate = true
 
 // criPool is testPool plus, until DEL is authoritative, a resync short
 // enough that teardowns held by the runtime's cache record finish within a

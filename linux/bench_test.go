@@ -43,3 +43,58 @@ func BenchmarkPodEnsureConverged(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkObserve reads a node with 80 pods set up, in full (every pod's
+// namespace) and the node namespace alone (what the agent reads after a
+// netlink change).
+func BenchmarkObserve(b *testing.B) {
+	e := newEnv(b, 1)
+	ctx := ctxT(b)
+	const pods = 80
+	for h := 10; h < 10+pods; h++ {
+		if _, _, err := e.dp.EnsurePod(ctx, e.podSpec(b, 0, h)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, full := range []bool{true, false} {
+		name, read := "node-only", e.dp.ObserveNode
+		if full {
+			name, read = "full", e.dp.Observe
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				n, err := read(ctx)
+				if err != nil || len(n.Pods) != pods {
+					b.Fatalf("%d pods, %v", len(n.Pods), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPodSetupTeardownFull is BenchmarkPodSetupTeardown on a node that
+// already holds 80 pods: what grows with the pods is the netlink dumps.
+func BenchmarkPodSetupTeardownFull(b *testing.B) {
+	e := newEnv(b, 1)
+	ctx := ctxT(b)
+	for h := 10; h < 90; h++ {
+		if _, _, err := e.dp.EnsurePod(ctx, e.podSpec(b, 0, h)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	s := e.podSpec(b, 0, 95)
+	var setup, teardown time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, _, err := e.dp.EnsurePod(ctx, s); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := e.dp.TeardownPod(ctx, s.Key, s.NetNS); err != nil {
+			b.Fatal(err)
+		}
+		setup, teardown = setup+t1.Sub(t0), teardown+time.Since(t1)
+	}
+	b.ReportMetric(float64(setup.Nanoseconds())/float64(b.N), "setup-ns/op")
+	b.ReportMetric(float64(teardown.Nanoseconds())/float64(b.N), "teardown-ns/op")
+}

@@ -3,10 +3,13 @@ package linux
 import (
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/enidnet/enid/observed"
 	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
 )
 
 func TestHostVethName(t *testing.T) {
@@ -54,6 +57,39 @@ func TestLabelRoundTrip(t *testing.T) {
 	for _, bad := range []string{"", "enid:v1 ", "enid:v1 cid=x", "something else", "enid:v1 cid=x if=y ip4=nope"} {
 		if _, ok := parseLabel(bad); ok {
 			t.Errorf("parseLabel(%q) accepted", bad)
+		}
+	}
+}
+
+// TestConcerns: Watch looks at every link and address change, and at
+// routes and rules only when they carry enid's protocol.
+func TestConcerns(t *testing.T) {
+	rt := func(typ uint16, proto byte) syscall.NetlinkMessage {
+		d := make([]byte, unix.SizeofRtMsg)
+		d[5] = proto
+		return syscall.NetlinkMessage{Header: syscall.NlMsghdr{Type: typ}, Data: d}
+	}
+	rule := func(typ uint16, proto byte) syscall.NetlinkMessage {
+		d := make([]byte, unix.SizeofRtMsg)
+		attr := nl.NewRtAttr(unix.FRA_PROTOCOL, []byte{proto})
+		d = append(d, attr.Serialize()...)
+		return syscall.NetlinkMessage{Header: syscall.NlMsghdr{Type: typ}, Data: d}
+	}
+	for _, tc := range []struct {
+		name string
+		m    syscall.NetlinkMessage
+		want bool
+	}{
+		{"link", syscall.NetlinkMessage{Header: syscall.NlMsghdr{Type: unix.RTM_DELLINK}}, true},
+		{"addr", syscall.NetlinkMessage{Header: syscall.NlMsghdr{Type: unix.RTM_DELADDR}}, true},
+		{"enid route", rt(unix.RTM_DELROUTE, Proto), true},
+		{"kernel route", rt(unix.RTM_NEWROUTE, unix.RTPROT_KERNEL), false},
+		{"enid rule", rule(unix.RTM_DELRULE, Proto), true},
+		{"other rule", rule(unix.RTM_NEWRULE, unix.RTPROT_BOOT), false},
+		{"neighbour", syscall.NetlinkMessage{Header: syscall.NlMsghdr{Type: unix.RTM_NEWNEIGH}}, false},
+	} {
+		if got := concerns(tc.m); got != tc.want {
+			t.Errorf("%s: concerns = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 
 	"github.com/enidnet/enid/observed"
@@ -53,6 +54,18 @@ func (d *Datapath) readNode() (nodeView, error) {
 // label), and Healthy means every piece EnsurePod or EnsureExclusive sets
 // up is present. Pod namespaces are read through per-namespace handles.
 func (d *Datapath) Observe(ctx context.Context) (observed.Node, error) {
+	return d.observe(ctx, true)
+}
+
+// ObserveNode is Observe without entering the pods' namespaces: a PodNet's
+// Healthy and Problems cover only what the node namespace holds (the host
+// veth, host routes, rules). The agent reads it after a netlink change in
+// the node namespace, where a full Observe would open every pod's netns.
+func (d *Datapath) ObserveNode(ctx context.Context) (observed.Node, error) {
+	return d.observe(ctx, false)
+}
+
+func (d *Datapath) observe(ctx context.Context, podNS bool) (observed.Node, error) {
 	v, err := d.readNode()
 	if err != nil {
 		return observed.Node{}, fmt.Errorf("observe node: %w", err)
@@ -86,6 +99,7 @@ func (d *Datapath) Observe(ctx context.Context) (observed.Node, error) {
 			Up: isUp(l), Table: t, Configured: isUp(l) && t != 0,
 		})
 	}
+	idx := indexPods(v)
 	for _, l := range v.links {
 		if !isHostVeth(l) {
 			continue
@@ -94,15 +108,53 @@ func (d *Datapath) Observe(ctx context.Context) (observed.Node, error) {
 		if err := ctx.Err(); err != nil {
 			return observed.Node{}, fmt.Errorf("observe node: %w", err)
 		}
-		node.Pods = append(node.Pods, d.observePod(v, l, lab, macOfTable))
+		node.Pods = append(node.Pods, d.observePod(v, idx, l, lab, macOfTable, podNS))
 	}
 	sort.Slice(node.ENIDevices, func(i, j int) bool { return node.ENIDevices[i].MAC < node.ENIDevices[j].MAC })
-	sort.Slice(node.Pods, func(i, j int) bool { return node.Pods[i].Key.String() < node.Pods[j].Key.String() })
+	slices.SortFunc(node.Pods, func(a, b observed.PodNet) int { return a.Key.Compare(b.Key) })
 	return node, nil
 }
 
+// podIndex holds enid's host routes and pod rules by what a pod looks them
+// up by, so that judging every pod costs one walk over each list, not one
+// per pod (a node with hundreds of pods has hundreds of each).
+type podIndex struct {
+	// routed lists, per link index, the destinations of enid's main-table
+	// routes out of it, in dump order.
+	routed map[int][]netip.Addr
+	// to holds the addresses with enid's "to <ip> lookup main" rule; from
+	// lists, per address, the tables of its "from <ip>" rules.
+	to   map[netip.Addr]bool
+	from map[netip.Addr][]int
+}
+
+func indexPods(v nodeView) podIndex {
+	x := podIndex{routed: map[int][]netip.Addr{}, to: map[netip.Addr]bool{}, from: map[netip.Addr][]int{}}
+	for _, r := range v.routes {
+		if r.Protocol == Proto && r.Table == unix.RT_TABLE_MAIN && r.Dst != nil {
+			x.routed[r.LinkIndex] = append(x.routed[r.LinkIndex], prefixOf(r.Dst).Addr())
+		}
+	}
+	for _, r := range v.rules {
+		if r.Protocol != Proto {
+			continue
+		}
+		if r.Priority == PrioToPod && r.Table == unix.RT_TABLE_MAIN && r.Dst != nil {
+			if p := prefixOf(r.Dst); p.IsValid() && p.Bits() == p.Addr().BitLen() {
+				x.to[p.Addr()] = true
+			}
+		}
+		if r.Priority == PrioFromPod && r.Src != nil {
+			if p := prefixOf(r.Src); p.IsValid() && p.Bits() == p.Addr().BitLen() {
+				x.from[p.Addr()] = append(x.from[p.Addr()], r.Table)
+			}
+		}
+	}
+	return x
+}
+
 // observePod rebuilds one attachment from its labelled host veth.
-func (d *Datapath) observePod(v nodeView, hv netlink.Link, lab label, macOfTable map[int]string) observed.PodNet {
+func (d *Datapath) observePod(v nodeView, idx podIndex, hv netlink.Link, lab label, macOfTable map[int]string, podNS bool) observed.PodNet {
 	p := observed.PodNet{
 		Key: lab.Key, HostVeth: hv.Attrs().Name, NetNS: lab.NetNS,
 		ENIMAC: lab.ENI, Exclusive: lab.Mode == modeExclusive,
@@ -111,16 +163,13 @@ func (d *Datapath) observePod(v nodeView, hv netlink.Link, lab label, macOfTable
 	problem := func(f string, a ...any) { probs = append(probs, fmt.Sprintf(f, a...)) }
 	p.IPv4, p.IPv6 = lab.IPv4, lab.IPv6
 	routed := map[netip.Addr]bool{}
-	for _, r := range v.routes {
-		if r.Protocol == Proto && r.Table == unix.RT_TABLE_MAIN && r.LinkIndex == hv.Attrs().Index && r.Dst != nil {
-			a := prefixOf(r.Dst).Addr()
-			routed[a] = true
-			// Labels from before addresses were recorded: trust the routes.
-			if a.Is4() && !p.IPv4.IsValid() {
-				p.IPv4 = a
-			} else if a.Is6() && !p.IPv6.IsValid() {
-				p.IPv6 = a
-			}
+	for _, a := range idx.routed[hv.Attrs().Index] {
+		routed[a] = true
+		// Labels from before addresses were recorded: trust the routes.
+		if a.Is4() && !p.IPv4.IsValid() {
+			p.IPv4 = a
+		} else if a.Is6() && !p.IPv6.IsValid() {
+			p.IPv6 = a
 		}
 	}
 	if !isUp(hv) {
@@ -137,21 +186,12 @@ func (d *Datapath) observePod(v nodeView, hv netlink.Link, lab label, macOfTable
 	}
 	if !p.Exclusive {
 		for _, ip := range ips {
-			var to, from bool
-			for _, r := range v.rules {
-				if r.Protocol != Proto {
-					continue
-				}
-				if r.Priority == PrioToPod && isHost(r.Dst, ip) && r.Table == unix.RT_TABLE_MAIN {
-					to = true
-				}
-				if r.Priority == PrioFromPod && isHost(r.Src, ip) {
-					from = true
-					if mac, ok := macOfTable[r.Table]; ok {
-						p.ENIMAC = mac
-					} else {
-						problem("rule from %s looks up table %d, which has no enid default route", ip, r.Table)
-					}
+			to, from := idx.to[ip], len(idx.from[ip]) > 0
+			for _, table := range idx.from[ip] {
+				if mac, ok := macOfTable[table]; ok {
+					p.ENIMAC = mac
+				} else {
+					problem("rule from %s looks up table %d, which has no enid default route", ip, table)
 				}
 			}
 			if !to {
@@ -162,7 +202,9 @@ func (d *Datapath) observePod(v nodeView, hv netlink.Link, lab label, macOfTable
 			}
 		}
 	}
-	probs = append(probs, d.checkPodNS(hv, lab, p, ips)...)
+	if podNS {
+		probs = append(probs, d.checkPodNS(hv, lab, p, ips)...)
+	}
 	p.Problems = probs
 	p.Healthy = len(probs) == 0
 	return p

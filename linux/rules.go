@@ -163,29 +163,36 @@ func podRuleAddr(r netlink.Rule) (ip netip.Addr, ok bool) {
 // rules are listed before the links and routes here, so an attachment
 // being set up is never swept.
 func (d *Datapath) sweepRules(ch *Changes) error {
-	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		rules, err := d.listRules(fam)
-		if err != nil {
+	// Both families' rules first, then one listing of the links (the
+	// longest dump on a full node: one labelled veth per pod), then each
+	// family's routes.
+	fams := []int{netlink.FAMILY_V4, netlink.FAMILY_V6}
+	rules := make([][]netlink.Rule, len(fams))
+	for i, fam := range fams {
+		var err error
+		if rules[i], err = d.listRules(fam); err != nil {
 			return err
 		}
-		links, err := dump("list links", d.node.h.LinkList)
-		if err != nil {
-			return err
+	}
+	links, err := dump("list links", d.node.h.LinkList)
+	if err != nil {
+		return err
+	}
+	live := map[netip.Addr]bool{}
+	for _, l := range links {
+		if lab, ok := parseLabel(l.Attrs().Alias); ok {
+			live[lab.IPv4], live[lab.IPv6] = true, true
 		}
+	}
+	for i, fam := range fams {
 		routes, err := d.hostRoutes(fam)
 		if err != nil {
 			return err
 		}
-		live := map[netip.Addr]bool{}
-		for _, l := range links {
-			if lab, ok := parseLabel(l.Attrs().Alias); ok {
-				live[lab.IPv4], live[lab.IPv6] = true, true
-			}
-		}
 		for _, r := range routes {
 			live[prefixOf(r.Dst).Addr()] = true
 		}
-		for _, r := range rules {
+		for _, r := range rules[i] {
 			ip, ok := podRuleAddr(r)
 			if !ok {
 				continue

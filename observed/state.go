@@ -3,6 +3,7 @@ package observed
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -237,6 +238,19 @@ type AttachmentKey struct {
 // String renders the key as the entry and status file stem
 // "<containerID>_<ifName>".
 func (k AttachmentKey) String() string { return k.ContainerID + "_" + k.IfName }
+
+// Compare orders keys as their strings order, without building the strings
+// unless one container ID is a prefix of the other: lists of a node's
+// attachments are sorted this way, and kept sorted on every change.
+func (k AttachmentKey) Compare(o AttachmentKey) int {
+	switch {
+	case k.ContainerID == o.ContainerID:
+		return strings.Compare(k.IfName, o.IfName)
+	case !strings.HasPrefix(k.ContainerID, o.ContainerID) && !strings.HasPrefix(o.ContainerID, k.ContainerID):
+		return strings.Compare(k.ContainerID, o.ContainerID)
+	}
+	return strings.Compare(k.String(), o.String())
+}
 
 // PodNet is what the node holds for one pod attachment.
 type PodNet struct {

@@ -261,8 +261,8 @@ func (b *builder) holdGone(k observed.AttachmentKey, ip4, ip6 netip.Addr) {
 		return // already held (the kernel record of the same key, or a live pod)
 	}
 	kind := holdStale
-	if b.problemKeys[k] || b.runtime[k] {
-		kind = holdKeep // a bad entry or a runtime record: never a reason to release
+	if b.kept(k) {
+		kind = holdKeep // a bad entry or a runtime record without a DEL: never a reason to release
 	}
 	b.hold(ip4, ip6, &holder{key: k, kind: kind})
 	e.held++

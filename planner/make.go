@@ -75,6 +75,9 @@ type builder struct {
 	podByStr    map[string]*podState // built on first use
 	problemKeys map[observed.AttachmentKey]bool
 	runtime     map[observed.AttachmentKey]bool
+	// deleted are the attachments the runtime deleted (desired.State.Deleted):
+	// a runtime record never keeps them.
+	deleted map[observed.AttachmentKey]bool
 	// kernel and pubs are the node's pod states and published statuses,
 	// sorted by key (the caller's slices are never reordered).
 	kernel []observed.PodNet
@@ -249,6 +252,12 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 			b.problemKeys[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
 		}
 	}
+	for _, k := range d.Deleted {
+		if b.deleted == nil {
+			b.deleted = map[observed.AttachmentKey]bool{}
+		}
+		b.deleted[observed.AttachmentKey{ContainerID: k.ContainerID, IfName: k.IfName}] = true
+	}
 	for _, r := range d.Hints.RuntimeAttachments {
 		if b.runtime == nil {
 			b.runtime = map[observed.AttachmentKey]bool{}
@@ -288,6 +297,17 @@ func (b *builder) add(a Action) int {
 	}
 	b.plan.Actions = append(b.plan.Actions, a)
 	return a.ID
+}
+
+// kept reports whether an attachment without an entry is kept alive: a file
+// still names it (an entry that cannot be parsed), or the runtime still has
+// a record of it and did not delete it. A CNI DEL is authoritative: its
+// deletion record overrides the runtime's record, which libcni removes only
+// after DEL returns. An entry that vanished without a DEL is kept while the
+// runtime's record lasts (the agent watches the runtime's cache directory,
+// so the record's removal wakes it).
+func (b *builder) kept(k observed.AttachmentKey) bool {
+	return b.problemKeys[k] || (b.runtime[k] && !b.deleted[k])
 }
 
 // destroyOK reports whether destructive actions may be planned.

@@ -41,7 +41,7 @@ func (b *builder) configureENIs() {
 
 // teardown plans the removal of a gone attachment's kernel state.
 func (b *builder) teardown(pn observed.PodNet) {
-	if !b.destroyOK() || b.problemKeys[pn.Key] || b.runtime[pn.Key] {
+	if !b.destroyOK() || b.kept(pn.Key) {
 		return
 	}
 	if _, done := b.staleTeardown[pn.Key]; done {
@@ -61,7 +61,7 @@ func (b *builder) teardown(pn observed.PodNet) {
 
 // unpublish plans the removal of a gone attachment's status file.
 func (b *builder) unpublish(k observed.AttachmentKey) {
-	if !b.destroyOK() || b.problemKeys[k] || b.runtime[k] {
+	if !b.destroyOK() || b.kept(k) {
 		return
 	}
 	var deps []int

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/enidnet/enid/desired"
@@ -121,8 +122,30 @@ type Agent struct {
 	// beat is the heartbeat's snapshot, shared with its goroutine.
 	beat beat
 	// hints are the kubelet's and runtime's records, read at hintsAt.
-	hints                                desired.Hints
-	hintsAt                              time.Time
+	hints   desired.Hints
+	hintsAt time.Time
+	// hintReader keeps the runtime's parsed cache records between reads.
+	hintReader desired.HintReader
+	// hintsWatched: a watcher wakes the loop when a hint source changes,
+	// and sets hintsDirty; the hints are then read only when dirty.
+	// Without it they are read at most every hintsEvery.
+	hintsWatched, hintsDirty bool
+	// nodeDirty: the node namespace changed since the node was last read.
+	nodeDirty bool
+	// nodeDue is when the node may be read for the changes reported
+	// (zero: none pending), nodeReadAt when it was last read for them.
+	nodeDue, nodeReadAt time.Time
+	// desiredDirty says the files of desired state changed since they were
+	// last read into desired (the file watcher, Wake, a full observation);
+	// other passes (actions done, retries, timers) plan from desired as read.
+	// entryMap and entryFP are desired's entries by key and fingerprint.
+	desiredDirty atomic.Bool
+	desired      desired.State
+	loaded       bool
+	entryMap     map[observed.AttachmentKey]desired.Entry
+	entryFP      uint64
+
+	// See entriesFP above.
 	burstStart, burstChanged, burstUntil time.Time
 	// netns holds the datapath's verdict on each entry's netns, by entry
 	// revision (refuseNetNS).
@@ -189,7 +212,12 @@ func New(cfg Config) (*Agent, error) {
 func (a *Agent) Metrics() *Metrics { return a.metrics }
 
 // Wake asks the agent for a pass; it never blocks, and wake-ups coalesce.
-func (a *Agent) Wake() { a.wake() }
+// The desired state is read again on the pass that follows (the caller
+// changed files the agent does not watch).
+func (a *Agent) Wake() {
+	a.desiredDirty.Store(true)
+	a.wake()
+}
 
 // wake asks for a pass without blocking; wake-ups coalesce.
 func (a *Agent) wake() {
@@ -245,6 +273,39 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { watchDone <- watch.Run(wctx) }()
 	}
 
+	// The runtime's cache records keep an attachment whose entry vanished
+	// without a DEL: their removal must wake the loop, or the teardown
+	// would wait for something else to happen.
+	var hintsC <-chan struct{}
+	hintsDone := make(chan error, 1)
+	if dirs := a.cfg.Paths.Hints.Dirs(); !a.cfg.NoWatch && len(dirs) > 0 {
+		hw, err := desired.NewWatcher(a.log, dirs...)
+		if err != nil {
+			return fmt.Errorf("watch hint sources: %w", err)
+		}
+		hw.Debounce = hintsDebounce
+		hintsC = hw.C()
+		go func() { hintsDone <- hw.Run(wctx) }()
+		select {
+		case <-hw.Ready():
+		case err := <-hintsDone:
+			return fmt.Errorf("watch hint sources: %w", err)
+		}
+		a.hintsWatched = true
+	}
+	a.hintsDirty = true
+
+	// Netlink changes in the node namespace: see nodewatch.go.
+	nodeC := make(chan struct{}, 1)
+	nodeTimer := time.NewTimer(time.Hour)
+	nodeTimer.Stop()
+	defer nodeTimer.Stop()
+	if nw, ok := a.cfg.Datapath.(nodeWatcher); ok && !a.cfg.NoWatch {
+		nodeDone := make(chan struct{})
+		go func() { defer close(nodeDone); a.watchNode(wctx, nw, nodeC) }()
+		defer func() { stopWatch(); <-nodeDone }()
+	}
+
 	// The heartbeat has its own goroutine; this ticker only checks whether
 	// a full observation is due.
 	heartbeat := time.NewTicker(a.cfg.Heartbeat)
@@ -267,6 +328,20 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			watchDone = nil
 		case <-watchC:
+			a.desiredDirty.Store(true)
+			a.pass(actx)
+		case err := <-hintsDone:
+			if err != nil && ctx.Err() == nil {
+				a.log.Warn("hint watch stopped: reading hints every second instead", "err", err)
+			}
+			hintsDone, hintsC, a.hintsWatched = nil, nil, false
+		case <-hintsC:
+			a.hintsDirty = true
+			a.pass(actx)
+		case <-nodeC:
+			now := time.Now()
+			nodeTimer.Reset(max(0, a.noteNodeChange(now).Sub(now)))
+		case <-nodeTimer.C:
 			a.pass(actx)
 		case <-a.trigger:
 			a.pass(actx)
@@ -343,15 +418,14 @@ func (a *Agent) pass(ctx context.Context) {
 		a.loader = desired.NewConfigLoader(a.cfg.Paths.Config, desired.NodeFacts{
 			NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})
 	}
-	d := desired.Load(a.loader, a.entries, desired.HintSources{})
-	// The kubelet's and the runtime's records are demand hints: a second's
-	// staleness costs nothing, and re-reading them on every pass (one file
-	// per attachment in the runtime's cache) would cost every CNI ADD.
-	if a.hintsAt.IsZero() || now.Sub(a.hintsAt) >= hintsEvery {
-		a.hints, a.hintsAt = desired.ReadHints(a.cfg.Paths.Hints), now
+	// Only a change of the files changes desired state, and the watcher
+	// reports every one: a pass for any other reason (an action done, a
+	// retry, a timer) plans from desired as last read, and costs nothing in
+	// proportion to the pods on the node until it plans.
+	if a.desiredDirty.Swap(false) || !a.loaded {
+		a.loadDesired()
 	}
-	d.Hints = a.hints
-	a.refuseNetNS(&d)
+	d := a.desired
 	a.noteConfig(d)
 	if _, ok := a.loader.Current(); !ok {
 		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
@@ -368,10 +442,23 @@ func (a *Agent) pass(ctx context.Context) {
 	if a.fetch == nil && a.fetched == nil && a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
 		a.startFetch(ctx, d.Config, now)
 	}
+	a.rereadNode(ctx)
 	o, have := a.cache.snapshot()
 	if !have {
 		return
 	}
+	entries := a.entryMap
+	// The kubelet's and the runtime's records are read when they changed
+	// (the hint watcher says so), not on every pass: the runtime's cache is
+	// one file per attachment. They are read fresh too whenever the plan
+	// depends on them: an attachment lost its entry without a DEL, and only
+	// the runtime's record may keep it. Unwatched, a second's staleness is
+	// the bound.
+	if a.hintsDirty || vanishedWithoutDel(d, o, entries) || (!a.hintsWatched && (a.hintsAt.IsZero() || now.Sub(a.hintsAt) >= hintsEvery)) {
+		a.hints, a.hintsAt, a.hintsDirty = a.hintReader.Read(a.cfg.Paths.Hints), now, false
+		a.metrics.runtimeRecords.Set(float64(len(a.hints.RuntimeAttachments)))
+	}
+	d.Hints = a.hints
 	for _, id := range a.exec.drainExhausted() {
 		// The planner skips it when choosing where to create ENIs, for as
 		// long as peers do (Terway: 10 minutes), then tries it again.
@@ -387,19 +474,14 @@ func (a *Agent) pass(ctx context.Context) {
 	if err := a.saveMemory(p.Memory); err != nil {
 		a.log.Error("persist planner memory", "err", err)
 	}
-	entries := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
-	h := fnv.New64a()
-	for _, e := range d.Entries {
-		entries[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
-		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
-	}
 	// While the cloud half of a full observation is read, the cloud must
 	// not change under it: cloud actions wait, node actions go ahead.
-	holdCloud := a.burst(now, h.Sum64()) && (createsENI(p) || p.Pool.Waiting > 0) || a.fetch != nil || a.fetched != nil
+	holdCloud := a.burst(now, a.entryFP) && (createsENI(p) || p.Pool.Waiting > 0) || a.fetch != nil || a.fetched != nil
 	if len(p.Actions) > 0 {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
 	}
 	a.exec.dispatch(ctx, p, entries, holdCloud)
+	a.forgetDeletions(d, o, entries)
 	a.updateMetrics(p)
 	if p.Pool != prev.Pool || phaseCounts(p) != phaseCounts(prev) {
 		// `enid status` and STATUS read the heartbeat: keep its summary current.
@@ -416,6 +498,82 @@ func (a *Agent) pass(ctx context.Context) {
 		a.setReady(true, "observation incomplete: "+firstOr(o.Problems, "unknown"))
 	default:
 		a.setReady(true, "")
+	}
+}
+
+// loadDesired reads desired state (config and entries; the hints are read
+// apart) and indexes the entries. The map is built anew, never changed:
+// running actions of earlier passes hold the old one.
+func (a *Agent) loadDesired() {
+	d := desired.Load(a.loader, a.entries, desired.HintSources{})
+	a.refuseNetNS(&d)
+	m := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
+	h := fnv.New64a()
+	for _, e := range d.Entries {
+		m[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
+		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
+	}
+	a.desired, a.entryMap, a.entryFP, a.loaded = d, m, h.Sum64(), true
+}
+
+// vanishedWithoutDel reports whether the node holds an attachment (kernel
+// state or a status) that has neither an entry nor a deletion record (nor a
+// broken entry file): its fate depends on the runtime's record.
+func vanishedWithoutDel(d desired.State, o observed.State, entries map[observed.AttachmentKey]desired.Entry) bool {
+	var other map[observed.AttachmentKey]bool // deleted or named by a broken file
+	if n := len(d.Deleted) + len(d.EntryProblems); n > 0 {
+		other = make(map[observed.AttachmentKey]bool, n)
+		for _, k := range d.Deleted {
+			other[observed.AttachmentKey{ContainerID: k.ContainerID, IfName: k.IfName}] = true
+		}
+		for _, ep := range d.EntryProblems {
+			other[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
+		}
+	}
+	known := func(k observed.AttachmentKey) bool {
+		_, ok := entries[k]
+		return ok || other[k]
+	}
+	for _, pn := range o.Node.Pods {
+		if !known(pn.Key) {
+			return true
+		}
+	}
+	for _, b := range o.Node.Published {
+		if !known(b.Key) {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetDeletions removes the deletion records (CNI DEL's) of attachments
+// of which nothing is left: no entry, no kernel state, no status. Until
+// then a record keeps the teardown authoritative, also across a restart
+// (a DEL while the agent is down). Only after a complete observation: a
+// partial one may miss what is still to tear down.
+func (a *Agent) forgetDeletions(d desired.State, o observed.State, entries map[observed.AttachmentKey]desired.Entry) {
+	if len(d.Deleted) == 0 || !o.Complete {
+		return
+	}
+	left := make(map[observed.AttachmentKey]bool, len(o.Node.Pods)+len(o.Node.Published)+len(d.EntryProblems))
+	for _, pn := range o.Node.Pods {
+		left[pn.Key] = true
+	}
+	for _, b := range o.Node.Published {
+		left[b.Key] = true
+	}
+	for _, ep := range d.EntryProblems {
+		left[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
+	}
+	for _, k := range d.Deleted {
+		ok := observed.AttachmentKey{ContainerID: k.ContainerID, IfName: k.IfName}
+		if _, live := entries[ok]; live || left[ok] {
+			continue // an ADD after the DEL removes the record itself
+		}
+		if err := a.entries.ForgetDeletion(k); err != nil {
+			a.log.Warn("forget deletion record", "key", k.String(), "err", err)
+		}
 	}
 }
 
@@ -445,8 +603,13 @@ func (a *Agent) noteConfig(d desired.State) {
 	}
 }
 
-// hintsEvery is how often the kubelet's and the runtime's records are read.
+// hintsEvery is how often the kubelet's and the runtime's records are read
+// when they are not watched.
 const hintsEvery = time.Second
+
+// hintsDebounce coalesces the runtime's cache writes of a burst of pods
+// into one re-read.
+const hintsDebounce = 20 * time.Millisecond
 
 // ownedListEvery is how many routine resyncs make one that lists the
 // owned ENIs not attached to the instance (see refresh).

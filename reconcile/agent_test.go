@@ -25,7 +25,7 @@ import (
 // world is an agent on the simulator without a datapath: the real SDK over
 // HTTP, the real files, the real planner.
 type world struct {
-	t     *testing.T
+	t     testing.TB
 	sim   *ecssim.Server
 	inst  ecssim.InstanceInfo
 	dir   string
@@ -38,13 +38,18 @@ type world struct {
 	dp    Datapath
 }
 
-func newWorld(t *testing.T, simCfg ecssim.Config, pool string) *world {
+func newWorld(t testing.TB, simCfg ecssim.Config, pool string) *world {
+	return newWorldOf(t, simCfg, pool, ecssim.InstanceSpec{})
+}
+
+// newWorldOf is newWorld with an instance of one's choosing.
+func newWorldOf(t testing.TB, simCfg ecssim.Config, pool string, spec ecssim.InstanceSpec) *world {
 	t.Helper()
 	sim, err := ecssim.New(simCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	inst, err := sim.AddInstance(ecssim.InstanceSpec{})
+	inst, err := sim.AddInstance(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +249,7 @@ func TestAgentServesPodsAndSettles(t *testing.T) {
 	t.Logf("settled in %s", time.Since(start))
 }
 
-func NewNoDatapathMust(t *testing.T) *NoDatapath {
+func NewNoDatapathMust(t testing.TB) *NoDatapath {
 	t.Helper()
 	dp, err := NewNoDatapath("")
 	if err != nil {

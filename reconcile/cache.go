@@ -86,10 +86,10 @@ func (c *cache) inTransit() bool {
 func (c *cache) updateENI(e observed.ENI) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.ENIs = upsert(c.st.ENIs, e, eniKey)
+	c.st.ENIs = upsert(c.st.ENIs, e, eniCmp)
 }
 
-func eniKey(e observed.ENI) string { return e.ID }
+func eniCmp(a, b observed.ENI) int { return strings.Compare(a.ID, b.ID) }
 
 // editENI applies f to a copy of the ENI with that ID, if present.
 func (c *cache) editENI(id string, f func(*observed.ENI)) {
@@ -110,7 +110,7 @@ func (c *cache) editENI(id string, f func(*observed.ENI)) {
 func (c *cache) removeENI(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.ENIs = without(c.st.ENIs, id, eniKey)
+	c.st.ENIs = without(c.st.ENIs, func(e observed.ENI) bool { return e.ID == id })
 }
 
 // addIPs and removeIPs keep an ENI's address lists sorted and unique.
@@ -124,59 +124,66 @@ func removeIPs(list []netip.Addr, ips []netip.Addr) []netip.Addr {
 	return slices.DeleteFunc(slices.Clone(list), func(a netip.Addr) bool { return slices.Contains(ips, a) })
 }
 
-// upsert returns a copy of list with item in place of the element of the
-// same key (or added), sorted by key.
-func upsert[T any](list []T, item T, key func(T) string) []T {
-	k := key(item)
-	out := slices.DeleteFunc(slices.Clone(list), func(o T) bool { return key(o) == k })
+// upsert returns a copy of list with item in place of the element that
+// compares equal to it (in its place), or added in order. It costs one copy
+// and compares, never a key built per comparison: the executor calls it for
+// every pod action, on lists as long as the node has pods.
+func upsert[T any](list []T, item T, cmp func(a, b T) int) []T {
+	out := slices.Clone(list)
+	for i := range out {
+		if cmp(out[i], item) == 0 {
+			out[i] = item
+			return out
+		}
+	}
 	out = append(out, item)
-	slices.SortFunc(out, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	slices.SortStableFunc(out, cmp) // sorted but for the last: linear
 	return out
 }
 
-// without returns a copy of list without the element whose key is k.
-func without[T any](list []T, k string, key func(T) string) []T {
-	return slices.DeleteFunc(slices.Clone(list), func(o T) bool { return key(o) == k })
+// without returns a copy of list without the elements that match.
+func without[T any](list []T, match func(T) bool) []T {
+	return slices.DeleteFunc(slices.Clone(list), match)
 }
 
-func deviceKey(d observed.ENIDevice) string { return d.MAC }
-func podKey(p observed.PodNet) string       { return p.Key.String() }
-func bindingKey(b observed.Binding) string  { return b.Key.String() }
+func deviceCmp(a, b observed.ENIDevice) int { return strings.Compare(a.MAC, b.MAC) }
+func podCmp(a, b observed.PodNet) int       { return a.Key.Compare(b.Key) }
+func bindingCmp(a, b observed.Binding) int  { return a.Key.Compare(b.Key) }
 
 func (c *cache) setENIDevice(d observed.ENIDevice) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.Node.ENIDevices = upsert(c.st.Node.ENIDevices, d, deviceKey)
+	c.st.Node.ENIDevices = upsert(c.st.Node.ENIDevices, d, deviceCmp)
 }
 
 func (c *cache) removeENIDevice(mac string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.Node.ENIDevices = without(c.st.Node.ENIDevices, mac, deviceKey)
+	c.st.Node.ENIDevices = without(c.st.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == mac })
 }
 
 func (c *cache) setPod(p observed.PodNet) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.Node.Pods = upsert(c.st.Node.Pods, p, podKey)
+	c.st.Node.Pods = upsert(c.st.Node.Pods, p, podCmp)
 }
 
 func (c *cache) removePod(key observed.AttachmentKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.Node.Pods = without(c.st.Node.Pods, key.String(), podKey)
+	c.st.Node.Pods = without(c.st.Node.Pods, func(p observed.PodNet) bool { return p.Key == key })
 }
 
 func (c *cache) setPublished(b observed.Binding) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.Node.Published = upsert(c.st.Node.Published, b, bindingKey)
+	c.st.Node.Published = upsert(c.st.Node.Published, b, bindingCmp)
 }
 
 func (c *cache) removePublished(key observed.AttachmentKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.Node.Published = without(c.st.Node.Published, key.String(), bindingKey)
+	c.st.Node.Published = without(c.st.Node.Published, func(b observed.Binding) bool { return b.Key == key })
 }
 
 // publishedKey finds the attachment published under the name s.
@@ -184,7 +191,7 @@ func (c *cache) publishedKey(s string) (observed.AttachmentKey, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, b := range c.st.Node.Published {
-		if b.Key.String() == s {
+		if len(b.Key.ContainerID)+1+len(b.Key.IfName) == len(s) && b.Key.String() == s {
 			return b.Key, true
 		}
 	}

@@ -48,8 +48,10 @@ type executor struct {
 	// counts the cloud ones among them.
 	inflight     map[string]int
 	cloudRunning int
-	retry        map[string]retryState
-	lastErrors   []string
+	// nodeDoneAt is when the last node action ended.
+	nodeDoneAt time.Time
+	retry      map[string]retryState
+	lastErrors []string
 	// exhausted lists vSwitches the cloud reported out of addresses since
 	// the loop last drained it (planner.Memory.MarkExhausted).
 	exhausted []string
@@ -124,6 +126,18 @@ func (x *executor) busy() bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.inflight) > 0
+}
+
+// nodeActivity reports whether a node action runs or waits, and when the
+// last one ended.
+func (x *executor) nodeActivity() (busy bool, last time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for _, c := range x.inflight {
+		n += c
+	}
+	return n > x.cloudRunning, x.nodeDoneAt
 }
 
 // nextRetry returns the earliest time a backed-off action may run again.
@@ -294,6 +308,8 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 		}
 		if a.Kind.Cloud() {
 			x.cloudRunning--
+		} else {
+			x.nodeDoneAt = time.Now()
 		}
 		x.mu.Unlock()
 		x.wake()

@@ -67,12 +67,17 @@ func (a *Agent) applyFetch(ctx context.Context, now time.Time) {
 	a.fetched = nil
 	a.badStatuses = nil
 	pub := publishedSource{st: a.statuses, problems: func(p []status.Problem) { a.badStatuses = p }}
+	// This observation reads the node after the changes reported so far.
+	a.nodeDirty, a.nodeDue = false, time.Time{}
 	st := observed.Merge(f.half, observed.CollectNode(ctx, a.cfg.Datapath, pub), f.at)
 	if st.Instance.ID == "" {
 		st.Instance = a.instance
 	}
 	a.carryCloud(&st, now)
 	a.cache.replace(st)
+	// A full observation re-reads everything, in case a watch missed a change.
+	a.hintsDirty = true
+	a.desiredDirty.Store(true)
 	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {
 		if _, err := sw.Sweep(ctx); err != nil {
 			a.log.Warn("sweep orphaned pod rules", "err", err)

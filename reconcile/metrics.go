@@ -28,6 +28,11 @@ type Metrics struct {
 	configErrors prometheus.Gauge
 	degraded     prometheus.Gauge
 
+	// runtimeRecords counts the runtime's libcni cache records last read.
+	runtimeRecords prometheus.Gauge
+	// nodeReads counts reads of the node alone after a netlink change.
+	nodeReads prometheus.Counter
+
 	// health counts cloud call attempts the API did not serve, in a row.
 	health cloudHealth
 }
@@ -95,10 +100,16 @@ func NewMetrics() *Metrics {
 	m.configErrors = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_config_invalid", Help: "1 when the config on disk is invalid and the last good one is in force.",
 	})
+	m.runtimeRecords = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "enid_runtime_attachments", Help: "Attachments the container runtime's libcni cache names, as last read.",
+	})
+	m.nodeReads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "enid_node_reads_total", Help: "Reads of the node's kernel state alone, after a netlink change in the node namespace.",
+	})
 	m.degraded = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_degraded", Help: "1 while the cloud cannot be observed and new pods are served from the idle addresses the node holds.",
 	})
-	m.Registry.MustRegister(m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
+	m.Registry.MustRegister(m.runtimeRecords, m.nodeReads, m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
 		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors, m.degraded,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m

@@ -68,6 +68,13 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 	if err != nil {
 		return entryError("write pod entry", err)
 	}
+	// A deletion record of an earlier DEL of the same key no longer speaks
+	// for it: the entry wins while both exist, but if this entry vanished
+	// later without a DEL, the old record would read as one. Removed after
+	// the entry is written, so the key always has one of the two.
+	if err := conf.entries().ForgetDeletion(desired.Key{ContainerID: args.ContainerID, IfName: args.IfName}); err != nil {
+		p.log.Warn("stale deletion record left", "container", args.ContainerID, "ifname", args.IfName, "err", err)
+	}
 	st, err := p.waitReady(ctx, conf, args.ContainerID, args.IfName, rev)
 	if err != nil {
 		return err

@@ -14,12 +14,15 @@ import (
 	"github.com/enidnet/enid/reconcile/status"
 )
 
-// del removes the entry and, when the agent is alive, waits up to
-// delTimeout for it to tear the attachment down (its status disappears).
-// It succeeds when the entry is already gone, when the netns is gone
-// (CNI_NETNS may be empty) and when the agent is down: the agent tears down
-// whatever has no entry when it comes back. Only failing to remove the entry
-// is an error, so the runtime retries.
+// del records the deletion, removes the entry and, when the agent is
+// alive, waits up to delTimeout for it to tear the attachment down (its
+// status disappears). The deletion record, written first, is what makes the
+// removal authoritative: the agent tears down at once an attachment with a
+// record and no entry, whatever other node-local sources say (the runtime's
+// own cache names the attachment until DEL returns). It succeeds when the
+// entry is already gone, when the netns is gone (CNI_NETNS may be empty) and
+// when the agent is down: the record waits for it. Only failing to write the
+// record or remove the entry is an error, so the runtime retries.
 func (p *plugin) del(args *skel.CmdArgs) error {
 	conf, err := parseConf(args.StdinData)
 	if err != nil {
@@ -29,6 +32,9 @@ func (p *plugin) del(args *skel.CmdArgs) error {
 		return err
 	}
 	key := desired.Key{ContainerID: args.ContainerID, IfName: args.IfName}
+	if err := conf.entries().MarkDeleted(key, p.now()); err != nil {
+		return types.NewError(types.ErrIOFailure, "record deletion of "+key.String(), err.Error())
+	}
 	if err := conf.entries().Remove(key); err != nil {
 		return types.NewError(types.ErrIOFailure, "remove pod entry "+key.String(), err.Error())
 	}
@@ -69,7 +75,8 @@ func waitGone(ctx context.Context, store *status.Store, containerID, ifName stri
 }
 
 // gc removes every entry whose attachment the runtime does not list as
-// valid. Without any list (neither cni.dev/valid-attachments nor
+// valid, recording each deletion first (as DEL does: the runtime vouches
+// that the attachment is gone). Without any list (neither cni.dev/valid-attachments nor
 // cni.dev/attachments) it removes nothing: an absent list is not "no pod is
 // valid". Entry files that cannot be parsed are removed when their file name
 // names an attachment outside the list.
@@ -99,6 +106,10 @@ func (p *plugin) gc(args *skel.CmdArgs) error {
 	}
 	var errs []error
 	for _, k := range stale {
+		if err := store.MarkDeleted(k, p.now()); err != nil {
+			errs = append(errs, fmt.Errorf("record deletion of %s: %w", k, err))
+			continue
+		}
 		if err := store.Remove(k); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", k, err))
 		}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -79,6 +80,11 @@ func TestAddCheckDel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The previous case's DEL left a deletion record; this ADD
+			// removed it.
+			if l, err := n.entries.Scan(); err != nil || len(l.Deleted) != 0 {
+				t.Errorf("deletion records after ADD: %v (%v), want none", l.Deleted, err)
+			}
 			wantEntry := desired.Entry{
 				APIVersion: desired.EntryAPIVersion, ContainerID: "c1", IfName: "eth0", NetNS: pod.Path(),
 				PodNamespace: "default", PodName: "web-c1", PodUID: "uid-c1",
@@ -122,6 +128,9 @@ func TestAddCheckDel(t *testing.T) {
 			wantCode(t, n.cni.CheckNetwork(ctx, pluginConf(t, list, res), rt), types.ErrUnknownContainer, "no pod entry for c1_eth0")
 			if _, err := n.entries.Read(desired.Key{ContainerID: "c1", IfName: "eth0"}); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("entry after DEL: %v, want fs.ErrNotExist", err)
+			}
+			if l, err := n.entries.Scan(); err != nil || !slices.Equal(l.Deleted, []desired.Key{{ContainerID: "c1", IfName: "eth0"}}) {
+				t.Errorf("deletion records after DEL: %v (%v), want c1_eth0", l.Deleted, err)
 			}
 			if _, err := n.statuses.Read("c1", "eth0"); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("DEL returned before the agent's teardown: status %v", err)
@@ -319,8 +328,15 @@ func TestGC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 1 {
-		t.Errorf("pods dir holds %d files after GC, want 1 (broken entry left?)", len(files))
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name())
+	}
+	// Every removal is recorded as a deletion, so the agent tears it down
+	// at once (the broken entry's too).
+	want := []string{"broken_eth0.del", "drop1_eth0.del", "drop2_eth0.del", "keep_eth0.json"}
+	if d := cmp.Diff(want, names); d != "" {
+		t.Errorf("pods dir after GC (-want +got):\n%s", d)
 	}
 }
 

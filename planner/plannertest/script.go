@@ -201,6 +201,9 @@ func (w *World) Exec(line string) error {
 	case "runtime":
 		w.Desired.Hints.RuntimeAttachments = append(w.Desired.Hints.RuntimeAttachments,
 			desired.RuntimeAttachment{Network: "enid", ContainerID: arg(0), IfName: cmpOr(kv["if"], "eth0")})
+	case "deleted":
+		// A deletion record: the runtime's CNI DEL (or GC) removed the entry.
+		w.Desired.Deleted = append(w.Desired.Deleted, desired.Key{ContainerID: arg(0), IfName: cmpOr(kv["if"], "eth0")})
 	case "entry-problem":
 		w.Desired.EntryProblems = append(w.Desired.EntryProblems, desired.EntryProblem{File: arg(0) + "_eth0.json",
 			ContainerID: arg(0), IfName: "eth0", Err: strings.ReplaceAll(kv["err"], "_", " ")})
