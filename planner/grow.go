@@ -162,8 +162,8 @@ func (b *builder) assign(e *eniState, target int, why Reason) {
 		}
 		for seq := 0; have < target; seq++ {
 			k := min(target-have, maxAssignPerCall)
-			a := Action{Kind: AssignIPs, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID,
-				ClientToken: token("assign", itoa(b.mem.Epoch), e.eni.ID, itoa(fam), itoa(have), itoa(k))}
+			tok, _ := b.clientToken(false, "assign", itoa(b.mem.Epoch), e.eni.ID, itoa(fam), itoa(have), itoa(k))
+			a := Action{Kind: AssignIPs, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID, ClientToken: tok}
 			if fam == 4 {
 				a.IPv4Count = k
 			} else {
@@ -261,6 +261,59 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 	return *best, nil
 }
 
+// liftExhausted drops the exhausted mark of a vSwitch that shows more free
+// addresses than it did in the first pass after the mark: addresses were
+// released, so the pods waiting need not sit out the rest of the mark
+// (10 minutes). The first count is kept in memory; a count that never
+// rises leaves the mark to expire.
+func (b *builder) liftExhausted() {
+	for id := range b.mem.Exhausted {
+		v, ok := b.vsw[id]
+		if !ok {
+			continue
+		}
+		free, seen := b.mem.ExhaustedFree[id]
+		switch {
+		case !seen:
+			if b.mem.ExhaustedFree == nil {
+				b.mem.ExhaustedFree = map[string]int{}
+			}
+			b.mem.ExhaustedFree[id] = v.AvailableIPs
+		case v.AvailableIPs > free:
+			delete(b.mem.Exhausted, id)
+			delete(b.mem.ExhaustedFree, id)
+		}
+	}
+}
+
+// clientToken derives the ClientToken of a call from its identity (kind
+// and parts) and the attempt count memory keeps for it (Memory.Tokens):
+// the same identity gives the same token until the executor reports the
+// token failed definitely, then a new one. A CreateENI (create) always
+// gets a record, whose Since fixes the created-at tag across resends.
+func (b *builder) clientToken(create bool, kind string, parts ...string) (string, TokenRecord) {
+	base := token(kind, parts...)
+	rec, ok := b.mem.Tokens[base]
+	if !ok && !create {
+		return base, TokenRecord{Token: base}
+	}
+	if !ok {
+		rec = TokenRecord{Since: b.now, Epoch: b.mem.Epoch}
+	}
+	rec.Token = base
+	if rec.Attempt > 0 {
+		rec.Token = token(kind, append(parts, "attempt", itoa(rec.Attempt))...)
+	}
+	if rec.Since.IsZero() && create {
+		rec.Since = b.now
+	}
+	if b.mem.Tokens == nil {
+		b.mem.Tokens = map[string]TokenRecord{}
+	}
+	b.mem.Tokens[base] = rec
+	return rec.Token, rec
+}
+
 // createENI plans CreateENI with the first k units in the call. Its token
 // names the instance, the vSwitch, the owned ENIs seen plus the creates
 // before it in this plan, and the release epoch: stable when a pass is
@@ -272,10 +325,12 @@ func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) int {
 	}
 	tags[observed.TagManagedBy] = observed.TagManagedByValue
 	tags[observed.TagOwner] = b.o.Instance.ID
-	tags[observed.TagCreatedAt] = b.now.UTC().Format(rfc3339)
+	tok, rec := b.clientToken(true, "create", itoa(b.mem.Epoch), b.o.Instance.ID, v.ID, itoa(b.owned+nth))
+	// The tag carries when the call was first planned, not b.now: a resend
+	// with the same token must send the same parameters.
+	tags[observed.TagCreatedAt] = rec.Since.UTC().Format(rfc3339)
 	a := Action{Kind: CreateENI, Target: "new", Reason: why, VSwitchID: v.ID,
-		SecurityGroups: slices.Clone(b.cfg.ENI.SecurityGroups), Tags: tags,
-		ClientToken: token("create", itoa(b.mem.Epoch), b.o.Instance.ID, v.ID, itoa(b.owned+nth))}
+		SecurityGroups: slices.Clone(b.cfg.ENI.SecurityGroups), Tags: tags, ClientToken: tok}
 	if b.v4 && !b.excl {
 		a.IPv4Count = k
 	}

@@ -170,6 +170,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	for _, v := range o.VSwitches {
 		b.vsw[v.ID] = v
 	}
+	b.liftExhausted()
 	for _, dev := range o.Node.ENIDevices {
 		b.devices[dev.MAC] = dev
 	}

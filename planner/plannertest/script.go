@@ -363,6 +363,11 @@ func (w *World) Dump() string {
 	for _, k := range slices.Sorted(maps.Keys(m.LeakedSince)) {
 		fmt.Fprintf(&b, "memory leaked %s since %s ago\n", k, w.Now.Sub(m.LeakedSince[k]))
 	}
+	for _, k := range slices.Sorted(maps.Keys(m.Tokens)) {
+		if r := m.Tokens[k]; r.Attempt > 0 {
+			fmt.Fprintf(&b, "memory token %s attempt %d\n", k, r.Attempt)
+		}
+	}
 	if !m.IdleAboveMaxSince.IsZero() {
 		fmt.Fprintf(&b, "memory idle above max since %s ago\n", w.Now.Sub(m.IdleAboveMaxSince))
 	}
