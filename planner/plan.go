@@ -160,6 +160,12 @@ const (
 	ReasonEntryInvalid      ReasonCode = "entry-invalid"
 	ReasonAddressConflict   ReasonCode = "address-conflict"
 	ReasonObservationFailed ReasonCode = "observation-incomplete"
+	// ReasonSetupFailed: setting up the pod's network failed; retried.
+	ReasonSetupFailed ReasonCode = "setup-failed"
+	// ReasonInterfaceConflict: the pod's network namespace holds an
+	// interface enid did not create where its own must go (the pod
+	// Fails; retrying cannot help).
+	ReasonInterfaceConflict ReasonCode = "interface-conflict"
 )
 
 // Action is one step of a plan. Only the parameters its Kind needs are set.

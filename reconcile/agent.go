@@ -329,12 +329,18 @@ func (a *Agent) pass(ctx context.Context) {
 		a.memory = a.memory.MarkExhausted(id, now.Add(planner.DefaultExhaustedFor))
 		a.log.Warn("vSwitch out of addresses: skipping it for new ENIs", "vswitch", id, "until", now.Add(planner.DefaultExhaustedFor))
 	}
+	for _, tok := range a.exec.drainBurnt() {
+		// ECS refuses every resend of a token whose call failed: plan
+		// that call with a new one.
+		a.memory = a.memory.TokenFailed(tok)
+	}
 	start := time.Now()
 	p := planner.Make(d, o, planner.Options{Now: now, Memory: a.memory, NodeName: a.cfg.NodeName})
 	a.metrics.planSeconds.Observe(time.Since(start).Seconds())
 	prev := a.lastPlan
 	a.lastPlan = p
 	a.deadline, _ = p.Memory.NextDeadline(d.Config, planner.Options{Now: now})
+	a.cache.setStarved(p.Pool.Waiting > 0 && len(p.Memory.Exhausted) > 0)
 	if err := a.saveMemory(p.Memory); err != nil {
 		a.log.Error("persist planner memory", "err", err)
 	}

@@ -361,3 +361,53 @@ func TestAgentSingleInstance(t *testing.T) {
 		t.Fatalf("second agent: %v, want a refusal naming the lock", err)
 	}
 }
+
+// ECS burns a ClientToken whose call failed: after an IpNotEnough on
+// create, the create must come back with a new token once addresses are
+// freed, within one back-off, and never resend the burnt one.
+func TestAgentNewTokenAfterIpNotEnough(t *testing.T) {
+	w := newWorld(t, ecssim.Config{Zones: []string{"cn-hangzhou-h"}, VSwitches: []ecssim.VSwitchConfig{
+		{ID: "vsw-a", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.10.0/24")}}},
+		"pool:\n  minIdle: 0\n  maxIdle: 4\n  batch: 2\n")
+	// Another node's ENI holds addresses; it goes away later.
+	other, err := w.cl.CreateENI(context.Background(), cloud.CreateENIRequest{VSwitchID: "vsw-a",
+		SecurityGroups: []string{ecssim.DefaultSecurityGroup}, IPv4Count: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.sim.InjectFault(ecssim.Fault{Action: "CreateNetworkInterface", Code: "InvalidVSwitchId.IpNotEnough"})
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+	k := w.addPod(0)
+	w.waitFor("the pod waiting on the exhausted vSwitch", 20*time.Second, func() bool {
+		return w.statuses()[k.String()].ReasonCode == string(planner.ReasonVSwitchExhausted)
+	})
+	mem, err := ReadMemory(w.paths.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	burnt := 0
+	for _, r := range mem.Tokens {
+		burnt += r.Attempt
+	}
+	if burnt != 1 {
+		t.Errorf("memory counts %d failed attempts, want 1: %+v", burnt, mem.Tokens)
+	}
+	if err := w.cl.DeleteENI(context.Background(), other.ID); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	w.waitFor("the pod ready", 20*time.Second, func() bool { return w.statuses()[k.String()].Phase == status.Ready })
+	// One back-off of a terminal failure is at most 5 s; a full resync
+	// (which sees the freed addresses) comes within it.
+	if d := time.Since(freed); d > 8*time.Second {
+		t.Errorf("the pod was served %v after the addresses were freed", d)
+	}
+	c := w.sim.Counters()["CreateNetworkInterface"]
+	if c["IdempotentFailed"] != 0 || c["IdempotentParameterMismatch"] != 0 {
+		t.Errorf("creates %v: a burnt token was resent", c)
+	}
+	if c["InvalidVSwitchId.IpNotEnough"] != 1 || c["ok"] < 2 {
+		t.Errorf("creates %v, want one IpNotEnough and the successes", c)
+	}
+}

@@ -26,6 +26,8 @@ type cache struct {
 	refreshed time.Time
 	// dirty asks for a full observation at the next opportunity.
 	dirty bool
+	// starved: pods wait while a vSwitch is marked exhausted (setStarved).
+	starved bool
 }
 
 func (c *cache) snapshot() (observed.State, bool) {
@@ -65,7 +67,21 @@ func (c *cache) needsRefresh(now time.Time, resync time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	age := now.Sub(c.refreshed)
-	return !c.have || c.dirty || (resync > 0 && age >= resync) || (age >= transitRefresh && c.inTransit())
+	return !c.have || c.dirty || (resync > 0 && age >= resync) || (age >= transitRefresh && c.inTransit()) ||
+		(c.starved && age >= starvedRefresh)
+}
+
+// starvedRefresh is how often a full observation is taken while pods wait
+// and a vSwitch is marked exhausted: it shows addresses freed there (which
+// lifts the mark, planner.Memory.ExhaustedFree) within about one back-off
+// of a failed create, not at the next resync.
+const starvedRefresh = 5 * time.Second
+
+// setStarved records whether pods wait while a vSwitch is marked exhausted.
+func (c *cache) setStarved(b bool) {
+	c.mu.Lock()
+	c.starved = b
+	c.mu.Unlock()
 }
 
 // inTransit reports, with mu held, whether an ENI is Attaching, Detaching

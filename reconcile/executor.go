@@ -52,6 +52,9 @@ type executor struct {
 	// exhausted lists vSwitches the cloud reported out of addresses since
 	// the loop last drained it (planner.Memory.MarkExhausted).
 	exhausted []string
+	// burnt lists ClientTokens whose call failed definitely since the loop
+	// last drained it (planner.Memory.TokenFailed).
+	burnt []string
 }
 
 // retryState is the back-off of one action key after a failure.
@@ -117,6 +120,15 @@ func (x *executor) drainExhausted() []string {
 	return out
 }
 
+// drainBurnt returns and forgets the ClientTokens that failed definitely.
+func (x *executor) drainBurnt() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := x.burnt
+	x.burnt = nil
+	return out
+}
+
 func (x *executor) errors() []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -170,7 +182,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		if earlier[key] || (cloudBusy && a.Kind.Cloud()) {
 			skip = true
 		}
-		if rs, ok := x.retry[key]; ok && now.Before(rs.until) {
+		if rs, ok := x.retry[retryKey(a)]; ok && now.Before(rs.until) {
 			skip = true
 		}
 		if skip {
@@ -250,7 +262,7 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 	if err == nil {
 		r.ok[i] = true
 		x.mu.Lock()
-		delete(x.retry, key)
+		delete(x.retry, retryKey(a))
 		x.mu.Unlock()
 		x.metrics.actions.WithLabelValues(string(a.Kind), "ok").Inc()
 		x.log.Debug("action done", "kind", a.Kind, "target", a.Target, "took", elapsed)
@@ -259,14 +271,30 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 	if ctx.Err() != nil {
 		return
 	}
-	x.failed(a, key, err)
+	x.failed(a, err)
+}
+
+// retryKey is the key of an action's back-off: its actionKey, except that
+// a CreateENI backs off per vSwitch, since its token (and so its
+// actionKey) changes after a definite failure, and the new token must
+// not escape the back-off.
+func retryKey(a planner.Action) string {
+	if a.Kind == planner.CreateENI {
+		return "create-in/" + a.VSwitchID
+	}
+	return actionKey(a)
 }
 
 // failed records a failure: the action backs off (exponentially, jittered,
 // longer for terminal errors), the observation is refreshed in full, and
-// the error is kept for `enid status`.
-func (x *executor) failed(a planner.Action, key string, err error) {
-	retryable := cloud.Retryable(err) || !a.Kind.Cloud()
+// the error is kept for `enid status`. A token the cloud burnt is reported
+// (drainBurnt) so that the next plan carries a new one. Datapath errors
+// are retryable except a conflict (linux.ErrConflict: something enid did
+// not create is in the way), which fails the pod with a typed reason.
+func (x *executor) failed(a planner.Action, err error) {
+	key := retryKey(a)
+	conflict := !a.Kind.Cloud() && errors.Is(err, linux.ErrConflict)
+	retryable := cloud.Retryable(err) || !a.Kind.Cloud() && !conflict
 	outcome := "retry"
 	if !retryable {
 		outcome = "error"
@@ -282,6 +310,9 @@ func (x *executor) failed(a planner.Action, key string, err error) {
 	x.mu.Lock()
 	if errors.Is(err, cloud.ErrVSwitchExhausted) && vsw != "" {
 		x.exhausted = append(x.exhausted, vsw)
+	}
+	if (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.ClientToken != "" && cloud.Definite(err) {
+		x.burnt = append(x.burnt, a.ClientToken)
 	}
 	rs := x.retry[key]
 	rs.failures++
@@ -301,11 +332,18 @@ func (x *executor) failed(a planner.Action, key string, err error) {
 	x.mu.Unlock()
 	x.log.Warn("action failed", "kind", a.Kind, "target", a.Target, "retryable", retryable, "retry_in", d, "err", err)
 	if a.Pod != nil && (a.Kind == planner.SetupPod || a.Kind == planner.MoveENI) {
-		// The pod stays Pending with the reason, so a CNI ADD that times out
-		// reports it; a later pass retries.
 		x.cache.removePod(a.Pod.Key)
-		x.publish(planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
-			ReasonCode: "setup-failed", Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}, nil, 0, nil)
+		st := planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
+			ReasonCode: planner.ReasonSetupFailed, Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}
+		if conflict {
+			// Retrying cannot help: the CNI ADD fails at once with the
+			// reason, and kubelet's DEL and new sandbox start afresh.
+			st.Phase, st.ReasonCode = planner.PhaseFailed, planner.ReasonInterfaceConflict
+			st.Reason = fmt.Sprintf("the pod's network namespace holds an interface enid did not create: %v", err)
+		}
+		// Otherwise the pod stays Pending with the reason, so a CNI ADD
+		// that times out reports it; a later pass retries.
+		x.publish(st, nil, 0, nil)
 	}
 }
 
