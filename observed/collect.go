@@ -16,7 +16,8 @@ type CloudSource interface {
 	// ENIs returns every ENI attached to the instance and every ENI
 	// carrying enid's owner tag for it, attached or not.
 	ENIs(ctx context.Context, instanceID string) ([]ENI, error)
-	// VSwitches describes the given vSwitches.
+	// VSwitches describes the given vSwitches. One that does not exist
+	// is left out of the result, without an error: the cloud said so.
 	VSwitches(ctx context.Context, ids []string) ([]VSwitch, error)
 }
 
@@ -78,6 +79,16 @@ func Collect(ctx context.Context, src Sources, instanceID string, vSwitchIDs []s
 			}
 			slices.SortFunc(vsw, func(a, b VSwitch) int { return strings.Compare(a.ID, b.ID) })
 			st.VSwitches = vsw
+			if err == nil {
+				// A vSwitch the cloud does not know (a typo, or deleted in
+				// the console) is a fact, not a failure: the planner skips
+				// it and serves from the others.
+				for _, id := range ids {
+					if !slices.ContainsFunc(vsw, func(v VSwitch) bool { return v.ID == id }) {
+						st.UnknownVSwitches = append(st.UnknownVSwitches, id)
+					}
+				}
+			}
 		}
 	}
 	if src.Node == nil {

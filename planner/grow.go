@@ -5,6 +5,7 @@ package planner
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/enidnet/enid/observed"
 )
@@ -224,8 +225,12 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 	}
 	var best *observed.VSwitch
 	unknown := 0
+	var missing []string // configured vSwitches the cloud says do not exist
 	for _, id := range ids {
 		v, ok := b.vsw[id]
+		if !ok && slices.Contains(b.o.UnknownVSwitches, id) {
+			missing = append(missing, id)
+		}
 		if !ok || v.ZoneID != zone {
 			unknown++
 			continue
@@ -250,13 +255,27 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 		}
 	}
 	if best == nil {
-		if unknown == len(ids) {
+		gone := ""
+		if len(missing) > 0 {
+			gone = "vSwitch " + strings.Join(missing, ", ") + " does not exist"
+		}
+		switch {
+		case unknown == len(ids) && len(missing) > 0:
+			// Pending: the config (GitOps) or the console can fix it while
+			// pods wait, and they start then.
+			return observed.VSwitch{}, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchUnknown,
+				Reason: "no usable vSwitch in zone " + zone + ": " + gone + "; waiting for the config or the cloud to change"}
+		case unknown == len(ids):
 			return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no configured vSwitch of zone " + zone + " was found"}
+		}
+		reason := "every vSwitch of zone " + zone + " is exhausted; waiting for addresses to free up"
+		if gone != "" {
+			reason = "every vSwitch of zone " + zone + " is exhausted (" + gone + "); waiting for addresses to free up"
 		}
 		// Pending, not Failed: addresses free up and skip marks expire, and
 		// a CNI ADD that waits then succeeds where a failure would only
 		// send kubelet into its sandbox-retry backoff.
-		return observed.VSwitch{}, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted, Reason: "every vSwitch of zone " + zone + " is exhausted; waiting for addresses to free up"}
+		return observed.VSwitch{}, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted, Reason: reason}
 	}
 	return *best, nil
 }

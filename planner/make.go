@@ -165,6 +165,11 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	for _, p := range d.ConfigProblems {
 		b.plan.Problems = append(b.plan.Problems, "config: "+p)
 	}
+	for _, id := range o.UnknownVSwitches {
+		// Named by the config or by an observed ENI; skipped either way,
+		// and the others serve.
+		b.plan.Problems = append(b.plan.Problems, "vSwitch "+id+" does not exist (DescribeVSwitches): skipped")
+	}
 	b.mem.prune(b.now)
 
 	for _, v := range o.VSwitches {

@@ -166,6 +166,9 @@ const (
 	// interface enid did not create where its own must go (the pod
 	// Fails; retrying cannot help).
 	ReasonInterfaceConflict ReasonCode = "interface-conflict"
+	// ReasonVSwitchUnknown: no configured vSwitch of the zone can serve,
+	// and some do not exist (named in the reason).
+	ReasonVSwitchUnknown ReasonCode = "vswitch-unknown"
 )
 
 // Action is one step of a plan. Only the parameters its Kind needs are set.

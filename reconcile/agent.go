@@ -341,6 +341,10 @@ func (a *Agent) pass(ctx context.Context) {
 	a.lastPlan = p
 	a.deadline, _ = p.Memory.NextDeadline(d.Config, planner.Options{Now: now})
 	a.cache.setStarved(p.Pool.Waiting > 0 && len(p.Memory.Exhausted) > 0)
+	a.metrics.unknownVSw.Reset()
+	for _, id := range o.UnknownVSwitches {
+		a.metrics.unknownVSw.WithLabelValues(id).Set(1)
+	}
 	if err := a.saveMemory(p.Memory); err != nil {
 		a.log.Error("persist planner memory", "err", err)
 	}
@@ -365,6 +369,8 @@ func (a *Agent) pass(ctx context.Context) {
 		a.setReady(true, "config on disk is invalid; the last good config is in force: "+d.ConfigProblems[0])
 	case !o.Complete:
 		a.setReady(true, "observation incomplete: "+firstOr(o.Problems, "unknown"))
+	case len(o.UnknownVSwitches) > 0:
+		a.setReady(true, "vSwitch "+strings.Join(o.UnknownVSwitches, ", ")+" does not exist: skipped")
 	default:
 		a.setReady(true, "")
 	}

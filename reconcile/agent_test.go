@@ -167,7 +167,11 @@ func (w *world) plan() (planner.Plan, desired.Config, error) {
 	if dp == nil {
 		dp = NewNoDatapathMust(w.t)
 	}
-	o := observed.Collect(context.Background(), NewSources(w.cl, dp, status.NewStore(w.paths.Statuses)), w.inst.ID, nil, time.Now())
+	var vsw []string
+	for _, ids := range d.Config.ENI.VSwitches {
+		vsw = append(vsw, ids...)
+	}
+	o := observed.Collect(context.Background(), NewSources(w.cl, dp, status.NewStore(w.paths.Statuses)), w.inst.ID, vsw, time.Now())
 	mem, err := ReadMemory(w.paths.StateDir)
 	if err != nil {
 		return planner.Plan{}, d.Config, err
@@ -409,5 +413,54 @@ func TestAgentNewTokenAfterIpNotEnough(t *testing.T) {
 	}
 	if c["InvalidVSwitchId.IpNotEnough"] != 1 || c["ok"] < 2 {
 		t.Errorf("creates %v, want one IpNotEnough and the successes", c)
+	}
+}
+
+// A config naming one good and one unknown vSwitch (a typo) serves pods
+// from the good one, and says which one does not exist: in the plan, the
+// agent's status and the metrics.
+func TestAgentUnknownVSwitch(t *testing.T) {
+	w := newWorld(t, ecssim.Config{}, "pool:\n  minIdle: 1\n  maxIdle: 4\n  batch: 2\n")
+	cfg, err := os.ReadFile(w.paths.Config.Main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := w.inst.VSwitchID
+	cfg = []byte(strings.Replace(string(cfg), "["+good+"]", "["+good+", vsw-typo]", 1))
+	if !strings.Contains(string(cfg), "vsw-typo") {
+		t.Fatalf("config %s does not list %s alone", cfg, good)
+	}
+	if err := os.WriteFile(w.paths.Config.Main, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+	k := w.addPod(0)
+	w.waitFor("the pod ready", 20*time.Second, func() bool { return w.statuses()[k.String()].Phase == status.Ready })
+	p, _, err := w.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Complete || !strings.Contains(strings.Join(p.Problems, "\n"), "vsw-typo does not exist") {
+		t.Errorf("plan (complete %v) does not name the unknown vSwitch: %q", p.Complete, p.Problems)
+	}
+	w.waitFor("the agent's status naming vsw-typo", 5*time.Second, func() bool {
+		ag, err := status.ReadAgent(w.paths.AgentFile)
+		return err == nil && ag.Ready && strings.Contains(ag.Reason, "vsw-typo")
+	})
+	mfs, err := w.agent.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == "enid_vswitch_unknown" && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "vsw-typo" {
+				found = m.GetGauge().GetValue() == 1
+			}
+		}
+	}
+	if !found {
+		t.Error("enid_vswitch_unknown{vswitch=\"vsw-typo\"} is not 1")
 	}
 }

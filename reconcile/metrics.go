@@ -23,6 +23,7 @@ type Metrics struct {
 	addToReady   prometheus.Histogram
 	passes       prometheus.Counter
 	configErrors prometheus.Gauge
+	unknownVSw   *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics on a fresh registry.
@@ -65,8 +66,11 @@ func NewMetrics() *Metrics {
 	m.configErrors = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_config_invalid", Help: "1 when the config on disk is invalid and the last good one is in force.",
 	})
+	m.unknownVSw = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "enid_vswitch_unknown", Help: "1 for each vSwitch the config names that the cloud says does not exist (skipped).",
+	}, []string{"vswitch"})
 	m.Registry.MustRegister(m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
-		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors,
+		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors, m.unknownVSw,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -73,6 +73,18 @@ func (w *World) Observe() observed.State {
 	}
 	slices.SortFunc(s.ENIs, func(a, b observed.ENI) int { return strings.Compare(a.ID, b.ID) })
 	s.VSwitches = slices.Clone(w.VSwitches)
+	if w.Complete {
+		// As observed.Collect: a configured vSwitch the cloud does not
+		// know is reported, not a failure.
+		for _, ids := range w.Desired.Config.ENI.VSwitches {
+			for _, id := range ids {
+				if w.vswitch(id) == nil && !slices.Contains(s.UnknownVSwitches, id) {
+					s.UnknownVSwitches = append(s.UnknownVSwitches, id)
+				}
+			}
+		}
+		slices.Sort(s.UnknownVSwitches)
+	}
 	s.Node.ENIDevices = slices.Clone(w.Node.ENIDevices)
 	s.Node.Pods = slices.Clone(w.Node.Pods)
 	s.Node.Published = slices.Clone(w.Node.Published)
