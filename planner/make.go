@@ -209,6 +209,18 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		return cmp.Or(cmp.Compare(x.eni.DeviceIndex, y.eni.DeviceIndex), cmp.Compare(x.eni.ID, y.eni.ID))
 	})
 	b.excl = d.Config.Mode == desired.ModeExclusiveENI
+	for i, s := range b.usable {
+		// Route tables are keyed on the device index (docs/design.md, "The
+		// route table of an ENI"): ECS gives each attachment of an
+		// instance its own slot, and 0 is the primary's. Should that ever
+		// not hold, say so rather than share a table in silence.
+		switch {
+		case s.eni.DeviceIndex <= 0:
+			b.plan.Problems = append(b.plan.Problems, "ENI "+s.eni.ID+" reports device index "+itoa(s.eni.DeviceIndex)+": its route table "+itoa(s.table())+" may be another's")
+		case i > 0 && b.usable[i-1].eni.DeviceIndex == s.eni.DeviceIndex:
+			b.plan.Problems = append(b.plan.Problems, "ENIs "+b.usable[i-1].eni.ID+" and "+s.eni.ID+" report the same device index "+itoa(s.eni.DeviceIndex)+": they share route table "+itoa(s.table()))
+		}
+	}
 	for _, s := range b.usable {
 		b.byID[s.eni.ID] = s
 		b.byMAC[s.eni.MAC] = s
