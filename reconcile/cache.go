@@ -28,6 +28,8 @@ type cache struct {
 	dirty bool
 	// starved: pods wait while a vSwitch is marked exhausted (setStarved).
 	starved bool
+	// complete counts the complete full observations taken.
+	complete int
 }
 
 func (c *cache) snapshot() (observed.State, bool) {
@@ -40,6 +42,9 @@ func (c *cache) replace(st observed.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.st, c.have, c.refreshed, c.dirty = st, true, st.At, !st.Complete
+	if st.Complete {
+		c.complete++
+	}
 }
 
 // routine reports whether a full observation now would be routine (one
@@ -68,8 +73,15 @@ func (c *cache) needsRefresh(now time.Time, resync time.Duration) bool {
 	defer c.mu.Unlock()
 	age := now.Sub(c.refreshed)
 	return !c.have || c.dirty || (resync > 0 && age >= resync) || (age >= transitRefresh && c.inTransit()) ||
-		(c.starved && age >= starvedRefresh)
+		(c.starved && age >= starvedRefresh) || (c.complete == 1 && age >= confirmRefresh)
 }
+
+// confirmRefresh is when the agent's first complete observation is taken
+// again: describes lag changes (about a second on ECS), so the first one
+// after a start can miss an ENI created just before a crash, or show it in
+// an earlier state, and nothing of this agent's would correct that before
+// the next resync. It outlasts the lag (cloud.WaitPolicy.Settle likewise).
+const confirmRefresh = 2 * time.Second
 
 // starvedRefresh is how often a full observation is taken while pods wait
 // and a vSwitch is marked exhausted: it shows addresses freed there (which
