@@ -126,7 +126,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if b.v6 && !b.v4 || b.excl {
 			k = min(n, slotCap)
 		}
-		create := b.createENI(v, k, creates, why)
+		create, k := b.createENI(v, k, creates, why)
 		creates++
 		att := b.add(Action{Kind: AttachENI, Target: "new#" + itoa(create), Reason: why, DependsOn: []int{create},
 			ENIRef: create + 1, InstanceID: b.o.Instance.ID,
@@ -163,7 +163,7 @@ func (b *builder) assign(e *eniState, target int, why Reason) {
 		}
 		for seq := 0; have < target; seq++ {
 			k := min(target-have, maxAssignPerCall)
-			tok, _ := b.clientToken(false, "assign", itoa(b.mem.Epoch), e.eni.ID, itoa(fam), itoa(have), itoa(k))
+			tok, _, _ := b.clientToken(false, "assign", itoa(b.mem.Epoch), e.eni.ID, itoa(fam), itoa(have), itoa(k))
 			a := Action{Kind: AssignIPs, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID, ClientToken: tok}
 			if fam == 4 {
 				a.IPv4Count = k
@@ -310,11 +310,11 @@ func (b *builder) liftExhausted() {
 // the same identity gives the same token until the executor reports the
 // token failed definitely, then a new one. A CreateENI (create) always
 // gets a record, whose Since fixes the created-at tag across resends.
-func (b *builder) clientToken(create bool, kind string, parts ...string) (string, TokenRecord) {
-	base := token(kind, parts...)
+func (b *builder) clientToken(create bool, kind string, parts ...string) (tok, base string, rec TokenRecord) {
+	base = token(kind, parts...)
 	rec, ok := b.mem.Tokens[base]
 	if !ok && !create {
-		return base, TokenRecord{Token: base}
+		return base, base, TokenRecord{Token: base}
 	}
 	if !ok {
 		rec = TokenRecord{Since: b.now, Epoch: b.mem.Epoch}
@@ -330,21 +330,24 @@ func (b *builder) clientToken(create bool, kind string, parts ...string) (string
 		b.mem.Tokens = map[string]TokenRecord{}
 	}
 	b.mem.Tokens[base] = rec
-	return rec.Token, rec
+	return rec.Token, base, rec
 }
 
 // createENI plans CreateENI with the first k units in the call. Its token
 // names the instance, the vSwitch, the owned ENIs seen plus the creates
 // before it in this plan, and the release epoch: stable when a pass is
 // replayed after a crash, new for every ENI the node really needs.
-func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) int {
+//
+// It returns the action's ID and the units the create really asks for: a
+// create whose token was sent before keeps the counts of then.
+func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) (int, int) {
 	tags := map[string]string{}
 	for key, val := range b.cfg.ENI.Tags {
 		tags[key] = val
 	}
 	tags[observed.TagManagedBy] = observed.TagManagedByValue
 	tags[observed.TagOwner] = b.o.Instance.ID
-	tok, rec := b.clientToken(true, "create", itoa(b.mem.Epoch), b.o.Instance.ID, v.ID, itoa(b.owned+nth))
+	tok, base, rec := b.clientToken(true, "create", itoa(b.mem.Epoch), b.o.Instance.ID, v.ID, itoa(b.owned+nth))
 	// The tag carries when the call was first planned, not b.now: a resend
 	// with the same token must send the same parameters.
 	tags[observed.TagCreatedAt] = rec.Since.UTC().Format(rfc3339)
@@ -356,9 +359,17 @@ func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) int {
 	if b.v6 {
 		a.IPv6Count = k
 	}
+	if rec.Sent {
+		// The same call again: the same parameters, or ECS refuses it.
+		a.IPv4Count, a.IPv6Count = rec.IPv4, rec.IPv6
+		k = max(a.IPv4Count, a.IPv6Count, 1)
+	} else {
+		rec.IPv4, rec.IPv6 = a.IPv4Count, a.IPv6Count
+		b.mem.Tokens[base] = rec
+	}
 	id := b.add(a)
 	b.plan.Actions[id].Target = "new#" + itoa(id)
-	return id
+	return id, k
 }
 
 // configureNew plans ConfigureENI for an ENI a CreateENI of this plan makes

@@ -41,6 +41,9 @@ type builder struct {
 	now time.Time
 	cfg desired.Config
 	mem Memory
+	// unseenNow holds the Memory.Unseen addresses met in this pass; the
+	// others are dropped when it ends.
+	unseenNow map[netip.Addr]bool
 
 	v4, v6 bool // families pods get
 	// addrIdx lists the pod addresses of usable ENIs, sorted, with who
@@ -329,6 +332,11 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // finish completes the plan: statuses sorted, memory pruned.
 func (b *builder) finish() Plan {
+	for ip := range b.mem.Unseen {
+		if !b.unseenNow[ip] {
+			delete(b.mem.Unseen, ip)
+		}
+	}
 	slices.SortFunc(b.plan.Statuses, func(x, y PodStatus) int { return cmpKey(x.Key, y.Key) })
 	b.mem.prune(b.now)
 	b.mem.Version = MemoryVersion

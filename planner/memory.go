@@ -43,7 +43,18 @@ type Memory struct {
 	// count as first observed after the mark: once more are free, the mark
 	// is lifted (addresses were released) before it expires.
 	ExhaustedFree map[string]int `json:"exhaustedFree,omitempty"`
+	// Unseen maps an address a live pod holds in the kernel, but no owned
+	// ENI shows, to when that was first seen: within UnseenGrace the pod
+	// waits rather than being bound anew (describes lag an assign).
+	Unseen map[netip.Addr]time.Time `json:"unseen,omitempty"`
 }
+
+// UnseenGrace is how long an address a live pod holds in the kernel may be
+// missing from every owned ENI before the pod is bound anew. ECS describes
+// lag an assign by about a second; a pod rebound on such a stale read
+// would lose the address it runs with, and the address, once the read
+// catches up, would go to another pod.
+const UnseenGrace = 15 * time.Second
 
 // TokenRecord is what the planner keeps for one call's ClientToken. ECS
 // burns a token whose request failed with a non-5xx error (a resend
@@ -63,6 +74,15 @@ type TokenRecord struct {
 	// Epoch is the memory's Epoch the record belongs to: the epoch is part
 	// of every token, so once it moves on the record is dropped.
 	Epoch int `json:"epoch,omitempty"`
+	// IPv4 and IPv6 are a CreateENI's address counts as last planned. Once
+	// the call was sent (Sent, Memory.TokenSent), a create planned again
+	// with the token (after a crash, while describes do not show its ENI
+	// yet) asks for the same, so that ECS answers with the ENI the first
+	// call made instead of IdempotentParameterMismatch. Until then each
+	// plan asks for what it needs (a burst held back grows).
+	Sent bool `json:"sent,omitempty"`
+	IPv4 int  `json:"ipv4,omitempty"`
+	IPv6 int  `json:"ipv6,omitempty"`
 }
 
 // Reservation is a sticky pod's hold on its addresses (or, in exclusive
@@ -102,6 +122,8 @@ func (m Memory) TokenFailed(token string) Memory {
 	for base, r := range n.Tokens {
 		if r.Token == token {
 			r.Attempt++
+			// A new token may ask for what is needed then.
+			r.Sent = false
 			n.Tokens[base] = r
 			return n
 		}
@@ -109,6 +131,22 @@ func (m Memory) TokenFailed(token string) Memory {
 	// An attempt-0 token is its own base (see builder.clientToken).
 	n.Tokens[token] = TokenRecord{Attempt: 1, Token: token, Epoch: m.Epoch}
 	return n
+}
+
+// TokenSent returns a copy of m in which the call whose ClientToken is
+// token has been sent: a CreateENI planned again with it keeps its
+// parameters (TokenRecord.Sent). The loop calls it for the creates the
+// executor starts.
+func (m Memory) TokenSent(token string) Memory {
+	for base, r := range m.Tokens {
+		if r.Token == token && !r.Sent {
+			n := m.clone()
+			r.Sent = true
+			n.Tokens[base] = r
+			return n
+		}
+	}
+	return m
 }
 
 func (m Memory) clone() Memory {
@@ -120,6 +158,7 @@ func (m Memory) clone() Memory {
 	n.LeakedSince = maps.Clone(m.LeakedSince)
 	n.Tokens = maps.Clone(m.Tokens)
 	n.ExhaustedFree = maps.Clone(m.ExhaustedFree)
+	n.Unseen = maps.Clone(m.Unseen)
 	return n
 }
 
@@ -159,6 +198,9 @@ func (m *Memory) prune(now time.Time) {
 	}
 	if len(m.ExhaustedFree) == 0 {
 		m.ExhaustedFree = nil
+	}
+	if len(m.Unseen) == 0 {
+		m.Unseen = nil
 	}
 	if len(m.Sticky) == 0 {
 		m.Sticky = nil

@@ -359,6 +359,19 @@ func (a *Agent) pass(ctx context.Context) {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
 	}
 	a.exec.dispatch(ctx, p, entries, holdCloud)
+	if sent := a.exec.drainSent(); len(sent) > 0 {
+		// A create planned again with one of these tokens (after a crash,
+		// while describes do not show its ENI) must send the same
+		// parameters. A crash before this write costs at most an extra
+		// ENI (IdempotentParameterMismatch, then a new token).
+		m := a.memory
+		for _, tok := range sent {
+			m = m.TokenSent(tok)
+		}
+		if err := a.saveMemory(m); err != nil {
+			a.log.Error("persist planner memory", "err", err)
+		}
+	}
 	a.updateMetrics(p)
 	if p.Pool != prev.Pool || phaseCounts(p) != phaseCounts(prev) {
 		// `enid status` and STATUS read the heartbeat: keep its summary current.

@@ -55,6 +55,9 @@ type executor struct {
 	// burnt lists ClientTokens whose call failed definitely since the loop
 	// last drained it (planner.Memory.TokenFailed).
 	burnt []string
+	// sent lists the ClientTokens of the creates dispatch started since the
+	// loop last drained it (planner.Memory.TokenSent).
+	sent []string
 }
 
 // retryState is the back-off of one action key after a failure.
@@ -103,7 +106,14 @@ func (x *executor) nextRetry() (time.Time, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var first time.Time
+	now := x.now()
 	for _, r := range x.retry {
+		if !r.until.After(now) {
+			// Due already: the pass it was due for ran, and the action was
+			// held back (by a running cloud action, whose end wakes the
+			// loop). A timer for the past would spin the loop meanwhile.
+			continue
+		}
 		if first.IsZero() || r.until.Before(first) {
 			first = r.until
 		}
@@ -126,6 +136,15 @@ func (x *executor) drainBurnt() []string {
 	defer x.mu.Unlock()
 	out := x.burnt
 	x.burnt = nil
+	return out
+}
+
+// drainSent returns and forgets the ClientTokens of the creates started.
+func (x *executor) drainSent() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := x.sent
+	x.sent = nil
 	return out
 }
 
@@ -193,6 +212,9 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		x.inflight[key]++
 		if a.Kind.Cloud() {
 			x.cloudRunning++
+		}
+		if a.Kind == planner.CreateENI && a.ClientToken != "" {
+			x.sent = append(x.sent, a.ClientToken)
 		}
 		x.beforeRun(a)
 		x.wg.Add(1)

@@ -237,6 +237,12 @@ func (w *World) Exec(line string) error {
 			w.Memory.LeakedSince = map[string]time.Time{}
 		}
 		w.Memory.LeakedSince[arg(0)] = w.Now.Add(-dur("ago", 0))
+	case "sent-creates":
+		// The executor started every create memory knows (the agent then
+		// crashed, or describes do not show the ENIs yet).
+		for _, r := range w.Memory.Tokens {
+			w.Memory = w.Memory.TokenSent(r.Token)
+		}
 	case "tick":
 		d, e := time.ParseDuration(arg(0))
 		if e != nil {

@@ -205,6 +205,7 @@ func (w *World) tokened(tok string, call func() error) error {
 	if tok == "" {
 		return call()
 	}
+	w.Memory = w.Memory.TokenSent(tok)
 	if w.burnt[tok] {
 		w.Memory = w.Memory.TokenFailed(tok)
 		return fmt.Errorf("IdempotentFailed: token %s was burnt", tok)
