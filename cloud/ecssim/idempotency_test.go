@@ -147,15 +147,19 @@ func TestInFlightAndConflicts(t *testing.T) {
 	}}
 	e := newEnv(t, ecssim.Config{Latency: slow, Conflicts: true})
 	id := e.createENI(t, 1).NetworkInterfaceId
-	assign := func(token string) error {
+	// Each goroutine its own SDK client: the SDK writes its shared
+	// http.Client's Timeout on every call (a data race otherwise).
+	assignWith := func(c *ecs.Client, token string) error {
 		req := ecs.CreateAssignPrivateIpAddressesRequest()
 		req.NetworkInterfaceId, req.ClientToken = id, token
 		req.SecondaryPrivateIpAddressCount = requestsInt(1)
-		_, err := e.ecs.AssignPrivateIpAddresses(req)
+		_, err := c.AssignPrivateIpAddresses(req)
 		return err
 	}
+	assign := func(token string) error { return assignWith(e.ecs, token) }
+	other := ecsClient(t, e.host, ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret)
 	first := make(chan error, 1)
-	go func() { first <- assign("tok-a") }()
+	go func() { first <- assignWith(other, "tok-a") }()
 	time.Sleep(100 * time.Millisecond)
 	// The second call with the same token finds the ENI held: the conflict
 	// check comes first, as the ENI is busy.
@@ -171,7 +175,7 @@ func TestInFlightAndConflicts(t *testing.T) {
 
 	// Without Conflicts, a duplicate of an in-flight token is told so.
 	e.sim.SetSettings(ecssim.Settings{Latency: slow})
-	go func() { first <- assign("tok-c") }()
+	go func() { first <- assignWith(other, "tok-c") }()
 	time.Sleep(100 * time.Millisecond)
 	if err := assign("tok-c"); code(t, err) != "IdempotentProcessing" {
 		t.Errorf("duplicate in flight: %v, want IdempotentProcessing", err)
