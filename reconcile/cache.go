@@ -30,6 +30,9 @@ type cache struct {
 	starved bool
 	// complete counts the complete full observations taken.
 	complete int
+	// mutatedAt is when a cloud action of this agent last ended
+	// (noteMutation).
+	mutatedAt time.Time
 }
 
 func (c *cache) snapshot() (observed.State, bool) {
@@ -73,14 +76,28 @@ func (c *cache) needsRefresh(now time.Time, resync time.Duration) bool {
 	defer c.mu.Unlock()
 	age := now.Sub(c.refreshed)
 	return !c.have || c.dirty || (resync > 0 && age >= resync) || (age >= transitRefresh && c.inTransit()) ||
-		(c.starved && age >= starvedRefresh) || (c.complete == 1 && age >= confirmRefresh)
+		(c.starved && age >= starvedRefresh) || (c.complete == 1 && age >= confirmRefresh) ||
+		(age >= confirmRefresh && c.refreshed.Sub(c.mutatedAt) < confirmRefresh)
 }
 
-// confirmRefresh is when the agent's first complete observation is taken
-// again: describes lag changes (about a second on ECS), so the first one
-// after a start can miss an ENI created just before a crash, or show it in
-// an earlier state, and nothing of this agent's would correct that before
-// the next resync. It outlasts the lag (cloud.WaitPolicy.Settle likewise).
+// noteMutation records that a cloud action ended at t: a full observation
+// taken less than confirmRefresh after it may show its ENI as it was
+// before (describes lag), and is taken again once the lag has passed.
+func (c *cache) noteMutation(t time.Time) {
+	c.mu.Lock()
+	if t.After(c.mutatedAt) {
+		c.mutatedAt = t
+	}
+	c.mu.Unlock()
+}
+
+// confirmRefresh is when a full observation that may have been stale is
+// taken again: the agent's first (describes lag changes, about a second on
+// ECS, so the first one after a start can miss an ENI created just before
+// a crash, or show it in an earlier state) and any taken within
+// confirmRefresh after one of its own cloud actions ended. Nothing else
+// would correct such a view before the next resync. It outlasts the lag
+// (cloud.WaitPolicy.Settle likewise).
 const confirmRefresh = 2 * time.Second
 
 // starvedRefresh is how often a full observation is taken while pods wait

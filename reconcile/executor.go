@@ -279,6 +279,9 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 	start := x.now()
 	err := x.execute(ctx, r, i)
 	<-x.sem
+	if a.Kind.Cloud() {
+		x.cache.noteMutation(x.now())
+	}
 	elapsed := x.now().Sub(start)
 	x.metrics.execSeconds.WithLabelValues(string(a.Kind)).Observe(elapsed.Seconds())
 	if err == nil {
