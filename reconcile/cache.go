@@ -28,11 +28,9 @@ type cache struct {
 	dirty bool
 	// starved: pods wait while a vSwitch is marked exhausted (setStarved).
 	starved bool
-	// complete counts the complete full observations taken.
-	complete int
-	// mutatedAt is when a cloud action of this agent last ended
-	// (noteMutation).
-	mutatedAt time.Time
+	// actedAt is when a cloud action of this agent last ended
+	// (noteCloudAction).
+	actedAt time.Time
 }
 
 func (c *cache) snapshot() (observed.State, bool) {
@@ -45,9 +43,6 @@ func (c *cache) replace(st observed.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.st, c.have, c.refreshed, c.dirty = st, true, st.At, !st.Complete
-	if st.Complete {
-		c.complete++
-	}
 }
 
 // routine reports whether a full observation now would be routine (one
@@ -76,28 +71,31 @@ func (c *cache) needsRefresh(now time.Time, resync time.Duration) bool {
 	defer c.mu.Unlock()
 	age := now.Sub(c.refreshed)
 	return !c.have || c.dirty || (resync > 0 && age >= resync) || (age >= transitRefresh && c.inTransit()) ||
-		(c.starved && age >= starvedRefresh) || (c.complete == 1 && age >= confirmRefresh) ||
-		(age >= confirmRefresh && c.refreshed.Sub(c.mutatedAt) < confirmRefresh)
+		(c.starved && age >= starvedRefresh) ||
+		(age >= confirmRefresh && !c.refreshed.Before(c.actedAt) && c.refreshed.Sub(c.actedAt) < confirmRefresh)
 }
 
-// noteMutation records that a cloud action ended at t: a full observation
-// taken less than confirmRefresh after it may show its ENI as it was
-// before (describes lag), and is taken again once the lag has passed.
-func (c *cache) noteMutation(t time.Time) {
+// noteCloudAction records that a cloud action of this agent ended at t. A
+// full observation taken less than confirmRefresh after it may show the
+// ENI as it was before the action (describes lag) and replace what the
+// executor recorded of it, so it is taken again once the lag has passed.
+func (c *cache) noteCloudAction(t time.Time) {
 	c.mu.Lock()
-	if t.After(c.mutatedAt) {
-		c.mutatedAt = t
+	if t.After(c.actedAt) {
+		c.actedAt = t
 	}
 	c.mu.Unlock()
 }
 
-// confirmRefresh is when a full observation that may have been stale is
-// taken again: the agent's first (describes lag changes, about a second on
-// ECS, so the first one after a start can miss an ENI created just before
-// a crash, or show it in an earlier state) and any taken within
-// confirmRefresh after one of its own cloud actions ended. Nothing else
-// would correct such a view before the next resync. It outlasts the lag
-// (cloud.WaitPolicy.Settle likewise).
+// confirmRefresh is when a full observation taken less than this after a
+// cloud action of this agent ended is taken again: describes lag changes
+// (about a second on ECS), so it can show an ENI as it was before the
+// action (addresses just assigned missing, an ENI attached by the previous
+// run still Available) and overwrite what the executor recorded, and
+// nothing else would correct that before the next resync. It outlasts the
+// lag (cloud.WaitPolicy.Settle likewise). (Taking every agent's first
+// observation again as well cost the fleet join 40% more calls; a replayed
+// create brings back an ENI a stale first observation missed.)
 const confirmRefresh = 2 * time.Second
 
 // starvedRefresh is how often a full observation is taken while pods wait

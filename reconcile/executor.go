@@ -280,7 +280,7 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 	err := x.execute(ctx, r, i)
 	<-x.sem
 	if a.Kind.Cloud() {
-		x.cache.noteMutation(x.now())
+		x.cache.noteCloudAction(x.now())
 	}
 	elapsed := x.now().Sub(start)
 	x.metrics.execSeconds.WithLabelValues(string(a.Kind)).Observe(elapsed.Seconds())
@@ -328,6 +328,7 @@ func (x *executor) failed(a planner.Action, err error) {
 	if a.Kind.Cloud() || errors.Is(err, linux.ErrNotFound) {
 		x.cache.markDirty()
 	}
+
 	vsw := a.VSwitchID
 	if errors.Is(err, cloud.ErrVSwitchExhausted) && vsw == "" {
 		vsw = x.cache.vSwitchOf(a.ENIID)
