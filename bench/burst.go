@@ -75,11 +75,11 @@ func runBurst(ctx context.Context, e env) []Result {
 // the shortest sequence of cloud calls the latency model allows.
 func burstOnce(ctx context.Context, e env, round int) Result {
 	n := e.sizes.burstPods
-	r := Result{Scenario: "cold burst", Setup: fmt.Sprintf("%d pods at once on a fresh %s node (default pool, no datapath); %s", n, burstType, realistic())}
+	r := Result{Scenario: "cold burst", Setup: fmt.Sprintf("%d pods at once on a fresh %s node (default pool, no datapath); %s", n, burstType, e.model)}
 	start := time.Now()
 	defer func() { r.Elapsed = Seconds(time.Since(start)) }()
 	cfg := ecssim.Config{}
-	realistic().apply(&cfg)
+	e.model.apply(&cfg)
 	sim, err := ecssim.New(cfg)
 	if err != nil {
 		r.broken("simulator: %v", err)
@@ -108,7 +108,7 @@ func burstOnce(ctx context.Context, e env, round int) Result {
 	}
 	time.Sleep(500 * time.Millisecond) // let the warm-up's last calls land
 	h, _ := a.heartbeat()
-	bound, why := burstBound(sim.Dump(), inst.ID, n, h.Pool.Idle)
+	bound, why := burstBound(e.model, sim.Dump(), inst.ID, n, h.Pool.Idle)
 	sim.ResetCounters()
 
 	// The pods arrive at once: all entries are written before the agent
@@ -196,8 +196,7 @@ func burstOnce(ctx context.Context, e env, round int) Result {
 // suffice; one assign round while attached ENIs have room; else a new
 // ENI's create (carrying its IPs) -> attach -> attach completion, all new
 // ENIs in parallel (a describe sent just before completion answers at it).
-func burstBound(st ecssim.State, instance string, need, idle int) (time.Duration, string) {
-	m := realistic()
+func burstBound(m latencyModel, st ecssim.State, instance string, need, idle int) (time.Duration, string) {
 	if need <= idle {
 		return time.Millisecond, "0: the warm pool holds every pod"
 	}
@@ -211,8 +210,10 @@ func burstBound(st ecssim.State, instance string, need, idle int) (time.Duration
 	if need-idle <= room {
 		return m.mutation, fmt.Sprintf("one AssignPrivateIpAddresses round (%s): attached ENIs have room for %d more", ms(m.mutation), room)
 	}
-	return 2*m.mutation + m.attach, fmt.Sprintf("CreateNetworkInterface with its IPs (%s) + AttachNetworkInterface (%s) + attach completion (%s), new ENIs in parallel; %d idle and room for %d on attached ENIs",
-		ms(m.mutation), ms(m.mutation), ms(m.attach), idle, room)
+	// A describe shows InUse only once the stale window after the attach
+	// completed has passed.
+	return 2*m.mutation + m.attach + m.stale, fmt.Sprintf("CreateNetworkInterface with its IPs (%s) + AttachNetworkInterface (%s) + attach completion (%s) + describes lagging it (%s), new ENIs in parallel; %d idle and room for %d on attached ENIs",
+		ms(m.mutation), ms(m.mutation), ms(m.attach), ms(m.stale), idle, room)
 }
 
 // instanceType returns the type of an instance of the simulator.

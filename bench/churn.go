@@ -93,9 +93,9 @@ func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, st
 	r := Result{Scenario: "churn, pool " + s.name,
 		Setup: fmt.Sprintf("%d pod starts in %s (Poisson %.0f/s, mean life %s, seed %d) on %s; pool minIdle %d, maxIdle %d, batch %d; releaseDelay %s, cooldown %s, resync %s (time constants / %d); %s",
 			starts, e.sizes.churnTime, churnRate, churnLifeMean, churnSeed, burstType, s.minIdle, s.maxIdle, s.batch,
-			releaseDelay, cooldown, desired.DefaultResyncPeriod/churnCompress, churnCompress, realistic())}
+			releaseDelay, cooldown, desired.DefaultResyncPeriod/churnCompress, churnCompress, e.model)}
 	cfg := ecssim.Config{}
-	realistic().apply(&cfg)
+	e.model.apply(&cfg)
 	sim, err := ecssim.New(cfg)
 	if err != nil {
 		r.broken("simulator: %v", err)

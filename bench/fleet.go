@@ -152,7 +152,7 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 	}
 	spread := fleetSpread(n, qps)
 	join = Result{Scenario: "fleet: join", Setup: fmt.Sprintf("%d nodes (%s, agents in one process, no datapath) join at %.4g/s (the account limit / %d calls a join needs, unless all at once), %d pods each; account limit %.0f calls/s (burst %.0f); %s",
-		n, burstType, joinRate, fleetJoinCalls, perNode, qps, qps, realistic())}
+		n, burstType, joinRate, fleetJoinCalls, perNode, qps, qps, e.model)}
 	roll = Result{Scenario: "fleet: rollout", Setup: fmt.Sprintf("config change minIdle %d -> %d lands on all %d nodes at once, with 1 new pod per node; account limit %.0f calls/s; pool.spreadWindow %s",
 		fleetMinIdleBefore, fleetMinIdleAfter, n, qps, spread)}
 	fail := func(r *Result, format string, args ...any) (Result, Result) {
@@ -173,7 +173,7 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 		VSwitches:        []ecssim.VSwitchConfig{{ID: "vsw-fleet", Zone: fleetZone, CIDR: netip.MustParsePrefix("10.0.0.0/12")}},
 		AccountRateLimit: ecssim.RateLimit{QPS: qps, Burst: int(qps)},
 	}
-	realistic().apply(&cfg)
+	e.model.apply(&cfg)
 	sim, err := ecssim.New(cfg)
 	if err != nil {
 		return fail(&join, "simulator: %v", err)
@@ -252,7 +252,7 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 		// an attach and a describe that sees it InUse.
 		need, what := necessaryCalls(empty, sim.Dump(), ids)
 		need += 4 * n
-		bound := time.Duration(float64(max(0, need-int(qps)))/qps*float64(time.Second)) + realistic().attach + 2*realistic().mutation
+		bound := time.Duration(float64(max(0, need-int(qps)))/qps*float64(time.Second)) + e.model.attach + 2*e.model.mutation
 		join.add("bound", bound.Seconds(), "s")
 		join.add("ratio", joinTime.Seconds()/bound.Seconds(), "x")
 		join.add("necessary", float64(need), "calls")
@@ -360,7 +360,7 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 	need, what := necessaryCalls(before, sim.Dump(), ids)
 	// The bucket starts full: its burst is free, the rest comes at qps;
 	// the last call still takes a mutation's latency.
-	bound := time.Duration(float64(max(0, need-int(qps)))/qps*float64(time.Second)) + realistic().mutation
+	bound := time.Duration(float64(max(0, need-int(qps)))/qps*float64(time.Second)) + e.model.mutation
 	roll.add("converged", converge.Seconds(), "s")
 	roll.add("bound", bound.Seconds(), "s")
 	ratio := converge.Seconds() / bound.Seconds()

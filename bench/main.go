@@ -55,6 +55,7 @@ func main() {
 		verbose = flag.Bool("v", false, "log the agents' warnings to stderr")
 		debug   = flag.Bool("debug", false, "log the agents' debug lines (every plan) to stderr")
 		cpuProf = flag.String("cpuprofile", "", "write a CPU profile of the harness process (in-process agents included) here")
+		profile = flag.String("sim-profile", "", "simulator timing for the burst, churn and fleet scenarios: \"\" (the harness's latency model) or realistic (ecssim's realistic profile: seconds-long attaches, stale describes, conflicts)")
 		sz      sizes
 	)
 	flag.IntVar(&sz.warmPods, "warm-pods", 0, "sequential ADDs in the warm scenario (default 200, quick 30)")
@@ -114,8 +115,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	model, err := modelFor(*profile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	code, err := runAll(ctx, env{log: log, progress: progress, quick: *quick, sizes: sz, root: os.Geteuid() == 0,
-		workDir: *workDir}, strings.Split(*run, ","), *out)
+		workDir: *workDir, model: model}, strings.Split(*run, ","), *out)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 	}
@@ -127,6 +133,8 @@ func main() {
 
 // env is what every scenario gets.
 type env struct {
+	// model is the simulator's latency model (-sim-profile).
+	model    latencyModel
 	log      *slog.Logger
 	progress func(format string, args ...any)
 	quick    bool

@@ -200,3 +200,40 @@ func (o *observer) count(action, outcome string) int {
 	defer o.mu.Unlock()
 	return o.n[[2]string{action, outcome}]
 }
+
+// A token whose create failed with a non-5xx error is burnt: the resend is
+// ErrTokenBurnt and Definite (the caller must derive a new token); an
+// OperationConflict is retried, and an attach refused with conflicts until
+// the retries run out still succeeds when a lookup shows it happened.
+func TestContractBurntTokenAndConflicts(t *testing.T) {
+	e := newSimEnv(t, ecssim.Config{}, "", nil)
+	e.sim.InjectFault(ecssim.Fault{Action: "CreateNetworkInterface", Code: "InvalidVSwitchId.IpNotEnough"})
+	req := cloud.CreateENIRequest{VSwitchID: e.inst.VSwitchID, SecurityGroups: []string{ecssim.DefaultSecurityGroup},
+		Tags: ownerTags(e.inst.ID), ClientToken: cloud.ClientToken("burnt")}
+	_, err := e.c.CreateENI(e.ctx, req)
+	if !errors.Is(err, cloud.ErrVSwitchExhausted) || !cloud.Definite(err) {
+		t.Fatalf("first create: %v, want a definite ErrVSwitchExhausted", err)
+	}
+	_, err = e.c.CreateENI(e.ctx, req)
+	if !errors.Is(err, cloud.ErrTokenBurnt) || !cloud.Definite(err) || cloud.Retryable(err) {
+		t.Fatalf("resend of the burnt token: %v, want a definite ErrTokenBurnt", err)
+	}
+	req.ClientToken = cloud.ClientToken("burnt", "attempt", "1")
+	e.sim.InjectFault(ecssim.Fault{Action: "CreateNetworkInterface", Code: "OperationConflict", Count: 2})
+	eni, err := e.c.CreateENI(e.ctx, req)
+	if err != nil {
+		t.Fatalf("a new token after two conflicts: %v", err)
+	}
+	if n := e.calls("CreateNetworkInterface", "OperationConflict"); n != 2 {
+		t.Errorf("%d conflicts served, want 2", n)
+	}
+	if err := e.c.AttachENI(e.ctx, eni.ID, e.inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The answer to the attach was lost; every resend meets the attach in
+	// progress. The lookup finds it Attaching or InUse: done.
+	e.sim.InjectFault(ecssim.Fault{Action: "AttachNetworkInterface", Code: "InvalidOperation.InvalidEcsState", Count: 100})
+	if err := e.c.AttachENI(e.ctx, eni.ID, e.inst.ID); err != nil {
+		t.Errorf("attach after conflicts, already attached: %v", err)
+	}
+}

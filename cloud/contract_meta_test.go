@@ -120,3 +120,27 @@ func TestContractMetadataLag(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// The metadata service answers 5xx and 429 under load: reads retry them
+// (boundedly), so a burst of three failures is invisible, and a service
+// that keeps failing gives an error within a bound.
+func TestContractMetadataRetries(t *testing.T) {
+	e := newSimEnv(t, ecssim.Config{MetadataRequireToken: true}, "", nil)
+	md := cloud.NewMetadata(e.sim.MetadataURL(e.inst.ID), nil)
+	e.sim.InjectFault(ecssim.Fault{Action: ecssim.MetadataAction, Status: 503, Count: 2})
+	e.sim.InjectFault(ecssim.Fault{Action: ecssim.MetadataAction, Status: 429})
+	if got, err := md.InstanceID(e.ctx); err != nil || got != e.inst.ID {
+		t.Fatalf("after three busy answers: %q, %v", got, err)
+	}
+	if n := e.sim.Counters()[ecssim.MetadataAction]; n["503"] != 2 || n["429"] != 1 {
+		t.Errorf("metadata faults served %v, want 2x503 and 1x429", n)
+	}
+	e.sim.SetSettings(ecssim.Settings{MetadataFaults: ecssim.MetadataFaults{Rate: 1}})
+	start := time.Now()
+	if _, err := md.ZoneID(e.ctx); err == nil {
+		t.Fatal("a service that always fails: no error")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("gave up after %v, want a bounded retry", d)
+	}
+}

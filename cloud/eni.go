@@ -179,8 +179,10 @@ func (c *Client) CreateENI(ctx context.Context, r CreateENIRequest) (observed.EN
 }
 
 // AttachENI starts attaching eniID to instanceID; the ENI goes Attaching,
-// then InUse (see WaitENI). Attaching an ENI that is already InUse on
-// instanceID succeeds.
+// then InUse (see WaitENI). Attaching an ENI that is already InUse or
+// Attaching on instanceID succeeds: after a refusal in the conflict class
+// (the ENI's state, or another operation running, once its retries ran
+// out) a lookup decides.
 func (c *Client) AttachENI(ctx context.Context, eniID, instanceID string) error {
 	req := ecs.CreateAttachNetworkInterfaceRequest()
 	req.NetworkInterfaceId = eniID
@@ -200,13 +202,16 @@ func (c *Client) AttachENI(ctx context.Context, eniID, instanceID string) error 
 
 // DetachENI starts detaching eniID from instanceID; the ENI goes Detaching,
 // then Available. An ENI that is gone, or already Available or Detaching,
-// counts as detached.
+// counts as detached, and so does an ENI of an instance that is gone
+// (InvalidEcsId.NotFound). Another operation running on the ENI or
+// instance is retried (see Retryable); when the retries run out, a
+// lookup decides whether the detach happened anyway.
 func (c *Client) DetachENI(ctx context.Context, eniID, instanceID string) error {
 	req := ecs.CreateDetachNetworkInterfaceRequest()
 	req.NetworkInterfaceId = eniID
 	req.InstanceId = instanceID
 	err := c.call(ctx, req, ecs.CreateDetachNetworkInterfaceResponse())
-	if errors.Is(err, ErrNotFound) && isENINotFound(err) {
+	if errors.Is(err, ErrNotFound) && (isENINotFound(err) || isCode(err, "InvalidEcsId.NotFound")) {
 		return nil
 	}
 	if errors.Is(err, ErrConflict) {
@@ -242,9 +247,12 @@ func (c *Client) DeleteENI(ctx context.Context, eniID string) error {
 
 // isENINotFound reports whether err says the ENI itself is missing (rather
 // than, say, the instance).
-func isENINotFound(err error) bool {
+func isENINotFound(err error) bool { return isCode(err, "InvalidEniId.NotFound") }
+
+// isCode reports whether err is an APIError with code.
+func isCode(err error, code string) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && ae.Code == "InvalidEniId.NotFound"
+	return errors.As(err, &ae) && ae.Code == code
 }
 
 // lookup describes one ENI, reporting ok=false when that fails or it is gone.

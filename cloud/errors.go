@@ -29,9 +29,14 @@ var (
 	ErrLimitExceeded = errors.New("limit exceeded")
 	// ErrConflict: the resource is not in a state that allows the call, or
 	// the call collides with another (InvalidOperation.InvalidEniState,
-	// Operation.Conflict, InvalidIp.IpAssigned, ...). Only Operation.Conflict
-	// is retried by the client; the rest need a fresh observation.
+	// Operation.Conflict, InvalidIp.IpAssigned, ...). Only the codes that
+	// say another operation is running (see Retryable) are retried by the
+	// client; the rest need a fresh observation.
 	ErrConflict = errors.New("conflict")
+	// ErrTokenBurnt: the ClientToken's earlier request failed, so ECS
+	// refuses every resend of it (IdempotentFailed). Only a new token can
+	// succeed: the caller must derive one (planner.Memory.TokenFailed).
+	ErrTokenBurnt = errors.New("client token burnt by an earlier failure")
 	// ErrIdempotencyMismatch: a ClientToken was reused with other
 	// parameters (IdempotentParameterMismatch).
 	ErrIdempotencyMismatch = errors.New("client token reused with other parameters")
@@ -93,8 +98,11 @@ func (e *APIError) Unwrap() error { return e.err }
 
 // Retryable reports whether a call that failed with err may succeed when
 // repeated unchanged: throttling, InternalError, ServiceUnavailable, other
-// 5xx, Operation.Conflict and transport errors. An error that also says
-// the caller's context ended is not.
+// 5xx, transport errors, another operation running on the instance or ENI
+// (Operation.Conflict, OperationConflict, InvalidOperation.InvalidEcsState)
+// and the same ClientToken still in flight (IdempotentProcessing,
+// LastTokenProcessing). An error that also says the caller's context
+// ended is not.
 func Retryable(err error) bool {
 	var ae *APIError
 	if !errors.As(err, &ae) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -103,10 +111,40 @@ func Retryable(err error) bool {
 	switch {
 	case ae.class == ErrThrottled, ae.class == ErrUnavailable:
 		return true
-	case ae.Code == "Operation.Conflict":
+	case busyCode(ae.Code), inFlightCode(ae.Code):
 		return true
 	}
 	return false
+}
+
+// busyCode reports whether code says another operation on the instance or
+// ENI is running: nothing was done, and the same call may succeed later.
+func busyCode(code string) bool {
+	switch code {
+	case "Operation.Conflict", "OperationConflict", "InvalidOperation.InvalidEcsState",
+		"InvalidOperation.Conflict":
+		return true
+	}
+	return false
+}
+
+// inFlightCode reports whether code says a request with the same
+// ClientToken is still being processed: resend the same token later.
+func inFlightCode(code string) bool {
+	return code == "IdempotentProcessing" || code == "LastTokenProcessing"
+}
+
+// Definite reports whether a call that carried a ClientToken failed with
+// err in a way that burns the token on ECS: the service answered a non-5xx
+// error other than "still in flight". A 5xx, a transport error, a timeout
+// or a cancelled context leave the outcome open, so the same token must be
+// resent; after a definite failure only a new token can succeed.
+func Definite(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return ae.HTTPStatus >= 400 && ae.HTTPStatus < 500 && !inFlightCode(ae.Code)
 }
 
 // classOf maps a service error code (and HTTP status when the code says
@@ -117,6 +155,13 @@ func classOf(code string, status int) error {
 		return ErrVSwitchExhausted
 	case "IdempotentParameterMismatch":
 		return ErrIdempotencyMismatch
+	case "IdempotentFailed":
+		return ErrTokenBurnt
+	case "IdempotentProcessing", "LastTokenProcessing",
+		"OperationConflict", "InvalidOperation.InvalidEcsState":
+		return ErrConflict
+	case "Rejected.Throttling":
+		return ErrThrottled
 	case "InternalError", "ServiceUnavailable", "UnknownError":
 		return ErrUnavailable
 	case "InvalidOperation.InvalidEniState", "Operation.Conflict", "InvalidIp.IpAssigned",

@@ -1,7 +1,9 @@
 package cloud
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -38,6 +40,12 @@ func TestClassOf(t *testing.T) {
 		{"InvalidOperation.Ipv4CountExceeded", 403, ErrLimitExceeded, false},
 		{"InvalidOperation.Ipv6CountExceeded", 403, ErrLimitExceeded, false},
 		{"IdempotentParameterMismatch", 400, ErrIdempotencyMismatch, false},
+		{"IdempotentFailed", 400, ErrTokenBurnt, false},
+		{"IdempotentProcessing", 400, ErrConflict, true},
+		{"LastTokenProcessing", 400, ErrConflict, true},
+		{"OperationConflict", 403, ErrConflict, true},
+		{"InvalidOperation.InvalidEcsState", 403, ErrConflict, true},
+		{"Rejected.Throttling", 400, ErrThrottled, true},
 		{"SignatureDoesNotMatch", 400, ErrAuth, false},
 		{"InvalidAccessKeyId.NotFound", 404, ErrAuth, false},
 		{"Forbidden.RAM", 403, ErrAuth, false},
@@ -46,7 +54,7 @@ func TestClassOf(t *testing.T) {
 		{"InvalidSecurityToken.Expired", 400, ErrAuth, false},
 		{"InvalidIp.IpUnassigned", 400, nil, false},
 	}
-	all := []error{ErrThrottled, ErrNotFound, ErrVSwitchExhausted, ErrLimitExceeded, ErrConflict, ErrIdempotencyMismatch, ErrAuth, ErrUnavailable}
+	all := []error{ErrThrottled, ErrNotFound, ErrVSwitchExhausted, ErrLimitExceeded, ErrConflict, ErrIdempotencyMismatch, ErrTokenBurnt, ErrAuth, ErrUnavailable}
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {
 			err := error(&APIError{Action: "A", Code: tt.code, HTTPStatus: tt.status, class: classOf(tt.code, tt.status)})
@@ -60,6 +68,33 @@ func TestClassOf(t *testing.T) {
 				t.Errorf("Retryable(%s) = %v, want %v", tt.code, got, tt.retryable)
 			}
 		})
+	}
+}
+
+func TestDefinite(t *testing.T) {
+	for _, tt := range []struct {
+		code   string
+		status int
+		want   bool
+	}{
+		{"InvalidVSwitchId.IpNotEnough", 403, true},
+		{"IdempotentFailed", 400, true},
+		{"IdempotentParameterMismatch", 400, true},
+		{"OperationConflict", 403, true},
+		{"Throttling", 400, true},
+		{"IdempotentProcessing", 400, false},
+		{"LastTokenProcessing", 400, false},
+		{"InternalError", 500, false},
+		{"ServiceUnavailable", 503, false},
+		{CodeTransport, 0, false},
+	} {
+		err := fmt.Errorf("create eni: %w", &APIError{Action: "A", Code: tt.code, HTTPStatus: tt.status, class: classOf(tt.code, tt.status)})
+		if got := Definite(err); got != tt.want {
+			t.Errorf("Definite(%s %d) = %v, want %v", tt.code, tt.status, got, tt.want)
+		}
+	}
+	if Definite(fmt.Errorf("wait: %w", context.DeadlineExceeded)) {
+		t.Error("a timeout is definite")
 	}
 }
 

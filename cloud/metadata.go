@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -269,9 +270,48 @@ func (m *Metadata) addrList(ctx context.Context, path string) ([]netip.Addr, err
 	return out, nil
 }
 
+// Metadata retries: a 5xx or 429 answer (the service is busy or briefly
+// failing, as it is under load) is retried up to metadataAttempts times in
+// all, the n-th retry after a random wait in [d/2, d], d =
+// metadataBaseDelay*2^(n-1): at most about 0.75 s of waiting in all, so a
+// caller's bound (the pass, the heartbeat) still holds.
+const (
+	metadataAttempts  = 4
+	metadataBaseDelay = 100 * time.Millisecond
+)
+
+// errMetadataBusy marks a 5xx or 429 answer of the metadata service.
+var errMetadataBusy = errors.New("metadata service busy")
+
+// busyStatus reports whether an HTTP status is worth retrying.
+func busyStatus(code int) bool {
+	return code >= 500 || code == http.StatusTooManyRequests
+}
+
 // get reads /latest/meta-data/<path>. A 404 wraps ErrNotFound. A 401 (a
-// token the service no longer accepts) renews the token and tries once more.
+// token the service no longer accepts) renews the token and tries once
+// more; a 5xx or 429 is retried with a bounded, jittered backoff.
 func (m *Metadata) get(ctx context.Context, path string) (string, error) {
+	var err error
+	for attempt := 1; ; attempt++ {
+		var s string
+		s, err = m.getOnce(ctx, path)
+		if !errors.Is(err, errMetadataBusy) || attempt >= metadataAttempts {
+			return s, err
+		}
+		d := metadataBaseDelay << (attempt - 1)
+		d = d/2 + rand.N(d/2+1)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return "", fmt.Errorf("%w; then %w", err, ctx.Err())
+		}
+	}
+}
+
+func (m *Metadata) getOnce(ctx context.Context, path string) (string, error) {
 	for try := 0; ; try++ {
 		tok, err := m.sessionToken(ctx)
 		if err != nil {
@@ -301,6 +341,8 @@ func (m *Metadata) get(ctx context.Context, path string) (string, error) {
 		case resp.StatusCode == http.StatusUnauthorized && try == 0:
 			m.dropToken()
 			continue
+		case busyStatus(resp.StatusCode):
+			return "", fmt.Errorf("metadata %s: http %d: %w", path, resp.StatusCode, errMetadataBusy)
 		}
 		return "", fmt.Errorf("metadata %s: http %d: %s", path, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
@@ -338,6 +380,9 @@ func (m *Metadata) sessionToken(ctx context.Context) (string, error) {
 		m.tokenless = true
 		return "", nil
 	default:
+		if busyStatus(resp.StatusCode) {
+			return "", fmt.Errorf("metadata token: http %d: %w", resp.StatusCode, errMetadataBusy)
+		}
 		return "", fmt.Errorf("metadata token: http %d: %s", resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	m.token = strings.TrimSpace(string(body))

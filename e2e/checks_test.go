@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -87,6 +88,10 @@ func (n *node) nodeKernel() kernel {
 	defer h.Close()
 	k := kernel{hostRoutes: map[netip.Addr][]string{}}
 	links, err := h.LinkList()
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 5; try++ {
+		// The agent is changing links meanwhile: read again.
+		links, err = h.LinkList()
+	}
 	if err != nil {
 		n.t.Fatalf("list links: %v", err)
 	}

@@ -34,6 +34,12 @@ const testPool = `pool:
   cooldown: 300ms
 `
 
+// profileEnv names the simulator profile (ecssim.ApplyProfile) every node
+// of the run uses: "" or "fast" (the default), or "realistic". The
+// harness reads it so that a chosen part of the suite can run on the
+// realistic profile (TestRealisticProfile) without a second copy of it.
+const profileEnv = "ENID_E2E_PROFILE"
+
 // nodeOptions configure a test node.
 type nodeOptions struct {
 	// extraConfig is appended to the simulator's config (pool, cloud...).
@@ -80,6 +86,12 @@ func newNode(t *testing.T, o nodeOptions) *node {
 	roottest.Need(t)
 	if binDir == "" {
 		t.Fatal("binaries were not built (TestMain)")
+	}
+	if profile := os.Getenv(profileEnv); profile != "" {
+		// The profile's timing and faults replace the test's own.
+		if err := ecssim.ApplyProfile(&o.sim, profile); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if o.sim.Delays.Attach == 0 {
 		o.sim.Delays.Attach = 50 * time.Millisecond

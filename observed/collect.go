@@ -16,7 +16,8 @@ type CloudSource interface {
 	// ENIs returns every ENI attached to the instance and every ENI
 	// carrying enid's owner tag for it, attached or not.
 	ENIs(ctx context.Context, instanceID string) ([]ENI, error)
-	// VSwitches describes the given vSwitches.
+	// VSwitches describes the given vSwitches. One that does not exist
+	// is left out of the result, without an error: the cloud said so.
 	VSwitches(ctx context.Context, ids []string) ([]VSwitch, error)
 }
 
@@ -52,6 +53,9 @@ type CloudHalf struct {
 	Instance  Instance
 	ENIs      []ENI
 	VSwitches []VSwitch
+	// UnknownVSwitches are vSwitches asked for that the cloud says do not
+	// exist (State.UnknownVSwitches).
+	UnknownVSwitches []string
 	// Problems lists what could not be read; empty means whole.
 	Problems []string
 }
@@ -66,7 +70,7 @@ type NodeHalf struct {
 
 // Merge joins the two halves into one observation taken at now.
 func Merge(c CloudHalf, n NodeHalf, now time.Time) State {
-	st := State{Instance: c.Instance, ENIs: c.ENIs, VSwitches: c.VSwitches, Node: n.Node, At: now,
+	st := State{Instance: c.Instance, ENIs: c.ENIs, VSwitches: c.VSwitches, UnknownVSwitches: c.UnknownVSwitches, Node: n.Node, At: now,
 		Complete: len(c.Problems) == 0 && len(n.Problems) == 0, NodeComplete: len(n.Problems) == 0}
 	st.Problems = append(append(st.Problems, c.Problems...), n.Problems...)
 	return st
@@ -107,6 +111,16 @@ func CollectCloud(ctx context.Context, src CloudSource, instanceID string, vSwit
 		}
 		slices.SortFunc(vsw, func(a, b VSwitch) int { return strings.Compare(a.ID, b.ID) })
 		h.VSwitches = vsw
+		if err == nil {
+			// A vSwitch the cloud does not know (a typo, or deleted in the
+			// console) is a fact, not a failure: the planner skips it and
+			// serves from the others.
+			for _, id := range ids {
+				if !slices.ContainsFunc(vsw, func(v VSwitch) bool { return v.ID == id }) {
+					h.UnknownVSwitches = append(h.UnknownVSwitches, id)
+				}
+			}
+		}
 	}
 	return h
 }

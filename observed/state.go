@@ -31,6 +31,9 @@ type State struct {
 	// VSwitches holds the vSwitches named by the config (and those of
 	// observed ENIs), sorted by ID.
 	VSwitches []VSwitch
+	// UnknownVSwitches lists, sorted, the vSwitches asked for that the
+	// cloud says do not exist (not in VSwitches).
+	UnknownVSwitches []string
 	// Node is the kernel half of the observation.
 	Node Node
 	// Complete is false when some part could not be observed. A plan made

@@ -207,11 +207,15 @@ func (b *builder) claim(p *podState, ip4, ip6 netip.Addr, src ReasonCode) {
 	var s4, s6 *addrRef
 	if b.v4 {
 		if s4 = b.slot(ip4); s4 == nil {
+			b.unseen(p, ip4, src)
 			return // not (or no longer) on an ENI we use: bind anew
 		}
 	}
 	if b.v6 {
 		if s6 = b.slot(ip6); s6 == nil || (s4 != nil && s4.eni != s6.eni) {
+			if s6 == nil {
+				b.unseen(p, ip6, src)
+			}
 			return
 		}
 	}
@@ -236,6 +240,32 @@ func (b *builder) claim(p *podState, ip4, ip6 netip.Addr, src ReasonCode) {
 		p.ipv6, s6.h = ip6, &p.h
 	}
 	s.eni.used++
+}
+
+// unseen handles a live pod whose address in the kernel (src
+// ReasonKernelDiffers) is on no owned ENI: within UnseenGrace of first
+// seeing that, the pod waits (its kernel state untouched) instead of being
+// bound anew, since a describe may not show a recent assign yet; after it,
+// the address is taken as gone. Memory.Unseen keeps the first sighting.
+func (b *builder) unseen(p *podState, ip netip.Addr, src ReasonCode) {
+	if src != ReasonKernelDiffers || !ip.IsValid() || p.status != nil {
+		return
+	}
+	since, ok := b.mem.Unseen[ip]
+	if !ok {
+		if b.mem.Unseen == nil {
+			b.mem.Unseen = map[netip.Addr]time.Time{}
+		}
+		since = b.now
+		b.mem.Unseen[ip] = since
+	}
+	if b.unseenNow == nil {
+		b.unseenNow = map[netip.Addr]bool{}
+	}
+	b.unseenNow[ip] = true
+	if b.now.Sub(since) < UnseenGrace {
+		p.status = b.waitStatus(p, ReasonWaitingForIPs, "address "+ip.String()+" is on no owned ENI yet (describes may lag an assign); waiting before binding anew")
+	}
 }
 
 func (b *builder) bindTo(p *podState, ip4, ip6 netip.Addr, e *eniState, src ReasonCode) {

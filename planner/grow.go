@@ -5,6 +5,7 @@ package planner
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/enidnet/enid/observed"
 )
@@ -125,7 +126,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if b.v6 && !b.v4 || b.excl {
 			k = min(n, slotCap)
 		}
-		create := b.createENI(v, k, creates, why)
+		create, k := b.createENI(v, k, creates, why)
 		creates++
 		att := b.add(Action{Kind: AttachENI, Target: "new#" + itoa(create), Reason: why, DependsOn: []int{create},
 			ENIRef: create + 1, InstanceID: b.o.Instance.ID,
@@ -162,8 +163,8 @@ func (b *builder) assign(e *eniState, target int, why Reason) {
 		}
 		for seq := 0; have < target; seq++ {
 			k := min(target-have, maxAssignPerCall)
-			a := Action{Kind: AssignIPs, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID,
-				ClientToken: token("assign", itoa(b.mem.Epoch), e.eni.ID, itoa(fam), itoa(have), itoa(k))}
+			tok, _, _ := b.clientToken(false, "assign", itoa(b.mem.Epoch), e.eni.ID, itoa(fam), itoa(have), itoa(k))
+			a := Action{Kind: AssignIPs, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID, ClientToken: tok}
 			if fam == 4 {
 				a.IPv4Count = k
 			} else {
@@ -224,8 +225,12 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 	}
 	var best *observed.VSwitch
 	unknown := 0
+	var missing []string // configured vSwitches the cloud says do not exist
 	for _, id := range ids {
 		v, ok := b.vsw[id]
+		if !ok && slices.Contains(b.o.UnknownVSwitches, id) {
+			missing = append(missing, id)
+		}
 		if !ok || v.ZoneID != zone {
 			unknown++
 			continue
@@ -250,41 +255,121 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 		}
 	}
 	if best == nil {
-		if unknown == len(ids) {
+		gone := ""
+		if len(missing) > 0 {
+			gone = "vSwitch " + strings.Join(missing, ", ") + " does not exist"
+		}
+		switch {
+		case unknown == len(ids) && len(missing) > 0:
+			// Pending: the config (GitOps) or the console can fix it while
+			// pods wait, and they start then.
+			return observed.VSwitch{}, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchUnknown,
+				Reason: "no usable vSwitch in zone " + zone + ": " + gone + "; waiting for the config or the cloud to change"}
+		case unknown == len(ids):
 			return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no configured vSwitch of zone " + zone + " was found"}
+		}
+		reason := "every vSwitch of zone " + zone + " is exhausted; waiting for addresses to free up"
+		if gone != "" {
+			reason = "every vSwitch of zone " + zone + " is exhausted (" + gone + "); waiting for addresses to free up"
 		}
 		// Pending, not Failed: addresses free up and skip marks expire, and
 		// a CNI ADD that waits then succeeds where a failure would only
 		// send kubelet into its sandbox-retry backoff.
-		return observed.VSwitch{}, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted, Reason: "every vSwitch of zone " + zone + " is exhausted; waiting for addresses to free up"}
+		return observed.VSwitch{}, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted, Reason: reason}
 	}
 	return *best, nil
+}
+
+// liftExhausted drops the exhausted mark of a vSwitch that shows more free
+// addresses than it did in the first pass after the mark: addresses were
+// released, so the pods waiting need not sit out the rest of the mark
+// (10 minutes). The first count is kept in memory; a count that never
+// rises leaves the mark to expire.
+func (b *builder) liftExhausted() {
+	for id := range b.mem.Exhausted {
+		v, ok := b.vsw[id]
+		if !ok {
+			continue
+		}
+		free, seen := b.mem.ExhaustedFree[id]
+		switch {
+		case !seen:
+			if b.mem.ExhaustedFree == nil {
+				b.mem.ExhaustedFree = map[string]int{}
+			}
+			b.mem.ExhaustedFree[id] = v.AvailableIPs
+		case v.AvailableIPs > free:
+			delete(b.mem.Exhausted, id)
+			delete(b.mem.ExhaustedFree, id)
+		}
+	}
+}
+
+// clientToken derives the ClientToken of a call from its identity (kind
+// and parts) and the attempt count memory keeps for it (Memory.Tokens):
+// the same identity gives the same token until the executor reports the
+// token failed definitely, then a new one. A CreateENI (create) always
+// gets a record, whose Since fixes the created-at tag across resends.
+func (b *builder) clientToken(create bool, kind string, parts ...string) (tok, base string, rec TokenRecord) {
+	base = token(kind, parts...)
+	rec, ok := b.mem.Tokens[base]
+	if !ok && !create {
+		return base, base, TokenRecord{Token: base}
+	}
+	if !ok {
+		rec = TokenRecord{Since: b.now, Epoch: b.mem.Epoch}
+	}
+	rec.Token = base
+	if rec.Attempt > 0 {
+		rec.Token = token(kind, append(parts, "attempt", itoa(rec.Attempt))...)
+	}
+	if rec.Since.IsZero() && create {
+		rec.Since = b.now
+	}
+	if b.mem.Tokens == nil {
+		b.mem.Tokens = map[string]TokenRecord{}
+	}
+	b.mem.Tokens[base] = rec
+	return rec.Token, base, rec
 }
 
 // createENI plans CreateENI with the first k units in the call. Its token
 // names the instance, the vSwitch, the owned ENIs seen plus the creates
 // before it in this plan, and the release epoch: stable when a pass is
 // replayed after a crash, new for every ENI the node really needs.
-func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) int {
+//
+// It returns the action's ID and the units the create really asks for: a
+// create whose token was sent before keeps the counts of then.
+func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) (int, int) {
 	tags := map[string]string{}
 	for key, val := range b.cfg.ENI.Tags {
 		tags[key] = val
 	}
 	tags[observed.TagManagedBy] = observed.TagManagedByValue
 	tags[observed.TagOwner] = b.o.Instance.ID
-	tags[observed.TagCreatedAt] = b.now.UTC().Format(rfc3339)
+	tok, base, rec := b.clientToken(true, "create", itoa(b.mem.Epoch), b.o.Instance.ID, v.ID, itoa(b.owned+nth))
+	// The tag carries when the call was first planned, not b.now: a resend
+	// with the same token must send the same parameters.
+	tags[observed.TagCreatedAt] = rec.Since.UTC().Format(rfc3339)
 	a := Action{Kind: CreateENI, Target: "new", Reason: why, VSwitchID: v.ID,
-		SecurityGroups: slices.Clone(b.cfg.ENI.SecurityGroups), Tags: tags,
-		ClientToken: token("create", itoa(b.mem.Epoch), b.o.Instance.ID, v.ID, itoa(b.owned+nth))}
+		SecurityGroups: slices.Clone(b.cfg.ENI.SecurityGroups), Tags: tags, ClientToken: tok}
 	if b.v4 && !b.excl {
 		a.IPv4Count = k
 	}
 	if b.v6 {
 		a.IPv6Count = k
 	}
+	if rec.Sent {
+		// The same call again: the same parameters, or ECS refuses it.
+		a.IPv4Count, a.IPv6Count = rec.IPv4, rec.IPv6
+		k = max(a.IPv4Count, a.IPv6Count, 1)
+	} else {
+		rec.IPv4, rec.IPv6 = a.IPv4Count, a.IPv6Count
+		b.mem.Tokens[base] = rec
+	}
 	id := b.add(a)
 	b.plan.Actions[id].Target = "new#" + itoa(id)
-	return id
+	return id, k
 }
 
 // configureNew plans ConfigureENI for an ENI a CreateENI of this plan makes

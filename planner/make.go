@@ -41,6 +41,9 @@ type builder struct {
 	now time.Time
 	cfg desired.Config
 	mem Memory
+	// unseenNow holds the Memory.Unseen addresses met in this pass; the
+	// others are dropped when it ends.
+	unseenNow map[netip.Addr]bool
 
 	v4, v6 bool // families pods get
 	// addrIdx lists the pod addresses of usable ENIs, sorted, with who
@@ -175,11 +178,17 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	for _, p := range d.ConfigProblems {
 		b.plan.Problems = append(b.plan.Problems, "config: "+p)
 	}
+	for _, id := range o.UnknownVSwitches {
+		// Named by the config or by an observed ENI; skipped either way,
+		// and the others serve.
+		b.plan.Problems = append(b.plan.Problems, "vSwitch "+id+" does not exist (DescribeVSwitches): skipped")
+	}
 	b.mem.prune(b.now)
 
 	for _, v := range o.VSwitches {
 		b.vsw[v.ID] = v
 	}
+	b.liftExhausted()
 	for _, dev := range o.Node.ENIDevices {
 		b.devices[dev.MAC] = dev
 	}
@@ -213,6 +222,18 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		return cmp.Or(cmp.Compare(x.eni.DeviceIndex, y.eni.DeviceIndex), cmp.Compare(x.eni.ID, y.eni.ID))
 	})
 	b.excl = d.Config.Mode == desired.ModeExclusiveENI
+	for i, s := range b.usable {
+		// Route tables are keyed on the device index (docs/design.md, "The
+		// route table of an ENI"): ECS gives each attachment of an
+		// instance its own slot, and 0 is the primary's. Should that ever
+		// not hold, say so rather than share a table in silence.
+		switch {
+		case s.eni.DeviceIndex <= 0:
+			b.plan.Problems = append(b.plan.Problems, "ENI "+s.eni.ID+" reports device index "+itoa(s.eni.DeviceIndex)+": its route table "+itoa(s.table())+" may be another's")
+		case i > 0 && b.usable[i-1].eni.DeviceIndex == s.eni.DeviceIndex:
+			b.plan.Problems = append(b.plan.Problems, "ENIs "+b.usable[i-1].eni.ID+" and "+s.eni.ID+" report the same device index "+itoa(s.eni.DeviceIndex)+": they share route table "+itoa(s.table()))
+		}
+	}
 	for _, s := range b.usable {
 		b.byID[s.eni.ID] = s
 		b.byMAC[s.eni.MAC] = s
@@ -338,6 +359,11 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // finish completes the plan: statuses sorted, memory pruned.
 func (b *builder) finish() Plan {
+	for ip := range b.mem.Unseen {
+		if !b.unseenNow[ip] {
+			delete(b.mem.Unseen, ip)
+		}
+	}
 	slices.SortFunc(b.plan.Statuses, func(x, y PodStatus) int { return cmpKey(x.Key, y.Key) })
 	b.mem.prune(b.now)
 	b.mem.Version = MemoryVersion

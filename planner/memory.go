@@ -41,6 +41,55 @@ type Memory struct {
 	// the pool's knobs may start (zero: none is deferred). See
 	// SpreadOffset.
 	SpreadUntil time.Time `json:"spreadUntil,omitzero"`
+	// Tokens maps the base of a ClientToken (the token derived from the
+	// call's identity alone) to what must stay fixed, or change, across
+	// its resends: see TokenRecord. Every CreateENI has one (its
+	// created-at tag); another call only once a token of it failed.
+	Tokens map[string]TokenRecord `json:"tokens,omitempty"`
+	// ExhaustedFree maps a vSwitch marked in Exhausted to its free address
+	// count as first observed after the mark: once more are free, the mark
+	// is lifted (addresses were released) before it expires.
+	ExhaustedFree map[string]int `json:"exhaustedFree,omitempty"`
+	// Unseen maps an address a live pod holds in the kernel, but no owned
+	// ENI shows, to when that was first seen: within UnseenGrace the pod
+	// waits rather than being bound anew (describes lag an assign).
+	Unseen map[netip.Addr]time.Time `json:"unseen,omitempty"`
+}
+
+// UnseenGrace is how long an address a live pod holds in the kernel may be
+// missing from every owned ENI before the pod is bound anew. ECS describes
+// lag an assign by about a second; a pod rebound on such a stale read
+// would lose the address it runs with, and the address, once the read
+// catches up, would go to another pod.
+const UnseenGrace = 15 * time.Second
+
+// TokenRecord is what the planner keeps for one call's ClientToken. ECS
+// burns a token whose request failed with a non-5xx error (a resend
+// answers IdempotentFailed, whatever changed since), and answers a resend
+// whose parameters differ with IdempotentParameterMismatch. So a token
+// must change after a definite failure, and stay, with every parameter,
+// until then.
+type TokenRecord struct {
+	// Attempt counts the definite failures of the call: it enters the
+	// token, so the call after a failure carries a new one.
+	Attempt int `json:"attempt,omitempty"`
+	// Token is the token last planned for the call.
+	Token string `json:"token"`
+	// Since is when the call was first planned: a CreateENI's created-at
+	// tag, fixed so that a resend sends the same parameters.
+	Since time.Time `json:"since,omitzero"`
+	// Epoch is the memory's Epoch the record belongs to: the epoch is part
+	// of every token, so once it moves on the record is dropped.
+	Epoch int `json:"epoch,omitempty"`
+	// IPv4 and IPv6 are a CreateENI's address counts as last planned. Once
+	// the call was sent (Sent, Memory.TokenSent), a create planned again
+	// with the token (after a crash, while describes do not show its ENI
+	// yet) asks for the same, so that ECS answers with the ENI the first
+	// call made instead of IdempotentParameterMismatch. Until then each
+	// plan asks for what it needs (a burst held back grows).
+	Sent bool `json:"sent,omitempty"`
+	IPv4 int  `json:"ipv4,omitempty"`
+	IPv6 int  `json:"ipv6,omitempty"`
 }
 
 // Reservation is a sticky pod's hold on its addresses (or, in exclusive
@@ -64,7 +113,47 @@ func (m Memory) MarkExhausted(id string, until time.Time) Memory {
 		n.Exhausted = map[string]time.Time{}
 	}
 	n.Exhausted[id] = until
+	delete(n.ExhaustedFree, id) // counted afresh by the next pass
 	return n
+}
+
+// TokenFailed returns a copy of m in which the call whose ClientToken is
+// token has failed definitely (the cloud answered a non-5xx error, so the
+// token is burnt): the next pass plans it with a new token. The executor
+// calls it; a token m does not know is taken as a call's first token.
+func (m Memory) TokenFailed(token string) Memory {
+	n := m.clone()
+	if n.Tokens == nil {
+		n.Tokens = map[string]TokenRecord{}
+	}
+	for base, r := range n.Tokens {
+		if r.Token == token {
+			r.Attempt++
+			// A new token may ask for what is needed then.
+			r.Sent = false
+			n.Tokens[base] = r
+			return n
+		}
+	}
+	// An attempt-0 token is its own base (see builder.clientToken).
+	n.Tokens[token] = TokenRecord{Attempt: 1, Token: token, Epoch: m.Epoch}
+	return n
+}
+
+// TokenSent returns a copy of m in which the call whose ClientToken is
+// token has been sent: a CreateENI planned again with it keeps its
+// parameters (TokenRecord.Sent). The loop calls it for the creates the
+// executor starts.
+func (m Memory) TokenSent(token string) Memory {
+	for base, r := range m.Tokens {
+		if r.Token == token && !r.Sent {
+			n := m.clone()
+			r.Sent = true
+			n.Tokens[base] = r
+			return n
+		}
+	}
+	return m
 }
 
 func (m Memory) clone() Memory {
@@ -74,6 +163,9 @@ func (m Memory) clone() Memory {
 	n.Sticky = maps.Clone(m.Sticky)
 	n.Exhausted = maps.Clone(m.Exhausted)
 	n.LeakedSince = maps.Clone(m.LeakedSince)
+	n.Tokens = maps.Clone(m.Tokens)
+	n.ExhaustedFree = maps.Clone(m.ExhaustedFree)
+	n.Unseen = maps.Clone(m.Unseen)
 	return n
 }
 
@@ -98,8 +190,27 @@ func (m *Memory) prune(now time.Time) {
 	if !now.Before(m.SpreadUntil) {
 		m.SpreadUntil = time.Time{}
 	}
+	for id := range m.ExhaustedFree {
+		if _, ok := m.Exhausted[id]; !ok {
+			delete(m.ExhaustedFree, id)
+		}
+	}
+	for base, r := range m.Tokens {
+		if r.Epoch < m.Epoch {
+			delete(m.Tokens, base)
+		}
+	}
 	if len(m.Cooldowns) == 0 {
 		m.Cooldowns = nil
+	}
+	if len(m.Tokens) == 0 {
+		m.Tokens = nil
+	}
+	if len(m.ExhaustedFree) == 0 {
+		m.ExhaustedFree = nil
+	}
+	if len(m.Unseen) == 0 {
+		m.Unseen = nil
 	}
 	if len(m.Sticky) == 0 {
 		m.Sticky = nil

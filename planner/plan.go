@@ -166,6 +166,15 @@ const (
 	// ReasonCloudUnreachable: degraded mode (the cloud cannot be observed)
 	// and no idle address is left; growth waits for the cloud.
 	ReasonCloudUnreachable ReasonCode = "cloud-unreachable"
+	// ReasonSetupFailed: setting up the pod's network failed; retried.
+	ReasonSetupFailed ReasonCode = "setup-failed"
+	// ReasonInterfaceConflict: the pod's network namespace holds an
+	// interface enid did not create where its own must go (the pod
+	// Fails; retrying cannot help).
+	ReasonInterfaceConflict ReasonCode = "interface-conflict"
+	// ReasonVSwitchUnknown: no configured vSwitch of the zone can serve,
+	// and some do not exist (named in the reason).
+	ReasonVSwitchUnknown ReasonCode = "vswitch-unknown"
 )
 
 // Action is one step of a plan. Only the parameters its Kind needs are set.

@@ -42,5 +42,8 @@ func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) 
 	for _, t := range m.LeakedSince {
 		consider(t.Add(grace))
 	}
+	for _, t := range m.Unseen {
+		consider(t.Add(UnseenGrace))
+	}
 	return next, !next.IsZero()
 }

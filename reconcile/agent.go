@@ -465,12 +465,22 @@ func (a *Agent) pass(ctx context.Context) {
 		a.memory = a.memory.MarkExhausted(id, now.Add(planner.DefaultExhaustedFor))
 		a.log.Warn("vSwitch out of addresses: skipping it for new ENIs", "vswitch", id, "until", now.Add(planner.DefaultExhaustedFor))
 	}
+	for _, tok := range a.exec.drainBurnt() {
+		// ECS refuses every resend of a token whose call failed: plan
+		// that call with a new one.
+		a.memory = a.memory.TokenFailed(tok)
+	}
 	start := time.Now()
 	p := planner.Make(d, o, planner.Options{Now: now, Memory: a.memory, NodeName: a.cfg.NodeName})
 	a.metrics.planSeconds.Observe(time.Since(start).Seconds())
 	prev := a.lastPlan
 	a.lastPlan = p
 	a.deadline, _ = p.Memory.NextDeadline(d.Config, planner.Options{Now: now})
+	a.cache.setStarved(p.Pool.Waiting > 0 && len(p.Memory.Exhausted) > 0)
+	a.metrics.unknownVSw.Reset()
+	for _, id := range o.UnknownVSwitches {
+		a.metrics.unknownVSw.WithLabelValues(id).Set(1)
+	}
 	if err := a.saveMemory(p.Memory); err != nil {
 		a.log.Error("persist planner memory", "err", err)
 	}
@@ -482,6 +492,19 @@ func (a *Agent) pass(ctx context.Context) {
 	}
 	a.exec.dispatch(ctx, p, entries, holdCloud)
 	a.forgetDeletions(d, o, entries)
+	if sent := a.exec.drainSent(); len(sent) > 0 {
+		// A create planned again with one of these tokens (after a crash,
+		// while describes do not show its ENI) must send the same
+		// parameters. A crash before this write costs at most an extra
+		// ENI (IdempotentParameterMismatch, then a new token).
+		m := a.memory
+		for _, tok := range sent {
+			m = m.TokenSent(tok)
+		}
+		if err := a.saveMemory(m); err != nil {
+			a.log.Error("persist planner memory", "err", err)
+		}
+	}
 	a.updateMetrics(p)
 	if p.Pool != prev.Pool || phaseCounts(p) != phaseCounts(prev) {
 		// `enid status` and STATUS read the heartbeat: keep its summary current.
@@ -496,6 +519,8 @@ func (a *Agent) pass(ctx context.Context) {
 			a.degraded.Since.UTC().Format(time.RFC3339), a.degraded.Idle, a.degraded.Reason))
 	case !o.Complete:
 		a.setReady(true, "observation incomplete: "+firstOr(o.Problems, "unknown"))
+	case len(o.UnknownVSwitches) > 0:
+		a.setReady(true, "vSwitch "+strings.Join(o.UnknownVSwitches, ", ")+" does not exist: skipped")
 	default:
 		a.setReady(true, "")
 	}

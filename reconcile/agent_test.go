@@ -172,7 +172,11 @@ func (w *world) plan() (planner.Plan, desired.Config, error) {
 	if dp == nil {
 		dp = NewNoDatapathMust(w.t)
 	}
-	o := observed.Collect(context.Background(), NewSources(w.cl, dp, status.NewStore(w.paths.Statuses)), w.inst.ID, nil, time.Now())
+	var vsw []string
+	for _, ids := range d.Config.ENI.VSwitches {
+		vsw = append(vsw, ids...)
+	}
+	o := observed.Collect(context.Background(), NewSources(w.cl, dp, status.NewStore(w.paths.Statuses)), w.inst.ID, vsw, time.Now())
 	mem, err := ReadMemory(w.paths.StateDir)
 	if err != nil {
 		return planner.Plan{}, d.Config, err
@@ -364,5 +368,104 @@ func TestAgentSingleInstance(t *testing.T) {
 	err = second.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "only one agent may run per node") {
 		t.Fatalf("second agent: %v, want a refusal naming the lock", err)
+	}
+}
+
+// ECS burns a ClientToken whose call failed: after an IpNotEnough on
+// create, the create must come back with a new token once addresses are
+// freed, within one back-off, and never resend the burnt one.
+func TestAgentNewTokenAfterIpNotEnough(t *testing.T) {
+	w := newWorld(t, ecssim.Config{Zones: []string{"cn-hangzhou-h"}, VSwitches: []ecssim.VSwitchConfig{
+		{ID: "vsw-a", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.10.0/24")}}},
+		"pool:\n  minIdle: 0\n  maxIdle: 4\n  batch: 2\n")
+	// Another node's ENI holds addresses; it goes away later.
+	other, err := w.cl.CreateENI(context.Background(), cloud.CreateENIRequest{VSwitchID: "vsw-a",
+		SecurityGroups: []string{ecssim.DefaultSecurityGroup}, IPv4Count: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.sim.InjectFault(ecssim.Fault{Action: "CreateNetworkInterface", Code: "InvalidVSwitchId.IpNotEnough"})
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+	k := w.addPod(0)
+	w.waitFor("the pod waiting on the exhausted vSwitch", 20*time.Second, func() bool {
+		return w.statuses()[k.String()].ReasonCode == string(planner.ReasonVSwitchExhausted)
+	})
+	mem, err := ReadMemory(w.paths.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	burnt := 0
+	for _, r := range mem.Tokens {
+		burnt += r.Attempt
+	}
+	if burnt != 1 {
+		t.Errorf("memory counts %d failed attempts, want 1: %+v", burnt, mem.Tokens)
+	}
+	if err := w.cl.DeleteENI(context.Background(), other.ID); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	w.waitFor("the pod ready", 20*time.Second, func() bool { return w.statuses()[k.String()].Phase == status.Ready })
+	// One back-off of a terminal failure is at most 5 s; a full resync
+	// (which sees the freed addresses) comes within it.
+	if d := time.Since(freed); d > 8*time.Second {
+		t.Errorf("the pod was served %v after the addresses were freed", d)
+	}
+	c := w.sim.Counters()["CreateNetworkInterface"]
+	if c["IdempotentFailed"] != 0 || c["IdempotentParameterMismatch"] != 0 {
+		t.Errorf("creates %v: a burnt token was resent", c)
+	}
+	if c["InvalidVSwitchId.IpNotEnough"] != 1 || c["ok"] < 2 {
+		t.Errorf("creates %v, want one IpNotEnough and the successes", c)
+	}
+}
+
+// A config naming one good and one unknown vSwitch (a typo) serves pods
+// from the good one, and says which one does not exist: in the plan, the
+// agent's status and the metrics.
+func TestAgentUnknownVSwitch(t *testing.T) {
+	w := newWorld(t, ecssim.Config{}, "pool:\n  minIdle: 1\n  maxIdle: 4\n  batch: 2\n")
+	cfg, err := os.ReadFile(w.paths.Config.Main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := w.inst.VSwitchID
+	cfg = []byte(strings.Replace(string(cfg), "["+good+"]", "["+good+", vsw-typo]", 1))
+	if !strings.Contains(string(cfg), "vsw-typo") {
+		t.Fatalf("config %s does not list %s alone", cfg, good)
+	}
+	if err := os.WriteFile(w.paths.Config.Main, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+	k := w.addPod(0)
+	w.waitFor("the pod ready", 20*time.Second, func() bool { return w.statuses()[k.String()].Phase == status.Ready })
+	p, _, err := w.plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Complete || !strings.Contains(strings.Join(p.Problems, "\n"), "vsw-typo does not exist") {
+		t.Errorf("plan (complete %v) does not name the unknown vSwitch: %q", p.Complete, p.Problems)
+	}
+	w.waitFor("the agent's status naming vsw-typo", 5*time.Second, func() bool {
+		ag, err := status.ReadAgent(w.paths.AgentFile)
+		return err == nil && ag.Ready && strings.Contains(ag.Reason, "vsw-typo")
+	})
+	mfs, err := w.agent.Metrics().Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == "enid_vswitch_unknown" && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "vsw-typo" {
+				found = m.GetGauge().GetValue() == 1
+			}
+		}
+	}
+	if !found {
+		t.Error("enid_vswitch_unknown{vswitch=\"vsw-typo\"} is not 1")
 	}
 }

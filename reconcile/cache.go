@@ -26,6 +26,11 @@ type cache struct {
 	refreshed time.Time
 	// dirty asks for a full observation at the next opportunity.
 	dirty bool
+	// starved: pods wait while a vSwitch is marked exhausted (setStarved).
+	starved bool
+	// actedAt is when a cloud action of this agent last ended
+	// (noteCloudAction).
+	actedAt time.Time
 }
 
 func (c *cache) snapshot() (observed.State, bool) {
@@ -65,7 +70,45 @@ func (c *cache) needsRefresh(now time.Time, resync time.Duration) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	age := now.Sub(c.refreshed)
-	return !c.have || c.dirty || (resync > 0 && age >= resync) || (age >= transitRefresh && c.inTransit())
+	return !c.have || c.dirty || (resync > 0 && age >= resync) || (age >= transitRefresh && c.inTransit()) ||
+		(c.starved && age >= starvedRefresh) ||
+		(age >= confirmRefresh && !c.refreshed.Before(c.actedAt) && c.refreshed.Sub(c.actedAt) < confirmRefresh)
+}
+
+// noteCloudAction records that a cloud action of this agent ended at t. A
+// full observation taken less than confirmRefresh after it may show the
+// ENI as it was before the action (describes lag) and replace what the
+// executor recorded of it, so it is taken again once the lag has passed.
+func (c *cache) noteCloudAction(t time.Time) {
+	c.mu.Lock()
+	if t.After(c.actedAt) {
+		c.actedAt = t
+	}
+	c.mu.Unlock()
+}
+
+// confirmRefresh is when a full observation taken less than this after a
+// cloud action of this agent ended is taken again: describes lag changes
+// (about a second on ECS), so it can show an ENI as it was before the
+// action (addresses just assigned missing, an ENI attached by the previous
+// run still Available) and overwrite what the executor recorded, and
+// nothing else would correct that before the next resync. It outlasts the
+// lag (cloud.WaitPolicy.Settle likewise). (Taking every agent's first
+// observation again as well cost the fleet join 40% more calls; a replayed
+// create brings back an ENI a stale first observation missed.)
+const confirmRefresh = 2 * time.Second
+
+// starvedRefresh is how often a full observation is taken while pods wait
+// and a vSwitch is marked exhausted: it shows addresses freed there (which
+// lifts the mark, planner.Memory.ExhaustedFree) within about one back-off
+// of a failed create, not at the next resync.
+const starvedRefresh = 5 * time.Second
+
+// setStarved records whether pods wait while a vSwitch is marked exhausted.
+func (c *cache) setStarved(b bool) {
+	c.mu.Lock()
+	c.starved = b
+	c.mu.Unlock()
 }
 
 // inTransit reports, with mu held, whether an ENI is Attaching, Detaching

@@ -31,7 +31,7 @@ func (a *Agent) carryCloud(st *observed.State, now time.Time) {
 	if !ok || (!prev.Complete && prev.CloudFrom.IsZero()) {
 		return
 	}
-	st.Instance, st.ENIs, st.VSwitches = prev.Instance, prev.ENIs, prev.VSwitches
+	st.Instance, st.ENIs, st.VSwitches, st.UnknownVSwitches = prev.Instance, prev.ENIs, prev.VSwitches, prev.UnknownVSwitches
 	st.CloudFrom = prev.CloudFrom
 	if prev.Complete {
 		st.CloudFrom = prev.At

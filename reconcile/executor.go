@@ -58,6 +58,12 @@ type executor struct {
 	// deferred is set when the last dispatch held optional cloud work back
 	// for the client's backoff (the loop wakes when it ends).
 	deferred bool
+	// burnt lists ClientTokens whose call failed definitely since the loop
+	// last drained it (planner.Memory.TokenFailed).
+	burnt []string
+	// sent lists the ClientTokens of the creates dispatch started since the
+	// loop last drained it (planner.Memory.TokenSent).
+	sent []string
 }
 
 // pacedCloud is a cloud client that backs off after throttling
@@ -145,7 +151,14 @@ func (x *executor) nextRetry() (time.Time, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var first time.Time
+	now := x.now()
 	for _, r := range x.retry {
+		if !r.until.After(now) {
+			// Due already: the pass it was due for ran, and the action was
+			// held back (by a running cloud action, whose end wakes the
+			// loop). A timer for the past would spin the loop meanwhile.
+			continue
+		}
 		if first.IsZero() || r.until.Before(first) {
 			first = r.until
 		}
@@ -171,6 +184,24 @@ func (x *executor) note(msg string) {
 	if len(x.lastErrors) > maxLastErrors {
 		x.lastErrors = x.lastErrors[len(x.lastErrors)-maxLastErrors:]
 	}
+}
+
+// drainBurnt returns and forgets the ClientTokens that failed definitely.
+func (x *executor) drainBurnt() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := x.burnt
+	x.burnt = nil
+	return out
+}
+
+// drainSent returns and forgets the ClientTokens of the creates started.
+func (x *executor) drainSent() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := x.sent
+	x.sent = nil
+	return out
 }
 
 func (x *executor) errors() []string {
@@ -225,7 +256,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	for i, a := range p.Actions {
 		r.done[i] = make(chan struct{})
 		key := actionKey(a)
-		planned[key] = true
+		planned[retryKey(a)] = true
 		skip := false
 		for _, d := range a.DependsOn {
 			if d >= 0 && d < n && skipped[d] {
@@ -238,7 +269,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		if a.Kind.Cloud() && !a.Urgent && now.Before(pacedUntil) {
 			skip, x.deferred = true, true
 		}
-		if rs, ok := x.retry[key]; ok && now.Before(rs.until) {
+		if rs, ok := x.retry[retryKey(a)]; ok && now.Before(rs.until) {
 			skip = true
 		}
 		if skip {
@@ -250,6 +281,9 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		if a.Kind.Cloud() {
 			x.cloudRunning++
 		}
+		if a.Kind == planner.CreateENI && a.ClientToken != "" {
+			x.sent = append(x.sent, a.ClientToken)
+		}
 		x.beforeRun(a)
 		x.wg.Add(1)
 		go x.runAction(ctx, r, i, key)
@@ -258,7 +292,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	// was deleted) is forgotten, or it would stay for ever and keep waking
 	// the loop; a cloud action's is kept until it has run out.
 	for k, rs := range x.retry {
-		cloudKey := strings.HasPrefix(k, "eni/") || strings.HasPrefix(k, "create/")
+		cloudKey := strings.HasPrefix(k, "eni/") || strings.HasPrefix(k, "create/") || strings.HasPrefix(k, "create-in/")
 		if !planned[k] && (!cloudKey || !now.Before(rs.until)) {
 			delete(x.retry, k)
 		}
@@ -338,12 +372,15 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 	}
 	err := x.execute(ctx, r, i)
 	<-x.sem
+	if a.Kind.Cloud() {
+		x.cache.noteCloudAction(x.now())
+	}
 	elapsed := x.now().Sub(start)
 	x.metrics.execSeconds.WithLabelValues(string(a.Kind)).Observe(elapsed.Seconds())
 	if err == nil {
 		r.ok[i] = true
 		x.mu.Lock()
-		delete(x.retry, key)
+		delete(x.retry, retryKey(a))
 		x.mu.Unlock()
 		x.metrics.actions.WithLabelValues(string(a.Kind), "ok").Inc()
 		x.log.Debug("action done", "kind", a.Kind, "target", a.Target, "took", elapsed)
@@ -352,14 +389,30 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 	if ctx.Err() != nil {
 		return
 	}
-	x.failed(a, key, err)
+	x.failed(a, err)
+}
+
+// retryKey is the key of an action's back-off: its actionKey, except that
+// a CreateENI backs off per vSwitch, since its token (and so its
+// actionKey) changes after a definite failure, and the new token must
+// not escape the back-off.
+func retryKey(a planner.Action) string {
+	if a.Kind == planner.CreateENI {
+		return "create-in/" + a.VSwitchID
+	}
+	return actionKey(a)
 }
 
 // failed records a failure: the action backs off (exponentially, jittered,
 // longer for terminal errors), the observation is refreshed in full, and
-// the error is kept for `enid status`.
-func (x *executor) failed(a planner.Action, key string, err error) {
-	retryable := cloud.Retryable(err) || !a.Kind.Cloud()
+// the error is kept for `enid status`. A token the cloud burnt is reported
+// (drainBurnt) so that the next plan carries a new one. Datapath errors
+// are retryable except a conflict (linux.ErrConflict: something enid did
+// not create is in the way), which fails the pod with a typed reason.
+func (x *executor) failed(a planner.Action, err error) {
+	key := retryKey(a)
+	conflict := !a.Kind.Cloud() && errors.Is(err, linux.ErrConflict)
+	retryable := cloud.Retryable(err) || !a.Kind.Cloud() && !conflict
 	outcome := "retry"
 	if !retryable {
 		outcome = "error"
@@ -370,6 +423,7 @@ func (x *executor) failed(a planner.Action, key string, err error) {
 	if a.Kind.Cloud() && !errors.Is(err, cloud.ErrThrottled) || errors.Is(err, linux.ErrNotFound) {
 		x.cache.markDirty()
 	}
+
 	vsw := a.VSwitchID
 	if errors.Is(err, cloud.ErrVSwitchExhausted) && vsw == "" {
 		vsw = x.cache.vSwitchOf(a.ENIID)
@@ -377,6 +431,9 @@ func (x *executor) failed(a planner.Action, key string, err error) {
 	x.mu.Lock()
 	if errors.Is(err, cloud.ErrVSwitchExhausted) && vsw != "" {
 		x.exhausted = append(x.exhausted, vsw)
+	}
+	if (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.ClientToken != "" && cloud.Definite(err) {
+		x.burnt = append(x.burnt, a.ClientToken)
 	}
 	rs := x.retry[key]
 	rs.failures++
@@ -396,16 +453,22 @@ func (x *executor) failed(a planner.Action, key string, err error) {
 	x.mu.Unlock()
 	x.log.Warn("action failed", "kind", a.Kind, "target", a.Target, "retryable", retryable, "retry_in", d, "err", err)
 	if a.Pod != nil && (a.Kind == planner.SetupPod || a.Kind == planner.MoveENI) {
-		// The pod stays Pending with the reason, so a CNI ADD that times out
-		// reports it; a later pass retries.
 		x.cache.removePod(a.Pod.Key)
 		st := planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
-			ReasonCode: "setup-failed", Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}
+			ReasonCode: planner.ReasonSetupFailed, Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}
+		if conflict {
+			// Retrying cannot help: the CNI ADD fails at once with the
+			// reason, and kubelet's DEL and new sandbox start afresh.
+			st.Phase, st.ReasonCode = planner.PhaseFailed, planner.ReasonInterfaceConflict
+			st.Reason = fmt.Sprintf("the pod's network namespace holds an interface enid did not create: %v", err)
+		}
 		if errors.Is(err, linux.ErrNodeNetNS) || errors.Is(err, linux.ErrNotNetNS) {
 			// The netns changed into one enid refuses after the agent
 			// checked it: the ADD fails at once, as it would have then.
 			st.Phase, st.ReasonCode, st.Reason = planner.PhaseFailed, planner.ReasonNetNSRefused, err.Error()
 		}
+		// Otherwise the pod stays Pending with the reason, so a CNI ADD
+		// that times out reports it; a later pass retries.
 		x.publish(st, nil, 0, nil)
 	}
 }

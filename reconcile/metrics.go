@@ -27,6 +27,7 @@ type Metrics struct {
 	passes       prometheus.Counter
 	configErrors prometheus.Gauge
 	degraded     prometheus.Gauge
+	unknownVSw   *prometheus.GaugeVec
 
 	// runtimeRecords counts the runtime's libcni cache records last read.
 	runtimeRecords prometheus.Gauge
@@ -100,6 +101,9 @@ func NewMetrics() *Metrics {
 	m.configErrors = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_config_invalid", Help: "1 when the config on disk is invalid and the last good one is in force.",
 	})
+	m.unknownVSw = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "enid_vswitch_unknown", Help: "1 for each vSwitch the config names that the cloud says does not exist (skipped).",
+	}, []string{"vswitch"})
 	m.runtimeRecords = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_runtime_attachments", Help: "Attachments the container runtime's libcni cache names, as last read.",
 	})
@@ -110,7 +114,7 @@ func NewMetrics() *Metrics {
 		Name: "enid_degraded", Help: "1 while the cloud cannot be observed and new pods are served from the idle addresses the node holds.",
 	})
 	m.Registry.MustRegister(m.runtimeRecords, m.nodeReads, m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
-		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors, m.degraded,
+		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors, m.degraded, m.unknownVSw,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

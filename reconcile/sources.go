@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/enidnet/enid/cloud"
@@ -41,8 +42,14 @@ func (s cloudSource) Instance(ctx context.Context, id string) (observed.Instance
 	return s.c.Instance(ctx, id)
 }
 
+// VSwitches describes the vSwitches; one the cloud says does not exist is
+// left out without an error (observed.CloudSource).
 func (s cloudSource) VSwitches(ctx context.Context, ids []string) ([]observed.VSwitch, error) {
-	return s.c.VSwitches(ctx, ids)
+	vsw, err := s.c.VSwitches(ctx, ids)
+	if errors.Is(err, cloud.ErrNotFound) {
+		return vsw, nil
+	}
+	return vsw, err
 }
 
 // ENIs lists the ENIs attached to the instance and those carrying our

@@ -93,28 +93,46 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, reqID, action, err)
 		return
 	}
+	c := call{action: action, p: p}
+	token := p.Get("ClientToken")
+	tokened := idem && token != ""
 	s.mu.Lock()
 	delay, ferr := s.admitLocked(action)
 	s.mu.Unlock()
-	s.sleep(r.Context(), delay)
 	if ferr != nil {
+		s.sleep(r.Context(), delay)
+		if tokened && burnsToken(ferr) {
+			// A scripted answer stands in for the service's own: a token
+			// whose request failed so is burnt like any other.
+			s.burnToken(c, token, ferr)
+		}
 		s.writeErr(w, r, reqID, action, ferr)
 		return
 	}
 	if h == nil {
+		s.sleep(r.Context(), delay)
 		s.writeErr(w, r, reqID, action, apiErr("InvalidAction.NotFound", "Specified api %q of version %q is not found.", action, p.Get("Version")))
 		return
 	}
-	c := call{action: action, p: p}
-	token := p.Get("ClientToken")
-	if idem && token != "" {
-		if len(token) > 64 {
-			s.writeErr(w, r, reqID, action, apiErr("InvalidParameter", "The ClientToken is longer than 64 characters."))
-			return
-		}
-		s.serveIdempotent(w, r, reqID, c, h, token)
+	if tokened && len(token) > 64 {
+		s.writeErr(w, r, reqID, action, apiErr("InvalidParameter", "The ClientToken is longer than 64 characters."))
 		return
 	}
+	// A mutation holds its ENI and instance from admission to answer, its
+	// latency included: another mutation of either meanwhile is refused
+	// with OperationConflict (Settings.Conflicts).
+	release, cerr := s.hold(c)
+	if cerr != nil {
+		s.sleep(r.Context(), delay)
+		s.writeErr(w, r, reqID, action, cerr)
+		return
+	}
+	defer release()
+	if tokened {
+		s.serveIdempotent(w, r, reqID, c, h, token, delay)
+		return
+	}
+	s.sleep(r.Context(), delay)
 	out, err := h(c)
 	if err != nil {
 		s.writeErr(w, r, reqID, action, err)
@@ -124,41 +142,102 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, reqID, action, http.StatusOK, out)
 }
 
-// serveIdempotent answers a call carrying a ClientToken: the same token
-// with the same parameters gets the first successful answer again without
-// a new effect; with other parameters, IdempotentParameterMismatch. Only
-// successes are remembered, so a failed call may be retried with its
-// token. The token check and the call run under one critical section per
-// token so that two concurrent retries cannot both take effect.
-func (s *Server) serveIdempotent(w http.ResponseWriter, r *http.Request, reqID string, c call, h handler, token string) {
+// hold marks the ENI and instance a mutating call names as busy until the
+// returned func runs, or answers OperationConflict when one of them is
+// busy already. It does nothing unless Settings.Conflicts is on: the fast
+// profile lets concurrent calls on one ENI through, one after the other.
+func (s *Server) hold(c call) (func(), *apiError) {
+	if strings.HasPrefix(c.action, "Describe") {
+		return func() {}, nil
+	}
+	var keys []string
+	if id := c.p.Get("NetworkInterfaceId"); id != "" {
+		keys = append(keys, "eni/"+id)
+	}
+	if id := c.p.Get("InstanceId"); id != "" {
+		keys = append(keys, "instance/"+id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.run.Conflicts || len(keys) == 0 {
+		return func() {}, nil
+	}
+	for _, k := range keys {
+		if s.busy[k] {
+			return nil, apiErr("OperationConflict", "%s", defaultMessage("OperationConflict"))
+		}
+	}
+	for _, k := range keys {
+		s.busy[k] = true
+	}
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, k := range keys {
+			delete(s.busy, k)
+		}
+	}, nil
+}
+
+// burnToken records that the call with token failed with e (unless the
+// token has a record already): a resend answers IdempotentFailed.
+func (s *Server) burnToken(c call, token string, e *apiError) {
+	key := c.action + "\x00" + token
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, seen := s.tokens[key]; !seen {
+		s.tokens[key] = tokenRecord{params: canonicalParams(c.p), failed: e.Code}
+	}
+}
+
+// serveIdempotent answers a call carrying a ClientToken, as ECS does:
+//   - the same token with the same parameters gets the first successful
+//     answer again without a new effect;
+//   - a token whose first request failed with a non-5xx error (burnsToken)
+//     is burnt: a resend answers IdempotentFailed, whatever changed since;
+//   - other parameters get IdempotentParameterMismatch;
+//   - a resend while the first request is still being processed (its
+//     latency included) gets IdempotentProcessing.
+//
+// A 5xx is not remembered: the token may be used again. The token is
+// reserved before the call's latency, so two concurrent resends cannot
+// both take effect.
+func (s *Server) serveIdempotent(w http.ResponseWriter, r *http.Request, reqID string, c call, h handler, token string, delay time.Duration) {
 	key := c.action + "\x00" + token
 	params := canonicalParams(c.p)
 	s.mu.Lock()
 	rec, seen := s.tokens[key]
 	if !seen {
-		// Reserve the token: a concurrent retry waits on the record.
+		// Reserve the token: a concurrent resend sees it in flight.
 		s.tokens[key] = tokenRecord{params: params}
 	}
 	s.mu.Unlock()
 	if seen {
-		if rec.params != params {
+		s.sleep(r.Context(), delay)
+		switch {
+		case rec.params != params:
 			s.writeErr(w, r, reqID, c.action, apiErr("IdempotentParameterMismatch", "The request uses the ClientToken %q of a previous request with other parameters.", token))
-			return
+		case rec.failed != "":
+			s.writeErr(w, r, reqID, c.action, apiErr("IdempotentFailed", "The previous request with ClientToken %q failed (%s); use another ClientToken.", token, rec.failed))
+		case rec.body == nil:
+			s.writeErr(w, r, reqID, c.action, apiErr("IdempotentProcessing", "A request with ClientToken %q is being processed.", token))
+		default:
+			s.count(c.action, "ok")
+			w.Header().Set("Content-Type", "application/json;charset=utf-8")
+			w.WriteHeader(http.StatusOK)
+			w.Write(rec.body) // the client may be gone; nothing to do then
 		}
-		if rec.body == nil {
-			s.writeErr(w, r, reqID, c.action, apiErr("Operation.Conflict", "A request with ClientToken %q is in progress.", token))
-			return
-		}
-		s.count(c.action, "ok")
-		w.Header().Set("Content-Type", "application/json;charset=utf-8")
-		w.WriteHeader(http.StatusOK)
-		w.Write(rec.body) // the client may be gone; nothing to do then
 		return
 	}
+	s.sleep(r.Context(), delay)
 	out, err := h(c)
 	if err != nil {
 		s.mu.Lock()
-		delete(s.tokens, key)
+		if ae, ok := err.(*apiError); ok && burnsToken(ae) {
+			s.tokens[key] = tokenRecord{params: params, failed: ae.Code}
+		} else {
+			delete(s.tokens, key)
+		}
 		s.mu.Unlock()
 		s.writeErr(w, r, reqID, c.action, err)
 		return

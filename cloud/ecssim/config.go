@@ -76,6 +76,11 @@ type Config struct {
 	// StaleReads is how long after a mutation DescribeNetworkInterfaces
 	// and DescribeInstances keep showing the ENI as it was before (0: off).
 	StaleReads time.Duration
+	// Conflicts makes a mutation of an ENI or instance that overlaps
+	// another mutation of it answer OperationConflict (see Settings).
+	Conflicts bool
+	// MetadataFaults are random errors of the metadata service.
+	MetadataFaults MetadataFaults
 	// MaxENIs caps the ENIs of the account (MaxEniCountExceeded); 0: none.
 	MaxENIs int
 	// StateFile, when set, is loaded at New (if it exists) and rewritten
@@ -137,6 +142,14 @@ type Faults struct {
 	Codes     []string           `json:",omitempty"`
 }
 
+// MetadataFaults are random metadata-service errors: with probability Rate
+// a request fails with one of Statuses (default 500, 503 and 429), as the
+// real service does under load.
+type MetadataFaults struct {
+	Rate     float64
+	Statuses []int `json:",omitempty"`
+}
+
 // RateLimit is a token bucket: QPS tokens per second, Burst capacity
 // (default burst: max(1, QPS)).
 type RateLimit struct {
@@ -145,9 +158,10 @@ type RateLimit struct {
 }
 
 // Fault is a scripted error. With Rate == 0 it is one-shot: the next Count
-// (default 1) calls of Action ("" = any action) fail with Code. With
+// (default 1) calls of Action ("" = any API action) fail with Code. With
 // Rate > 0 it sets the random error rate of Action (or the global rate when
-// Action is "") instead.
+// Action is "") instead. Action MetadataAction scripts the metadata
+// service instead (Status, not Code).
 type Fault struct {
 	Action  string
 	Code    string

@@ -34,7 +34,7 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if f.Code == "" && f.Rate == 0 {
+		if f.Code == "" && f.Rate == 0 && f.Action != MetadataAction {
 			http.Error(w, "fault: needs Code (one-shot) or Rate", http.StatusBadRequest)
 			return
 		}

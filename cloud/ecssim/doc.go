@@ -48,8 +48,16 @@
 //   - ClientToken on CreateNetworkInterface, AssignPrivateIpAddresses and
 //     AssignIpv6Addresses: the same token and parameters get the first
 //     answer again with no new effect; other parameters get
-//     IdempotentParameterMismatch; only successes are remembered; a retry
-//     racing the first call gets Operation.Conflict.
+//     IdempotentParameterMismatch; a token whose request failed with a
+//     non-5xx error is burnt, and every resend answers IdempotentFailed,
+//     whatever changed since (scripted faults burn too, except throttling,
+//     OperationConflict and IdempotentProcessing, taken as refused before
+//     processing); a 5xx is forgotten; a resend while the first request is
+//     still in flight (its latency included) gets IdempotentProcessing.
+//   - Conflicts (Config.Conflicts, on in the realistic profile): a mutation
+//     holds its ENI and instance from admission to answer; another
+//     mutation of either meanwhile gets OperationConflict. Attach and
+//     detach naming a missing instance get InvalidEcsId.NotFound.
 //   - Tags (TagKey/TagValue on ENIs, Key/Value on vSwitches; filters by
 //     Tag.N) and security groups (must exist; Config.SecurityGroups).
 //   - Metadata service on its own listener, consistent with the model:
@@ -61,8 +69,10 @@
 // # Faults and observation
 //
 // Random error rates per action or global (Throttling, InternalError,
-// ServiceUnavailable by default), latency (fixed + uniform + exponential,
-// per action), an account-wide token bucket answering Throttling.User,
+// ServiceUnavailable by default; any codes, e.g. OperationConflict), latency
+// (fixed + uniform + exponential, per action), an account-wide token bucket
+// answering Throttling.User, metadata-service 5xx/429 (MetadataFaults, or
+// one-shot with Fault.Action MetadataAction),
 // stale reads (for Config.StaleReads after a change, Describe calls show
 // an ENI as it was before, and do not list a new one yet), and scripted
 // one-shot faults ("fail the next N AttachNetworkInterface with X"). All
@@ -74,6 +84,16 @@
 // it across restarts. Hooks let a test give an attached ENI a real device
 // and route its addresses.
 //
+// # Profiles
+//
+// ApplyProfile sets the timing and faults for a purpose: ProfileFast (the
+// default: 50 ms attaches, nothing stale, no lag, no latency) for unit tests
+// and the demo, ProfileRealistic (3 s attaches, 2 s detaches, 1.5 s stale
+// describes, 2 s metadata lag, 60 ms + exp(60 ms) per call, conflicts on
+// overlap and for 2% of mutations, 1% metadata faults) for what ECS
+// documents and peers observe. "enid sim --profile" and the e2e harness's
+// ENID_E2E_PROFILE select one.
+//
 // # Not modelled
 //
 // Timestamp freshness (requests are not refused for clock skew), XML
@@ -81,9 +101,16 @@
 // VPC or region, trunk and member ENIs beyond the Trunk type label, prefix
 // delegation (Ipv4Prefix/Ipv6Prefix), PrimaryIpAddress at creation, ENI
 // attributes and modification calls, EIPs, security group rules, instance
-// lifecycle (instances are always Running), NetworkCardIndex, quotas other
-// than the ENI count, request parameter types beyond what the SDK sends,
-// and the 100.100.100.200 address itself (clients take the metadata base
+// lifecycle (instances are always Running, so InvalidOperation.InvalidEcsState
+// only comes as a scripted fault), NetworkCardIndex, quotas other than the
+// ENI count, LastTokenProcessing and Rejected.Throttling (scripted only), the
+// ClientToken validity period (tokens are remembered for the server's life,
+// not persisted in StateFile), HTTP statuses ECS does not document
+// (IdempotentFailed, IdempotentProcessing answer 400, OperationConflict 403,
+// by analogy), staleness of vSwitch counts (DescribeVSwitches is exact),
+// a stale window that varies per change (it is fixed: Config.StaleReads),
+// request parameter types beyond what the SDK sends, and the
+// 100.100.100.200 address itself (clients take the metadata base
 // URL from ENID_METADATA_ENDPOINT). Transition delays and latency use real
 // timers; Config.Clock drives timestamps, stale-read windows, metadata lag
 // and token and credential expiry. The IPv6 gateway is, by analogy with

@@ -1,6 +1,9 @@
 package ecssim
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // apiError is an error answered to a client: a code, its HTTP status and a
 // message, rendered as the JSON error body ECS and VPC send.
@@ -21,7 +24,9 @@ func statusOf(code string) int {
 		"InvalidOperation.AvailabilityZoneMismatch", "EniPerInstanceLimitExceeded",
 		"MaxEniCountExceeded", "InvalidOperation.Ipv4CountExceeded",
 		"InvalidOperation.Ipv6CountExceeded", "InvalidIp.IpAssigned", "InvalidIp.IpUnassigned",
-		"Operation.Conflict", "InvalidVSwitchId.NotSupportIpv6":
+		"Operation.Conflict", "InvalidVSwitchId.NotSupportIpv6",
+		// ECS documents no status for these; 403 as for Operation.Conflict.
+		"OperationConflict", "InvalidOperation.InvalidEcsState":
 		return 403
 	case "InvalidEniId.NotFound", "InvalidEcsId.NotFound", "InvalidInstanceId.NotFound",
 		"InvalidVSwitchId.NotFound", "InvalidSecurityGroupId.NotFound",
@@ -30,7 +35,10 @@ func statusOf(code string) int {
 	case "InvalidOperation.InvalidEniState", "InvalidOperation.DetachPrimaryEniNotAllowed",
 		"InvalidPrivateIpAddress.Duplicated", "InvalidParameter", "MissingParameter", "Throttling",
 		"Throttling.User", "IdempotentParameterMismatch", "SignatureDoesNotMatch",
-		"InvalidSecurityToken.Expired", "SignatureNonceUsed":
+		"InvalidSecurityToken.Expired", "SignatureNonceUsed",
+		// ECS documents no status for these; 400 as for
+		// IdempotentParameterMismatch and Throttling.
+		"IdempotentFailed", "IdempotentProcessing", "LastTokenProcessing", "Rejected.Throttling":
 		return 400
 	case "InternalError":
 		return 500
@@ -51,6 +59,10 @@ func defaultMessage(code string) string {
 		return "The request processing has failed due to some unknown error."
 	case "ServiceUnavailable":
 		return "The request has failed due to a temporary failure of the server."
+	case "OperationConflict":
+		return "Request was denied due to conflict with a previous request."
+	case "Rejected.Throttling":
+		return "Request was denied due to flow control."
 	}
 	return ""
 }
@@ -58,4 +70,24 @@ func defaultMessage(code string) string {
 // apiErr returns the error with code and its real HTTP status.
 func apiErr(code, format string, args ...any) *apiError {
 	return &apiError{Code: code, Status: statusOf(code), Message: fmt.Sprintf(format, args...)}
+}
+
+// burnsToken reports whether an answer with code, to a call carrying a
+// ClientToken, burns the token (a resend answers IdempotentFailed). ECS
+// burns a token whose request failed with a non-5xx error; the codes that
+// refuse a call before it is processed (throttling, a conflicting
+// operation, the same token in flight) are taken not to, since nothing of
+// the request was looked at. ECS does not document that distinction; the
+// client copes either way (see package cloud).
+func burnsToken(e *apiError) bool {
+	if e.Status >= 500 {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(e.Code, "Throttling"), e.Code == "Rejected.Throttling",
+		e.Code == "OperationConflict", e.Code == "Operation.Conflict",
+		e.Code == "IdempotentProcessing", e.Code == "LastTokenProcessing":
+		return false
+	}
+	return true
 }

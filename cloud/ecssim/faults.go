@@ -1,7 +1,9 @@
 package ecssim
 
 import (
+	"cmp"
 	"math"
+	"net/http"
 	"time"
 )
 
@@ -42,6 +44,10 @@ func (b *bucket) take(now time.Time) bool {
 func (s *Server) InjectFault(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if f.Action == MetadataAction && f.Rate > 0 {
+		s.run.MetadataFaults.Rate = f.Rate
+		return
+	}
 	if f.Rate > 0 {
 		if f.Action == "" {
 			s.run.Faults.Rate = f.Rate
@@ -67,6 +73,11 @@ type Settings struct {
 	Latency          Latency
 	AccountRateLimit RateLimit
 	StaleReads       time.Duration
+	// Conflicts: a mutation of an ENI or instance that another mutation
+	// holds (from admission to answer) gets OperationConflict.
+	Conflicts bool
+	// MetadataFaults are random errors of the metadata service.
+	MetadataFaults MetadataFaults
 }
 
 // SetSettings replaces the run-time behaviours (random faults, latency,
@@ -148,4 +159,36 @@ func (s *Server) latencyLocked(action string) time.Duration {
 		d += time.Duration(s.rng.ExpFloat64() * float64(l.Exponential))
 	}
 	return d
+}
+
+// MetadataAction is the Fault.Action of the metadata service: a one-shot
+// Fault with it fails the next Count metadata requests with Fault.Status
+// (default 503; the body is Fault.Message), a Rate sets
+// MetadataFaults.Rate. Its calls are counted under this name.
+const MetadataAction = "Metadata"
+
+// metadataFaultLocked returns the HTTP status a metadata request fails
+// with (0: none), drawing scripted faults first, then MetadataFaults.
+func (s *Server) metadataFaultLocked() int {
+	for i, f := range s.oneShot {
+		if f.Action != MetadataAction {
+			continue
+		}
+		f.Count--
+		if f.Count <= 0 {
+			s.oneShot = append(s.oneShot[:i:i], s.oneShot[i+1:]...)
+		} else {
+			s.oneShot[i] = f
+		}
+		return cmp.Or(f.Status, http.StatusServiceUnavailable)
+	}
+	mf := s.run.MetadataFaults
+	if mf.Rate > 0 && s.rng.Float64() < mf.Rate {
+		st := []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusTooManyRequests}
+		if len(mf.Statuses) > 0 {
+			st = mf.Statuses
+		}
+		return st[s.rng.IntN(len(st))]
+	}
+	return 0
 }

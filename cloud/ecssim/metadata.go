@@ -57,6 +57,14 @@ func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such instance", http.StatusNotFound)
 		return
 	}
+	s.mu.Lock()
+	fault := s.metadataFaultLocked()
+	s.mu.Unlock()
+	if fault != 0 {
+		s.count(MetadataAction, strconv.Itoa(fault))
+		http.Error(w, http.StatusText(fault), fault)
+		return
+	}
 	if path == "/latest/api/token" {
 		s.serveToken(w, r)
 		return

@@ -180,3 +180,26 @@ func TestMetadataTokens(t *testing.T) {
 		t.Errorf("expired STS credentials: %q", got)
 	}
 }
+
+func TestMetadataFaults(t *testing.T) {
+	e := newEnv(t, ecssim.Config{})
+	md := httptest.NewServer(e.sim.MetadataHandler())
+	t.Cleanup(md.Close)
+	url := md.URL + "/" + e.inst.ID + "/latest/meta-data/instance-id"
+	e.sim.InjectFault(ecssim.Fault{Action: ecssim.MetadataAction, Status: http.StatusTooManyRequests, Count: 2})
+	for range 2 {
+		if st, _ := mdGet(t, url, ""); st != http.StatusTooManyRequests {
+			t.Errorf("scripted metadata fault: status %d, want 429", st)
+		}
+	}
+	if st, body := mdGet(t, url, ""); st != 200 || body != e.inst.ID {
+		t.Errorf("after the faults: %d %q", st, body)
+	}
+	e.sim.SetSettings(ecssim.Settings{MetadataFaults: ecssim.MetadataFaults{Rate: 1, Statuses: []int{503}}})
+	if st, _ := mdGet(t, url, ""); st != 503 {
+		t.Errorf("rate 1: status %d, want 503", st)
+	}
+	if n := e.sim.Counters()[ecssim.MetadataAction]; n["429"] != 2 || n["503"] != 1 {
+		t.Errorf("metadata fault counters %v", n)
+	}
+}

@@ -188,7 +188,9 @@ func (m *model) eni(id string) (*ENIState, error) {
 func (m *model) instance(id string) (*InstanceState, error) {
 	in := m.instances[id]
 	if in == nil {
-		return nil, apiErr("InvalidInstanceId.NotFound", "The specified InstanceId %q does not exist.", id)
+		// Attach and detach name a missing instance so (DescribeInstances
+		// just lists nothing).
+		return nil, apiErr("InvalidEcsId.NotFound", "The specified InstanceId %q does not exist.", id)
 	}
 	return in, nil
 }

@@ -30,6 +30,7 @@ type Server struct {
 	m        *model
 	stale    map[string]staleENI    // ENI id -> what reads still show
 	tokens   map[string]tokenRecord // action + ClientToken -> first answer
+	busy     map[string]bool        // "eni/<id>", "instance/<id>" a mutation holds (Settings.Conflicts)
 	keys     map[string]credential  // access key id -> secret (+ STS token)
 	hooks    Hooks
 	run      runtimeSettings // faults, latency, rate limit: settable at run time
@@ -59,6 +60,8 @@ type runtimeSettings struct {
 	Latency          Latency
 	AccountRateLimit RateLimit
 	StaleReads       time.Duration
+	Conflicts        bool
+	MetadataFaults   MetadataFaults
 }
 
 // credential is an accepted access key.
@@ -75,10 +78,13 @@ type staleENI struct {
 	until time.Time
 }
 
-// tokenRecord is the first successful answer to a call with a ClientToken.
+// tokenRecord is the first answer to a call with a ClientToken: its
+// parameters, and either the successful body, or the code of the non-5xx
+// error that burnt the token, or neither while the call is in flight.
 type tokenRecord struct {
 	params string
 	body   []byte
+	failed string
 }
 
 // New builds a simulator from cfg, loading cfg.StateFile if it exists.
@@ -89,8 +95,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, now: cfg.Clock,
-		stale: map[string]staleENI{}, tokens: map[string]tokenRecord{}, keys: map[string]credential{},
-		run:      runtimeSettings{Faults: cfg.Faults, Latency: cfg.Latency, AccountRateLimit: cfg.AccountRateLimit, StaleReads: cfg.StaleReads},
+		stale: map[string]staleENI{}, tokens: map[string]tokenRecord{}, busy: map[string]bool{}, keys: map[string]credential{},
+		run: runtimeSettings{Faults: cfg.Faults, Latency: cfg.Latency, AccountRateLimit: cfg.AccountRateLimit, StaleReads: cfg.StaleReads,
+			Conflicts: cfg.Conflicts, MetadataFaults: cfg.MetadataFaults},
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		counters: map[string]map[string]int{}, mdTokens: map[string]time.Time{}, nonces: map[string]time.Time{},
 		done: make(chan struct{}),

@@ -28,6 +28,10 @@ type simFlags struct {
 	faultRate, rateQPS               float64
 	rateBurst                        int
 	verbose                          bool
+	profile                          string
+	// set reports whether a flag was given (nil: none was); a given flag
+	// overrides the profile.
+	set func(name string) bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -47,6 +51,7 @@ faults, settings).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			f.set = cmd.Flags().Changed
 			return runSim(ctx, cmd, f)
 		},
 	}
@@ -72,6 +77,7 @@ faults, settings).`,
 	fl.Float64Var(&f.rateQPS, "rate-limit-qps", 0, "account-wide API rate limit answering Throttling.User (0: none)")
 	fl.IntVar(&f.rateBurst, "rate-limit-burst", 0, "burst of the account-wide rate limit")
 	fl.BoolVar(&f.verbose, "verbose", false, "log every call to stderr")
+	fl.StringVar(&f.profile, "profile", ecssim.ProfileFast, "timing and faults: fast (50ms attaches, no lag) or realistic (seconds-long attaches, stale reads, metadata lag, latency, occasional OperationConflict); the delay, lag, latency, stale-reads and fault-rate flags given override it")
 	return cmd
 }
 
@@ -85,6 +91,36 @@ func simConfig(f simFlags, log *slog.Logger) (ecssim.Config, error) {
 		Faults:           ecssim.Faults{Rate: f.faultRate},
 		AccountRateLimit: ecssim.RateLimit{QPS: f.rateQPS, Burst: f.rateBurst},
 		StaleReads:       f.staleReads,
+	}
+	if f.profile != "" && f.profile != ecssim.ProfileFast {
+		if err := ecssim.ApplyProfile(&cfg, f.profile); err != nil {
+			return cfg, err
+		}
+		set := f.set
+		if set == nil {
+			set = func(string) bool { return false }
+		}
+		if set("attach-delay") {
+			cfg.Delays.Attach = nz(f.attach)
+		}
+		if set("detach-delay") {
+			cfg.Delays.Detach = nz(f.detach)
+		}
+		if set("delete-delay") {
+			cfg.Delays.Delete = nz(f.del)
+		}
+		if set("metadata-lag") {
+			cfg.MetadataLag = f.mdLag
+		}
+		if set("latency") {
+			cfg.Latency = ecssim.Latency{Exponential: f.latency}
+		}
+		if set("stale-reads") {
+			cfg.StaleReads = f.staleReads
+		}
+		if set("fault-rate") {
+			cfg.Faults.Rate = f.faultRate
+		}
 	}
 	for _, v := range f.vswitches {
 		parts := strings.Split(v, ",")

@@ -134,3 +134,19 @@ func TestParseFault(t *testing.T) {
 		}
 	}
 }
+
+func TestSimConfigProfile(t *testing.T) {
+	f := simFlags{profile: ecssim.ProfileRealistic, attach: time.Second,
+		set: func(name string) bool { return name == "attach-delay" }}
+	cfg, err := simConfig(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Delays.Attach != time.Second || cfg.Delays.Detach != ecssim.RealisticDetach ||
+		cfg.StaleReads != ecssim.RealisticStaleReads || !cfg.Conflicts {
+		t.Errorf("realistic profile with --attach-delay 1s: %+v", cfg)
+	}
+	if _, err := simConfig(simFlags{profile: "slow"}, nil); err == nil {
+		t.Error("an unknown profile was accepted")
+	}
+}

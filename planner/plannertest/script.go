@@ -244,6 +244,12 @@ func (w *World) Exec(line string) error {
 			w.Memory.LeakedSince = map[string]time.Time{}
 		}
 		w.Memory.LeakedSince[arg(0)] = w.Now.Add(-dur("ago", 0))
+	case "sent-creates":
+		// The executor started every create memory knows (the agent then
+		// crashed, or describes do not show the ENIs yet).
+		for _, r := range w.Memory.Tokens {
+			w.Memory = w.Memory.TokenSent(r.Token)
+		}
 	case "tick":
 		d, e := time.ParseDuration(arg(0))
 		if e != nil {
@@ -370,6 +376,11 @@ func (w *World) Dump() string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.LeakedSince)) {
 		fmt.Fprintf(&b, "memory leaked %s since %s ago\n", k, w.Now.Sub(m.LeakedSince[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Tokens)) {
+		if r := m.Tokens[k]; r.Attempt > 0 {
+			fmt.Fprintf(&b, "memory token %s attempt %d\n", k, r.Attempt)
+		}
 	}
 	if !m.IdleAboveMaxSince.IsZero() {
 		fmt.Fprintf(&b, "memory idle above max since %s ago\n", w.Now.Sub(m.IdleAboveMaxSince))

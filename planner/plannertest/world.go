@@ -48,6 +48,7 @@ type World struct {
 	identity map[observed.AttachmentKey]string // pod identity set up per key
 	allocd   map[string]map[netip.Addr]bool    // per vSwitch: addresses in use
 	tokens   map[string]string                 // ClientToken -> ENI ID
+	burnt    map[string]bool                   // ClientTokens whose call failed
 	nextENI  int
 }
 
@@ -60,7 +61,7 @@ type release struct {
 func New(now time.Time, inst observed.Instance) *World {
 	return &World{Now: now, Instance: inst, Complete: true,
 		released: map[netip.Addr]release{}, identity: map[observed.AttachmentKey]string{},
-		allocd: map[string]map[netip.Addr]bool{}, tokens: map[string]string{}}
+		allocd: map[string]map[netip.Addr]bool{}, tokens: map[string]string{}, burnt: map[string]bool{}}
 }
 
 // Observe returns what the agent would observe now (a deep copy).
@@ -76,6 +77,18 @@ func (w *World) Observe() observed.State {
 	}
 	slices.SortFunc(s.ENIs, func(a, b observed.ENI) int { return strings.Compare(a.ID, b.ID) })
 	s.VSwitches = slices.Clone(w.VSwitches)
+	if w.Complete {
+		// As observed.Collect: a configured vSwitch the cloud does not
+		// know is reported, not a failure.
+		for _, ids := range w.Desired.Config.ENI.VSwitches {
+			for _, id := range ids {
+				if w.vswitch(id) == nil && !slices.Contains(s.UnknownVSwitches, id) {
+					s.UnknownVSwitches = append(s.UnknownVSwitches, id)
+				}
+			}
+		}
+		slices.Sort(s.UnknownVSwitches)
+	}
 	s.Node.ENIDevices = slices.Clone(w.Node.ENIDevices)
 	s.Node.Pods = slices.Clone(w.Node.Pods)
 	s.Node.Published = slices.Clone(w.Node.Published)
@@ -162,11 +175,13 @@ func (w *World) do(a planner.Action) (string, error) {
 	}
 	switch a.Kind {
 	case planner.CreateENI:
-		return w.create(a)
+		var id string
+		err := w.tokened(a.ClientToken, func() (err error) { id, err = w.create(a); return err })
+		return id, err
 	case planner.AttachENI:
 		return "", w.attach(a)
 	case planner.AssignIPs:
-		return "", w.assign(a)
+		return "", w.tokened(a.ClientToken, func() error { return w.assign(a) })
 	case planner.UnassignIPs:
 		return "", w.unassign(a)
 	case planner.DetachENI:
@@ -184,6 +199,27 @@ func (w *World) do(a planner.Action) (string, error) {
 		return "", nil
 	}
 	return "", fmt.Errorf("unknown action kind %q", a.Kind)
+}
+
+// tokened runs a call carrying ClientToken tok as ECS does: a token whose
+// call failed is burnt (a resend answers IdempotentFailed), and, as the
+// executor does, the failure is reported to memory so that the next plan
+// carries a new token.
+func (w *World) tokened(tok string, call func() error) error {
+	if tok == "" {
+		return call()
+	}
+	w.Memory = w.Memory.TokenSent(tok)
+	if w.burnt[tok] {
+		w.Memory = w.Memory.TokenFailed(tok)
+		return fmt.Errorf("IdempotentFailed: token %s was burnt", tok)
+	}
+	err := call()
+	if err != nil {
+		w.burnt[tok] = true
+		w.Memory = w.Memory.TokenFailed(tok)
+	}
+	return err
 }
 
 func (w *World) configure(a planner.Action) error {
