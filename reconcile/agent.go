@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/enidnet/enid/desired"
@@ -77,6 +78,8 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Version is reported in the heartbeat.
 	Version string
+	// Kube is the link to the Kubernetes API server; nil for none.
+	Kube Kube
 }
 
 // Agent is the reconcile loop. Create it with New and run it with Run.
@@ -121,6 +124,11 @@ type Agent struct {
 	hints                                desired.Hints
 	hintsAt                              time.Time
 	burstStart, burstChanged, burstUntil time.Time
+	// labels are the node labels the loader has (with a Kube link).
+	labels map[string]string
+	// podIndex is the last pass's entries by key, for reportPod on the
+	// action goroutines.
+	podIndex atomic.Pointer[map[observed.AttachmentKey]desired.Entry]
 }
 
 // New checks the config and returns an Agent ready to Run.
@@ -159,6 +167,9 @@ func New(cfg Config) (*Agent, error) {
 		entries: desired.NewEntryStore(cfg.Paths.Entries), statuses: status.NewStore(cfg.Paths.Statuses),
 		trigger: make(chan struct{}, 1)}
 	a.exec = newExecutor(cfg.Cloud, cfg.Datapath, a.statuses, &a.cache, cfg.InstanceID, a.log, a.metrics, a.now, a.wake, cfg.Parallelism, cfg.WaitForDevice)
+	if cfg.Kube != nil {
+		a.exec.published = a.reportPod
+	}
 	return a, nil
 }
 
@@ -295,6 +306,7 @@ func (a *Agent) pass(ctx context.Context) {
 		inst, err := a.cfg.Cloud.Instance(ctx, a.cfg.InstanceID)
 		if err != nil {
 			a.notReady(fmt.Sprintf("describe instance %s: %v", a.cfg.InstanceID, err))
+			a.reportNode(HealthCloudDegraded)
 			a.cache.markDirty()
 			return
 		}
@@ -302,6 +314,7 @@ func (a *Agent) pass(ctx context.Context) {
 		a.loader = desired.NewConfigLoader(a.cfg.Paths.Config, desired.NodeFacts{
 			NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})
 	}
+	a.syncLabels()
 	d := desired.Load(a.loader, a.entries, desired.HintSources{})
 	// The kubelet's and the runtime's records are demand hints: a second's
 	// staleness costs nothing, and re-reading them on every pass (one file
@@ -313,6 +326,7 @@ func (a *Agent) pass(ctx context.Context) {
 	a.noteConfig(d)
 	if _, ok := a.loader.Current(); !ok {
 		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
+		a.reportNode(HealthConfigInvalid)
 		return
 	}
 
@@ -344,6 +358,9 @@ func (a *Agent) pass(ctx context.Context) {
 		entries[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
 		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
 	}
+	if a.cfg.Kube != nil {
+		a.podIndex.Store(&entries)
+	}
 	holdCloud := a.burst(now, h.Sum64()) && (createsENI(p) || p.Pool.Waiting > 0)
 	if len(p.Actions) > 0 {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
@@ -357,10 +374,13 @@ func (a *Agent) pass(ctx context.Context) {
 	switch {
 	case len(d.ConfigProblems) > 0:
 		a.setReady(true, "config on disk is invalid; the last good config is in force: "+d.ConfigProblems[0])
+		a.reportNode(HealthConfigInvalid)
 	case !o.Complete:
 		a.setReady(true, "observation incomplete: "+firstOr(o.Problems, "unknown"))
+		a.reportNode(HealthCloudDegraded)
 	default:
 		a.setReady(true, "")
+		a.reportNode(HealthReady)
 	}
 }
 
