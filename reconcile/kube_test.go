@@ -1,0 +1,123 @@
+package reconcile
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/observed"
+)
+
+// memKube is an in-memory Kube: labels set by the test, reports recorded.
+type memKube struct {
+	mu     sync.Mutex
+	labels map[string]string // nil: the Node was not seen
+	pods   []PodReport
+	nodes  []NodeReport
+}
+
+func (k *memKube) NodeLabels() (map[string]string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return maps.Clone(k.labels), k.labels != nil
+}
+
+func (k *memKube) PodStatus(r PodReport) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.pods = append(k.pods, r)
+}
+
+func (k *memKube) NodeStatus(r NodeReport) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.nodes = append(k.nodes, r)
+}
+
+func (k *memKube) setLabels(l map[string]string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.labels = l
+}
+
+func (k *memKube) lastNode() (NodeReport, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.nodes) == 0 {
+		return NodeReport{}, false
+	}
+	return k.nodes[len(k.nodes)-1], true
+}
+
+// TestKubeLink: the node's labels select an override and a label change
+// re-applies it (capacity follows maxENIs), and every published status is
+// reported with the pod it answers; --node-labels win over the Node's.
+func TestKubeLink(t *testing.T) {
+	w := newWorld(t, ecssim.Config{Delays: ecssim.Delays{Attach: 20 * time.Millisecond}}, "pool: {minIdle: 1, maxIdle: 4, batch: 2}\noverrides:\n  - match: {labels: {pool: small}}\n    config: {eni: {maxENIs: 1}}\n")
+	k := &memKube{labels: map[string]string{"pool": "big"}}
+	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: NewNoDatapathMust(t),
+		Heartbeat: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Kube: k, NodeLabels: map[string]string{"zone": "z"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitNode := func(what string, ok func(NodeReport) bool) NodeReport {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if r, have := k.lastNode(); have && ok(r) {
+				return r
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		r, _ := k.lastNode()
+		t.Fatalf("%s: last node report %+v", what, r)
+		return r
+	}
+	full := waitNode("capacity known", func(r NodeReport) bool { return r.CapacityKnown && r.Ready && r.Health == HealthReady })
+	k.setLabels(map[string]string{"pool": "small"})
+	a.Wake() // as the link's OnLabels does
+	small := waitNode("override applied", func(r NodeReport) bool { return r.CapacityKnown && r.Capacity < full.Capacity })
+	if small.Capacity <= 0 || full.Capacity%small.Capacity != 0 {
+		t.Errorf("capacity %d with maxENIs 1, %d without: want a whole fraction", small.Capacity, full.Capacity)
+	}
+	if got := a.nodeLabels(); got["zone"] != "z" || got["pool"] != "small" {
+		t.Errorf("labels %v: want the Node's with --node-labels on top", got)
+	}
+
+	key := w.addPod(0)
+	a.Wake()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		k.mu.Lock()
+		var got *PodReport
+		for i := range k.pods {
+			if k.pods[i].Key == (observed.AttachmentKey{ContainerID: key.ContainerID, IfName: key.IfName}) && k.pods[i].Phase == "Ready" {
+				got = &k.pods[i]
+			}
+		}
+		k.mu.Unlock()
+		if got != nil {
+			if got.Namespace != "default" || got.Name != "pod-0" || got.UID != "uid-0" || !got.IPv4.IsValid() {
+				t.Errorf("pod report %+v: want default/pod-0 uid-0 with an address", *got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no Ready report for the pod")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
