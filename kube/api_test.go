@@ -69,7 +69,7 @@ func TestLinkAgainstAPIServer(t *testing.T) {
 	const node = "node-1"
 	_, admin, agent := agentClient(t, node, map[string]string{"pool": "big"})
 	var woken atomic.Int32
-	l := kube.New(agent, kube.Options{NodeName: node, OnLabels: func() { woken.Add(1) }})
+	l := kube.New(agent, kube.Options{NodeName: node, OnLabels: func() { woken.Add(1) }, Pods: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); l.Run(ctx) }()
@@ -135,10 +135,21 @@ func TestLinkAgainstAPIServer(t *testing.T) {
 
 	// A pod that waits on an exhausted vSwitch gets a Warning, which
 	// `kubectl describe pod` finds by the pod's name, namespace and UID.
-	pod, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"},
+	yes := true
+	pod, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0",
+		Annotations:     map[string]string{"k8s.aliyun.com/pod-ip-reservation": "true"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web", UID: "5f1c7a4e-0000-4000-8000-000000000001", Controller: &yes}}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Its facts come from the watch of the node's pods.
+	eventually(t, 10*time.Second, "pod facts", func() (bool, string) {
+		f, ok := l.PodFacts("default", pod.Name, string(pod.UID))
+		return ok && f.StatefulSet && f.Annotations["k8s.aliyun.com/pod-ip-reservation"] == "true", "not yet"
+	})
+	if _, ok := l.PodFacts("default", pod.Name, "another-uid"); ok {
+		t.Error("facts of a pod with another UID")
 	}
 	l.PodStatus(kube.PodStatus{Namespace: "default", Name: pod.Name, UID: string(pod.UID), Attachment: "abc_eth0",
 		Phase: "Pending", ReasonCode: "vswitch-exhausted", Reason: "no vSwitch has a free address (vsw-1: 0)"})
@@ -150,9 +161,13 @@ func TestLinkAgainstAPIServer(t *testing.T) {
 			evs[1] == "Normal NetworkReady pod network ready: 192.168.0.9 (after vswitch-exhausted)", "events " + stringsOf(evs)
 	})
 
-	// The agent's identity can do nothing else: it reads no pods or secrets.
-	if _, err := agent.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("agent lists pods: err %v, want Forbidden", err)
+	// The agent's identity can do nothing else: no secrets, no pod or
+	// node writes.
+	if err := agent.CoreV1().Pods("default").Delete(ctx, pod.Name, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("agent deletes a pod: err %v, want Forbidden", err)
+	}
+	if err := agent.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("agent deletes its node: err %v, want Forbidden", err)
 	}
 	if _, err := agent.CoreV1().Secrets("enid-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("agent lists secrets: err %v, want Forbidden", err)

@@ -48,6 +48,8 @@ type Options struct {
 	EventBurst int
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Pods turns on the watch of this node's pods (PodFacts).
+	Pods bool
 }
 
 // Link is the agent's link to the API server: node labels in; pod events,
@@ -78,6 +80,8 @@ type Link struct {
 	// shown is the node status as the informer last saw it (what is on
 	// the server). Guarded by mu.
 	shown shownStatus
+	// podStore is the pod watch's store, nil while it is off. Guarded by mu.
+	podStore cache.Store
 }
 
 // New returns a Link that talks through cs.
@@ -157,6 +161,13 @@ func (l *Link) Run(ctx context.Context) {
 		UpdateFunc: func(_, obj any) { l.sawNode(obj) },
 	}); err != nil {
 		l.log.Error("watch the node", "err", err)
+	}
+	if l.o.Pods {
+		pods := informers.NewSharedInformerFactoryWithOptions(l.cs, 0,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = podSelector(l.o.NodeName) }))
+		l.watchPods(pods)
+		pods.Start(ctx.Done())
+		defer pods.Shutdown()
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()

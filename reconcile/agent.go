@@ -323,6 +323,7 @@ func (a *Agent) pass(ctx context.Context) {
 		a.hints, a.hintsAt = desired.ReadHints(a.cfg.Paths.Hints), now
 	}
 	d.Hints = a.hints
+	a.addPodFacts(&d)
 	a.noteConfig(d)
 	if _, ok := a.loader.Current(); !ok {
 		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))

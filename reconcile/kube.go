@@ -21,6 +21,16 @@ type Kube interface {
 	PodStatus(PodReport)
 	// NodeStatus is told the agent's summary after every pass.
 	NodeStatus(NodeReport)
+	// PodFacts returns what the API server knows of a pod on this node
+	// that the runtime may not pass; ok is false when it does not know
+	// the pod (yet). uid, when given, must match.
+	PodFacts(namespace, name, uid string) (facts PodFacts, ok bool)
+}
+
+// PodFacts are a pod's annotations and whether a StatefulSet owns it.
+type PodFacts struct {
+	Annotations map[string]string
+	StatefulSet bool
 }
 
 // PodReport is one published attachment status and the pod it answers.
@@ -118,4 +128,34 @@ func (a *Agent) reportNode(h NodeHealth) {
 		}
 	}
 	a.cfg.Kube.NodeStatus(r)
+}
+
+// addPodFacts completes entries from the API server: an entry without
+// annotations (a runtime that does not pass them) gets the pod's, and a
+// pod a StatefulSet owns asks for a sticky address unless the config says
+// not to or the pod itself says "false". Entries are copied, never
+// changed in place (the store may share them between passes).
+func (a *Agent) addPodFacts(d *desired.State) {
+	if a.cfg.Kube == nil {
+		return
+	}
+	sticky := d.Config.StickyForStatefulSets()
+	for i, e := range d.Entries {
+		f, ok := a.cfg.Kube.PodFacts(e.PodNamespace, e.PodName, e.PodUID)
+		if !ok {
+			continue
+		}
+		ann := e.Annotations
+		if len(ann) == 0 && len(f.Annotations) > 0 {
+			ann = maps.Clone(f.Annotations)
+		}
+		if f.StatefulSet && sticky && ann[desired.AnnotationStickyIP] == "" && ann[desired.AnnotationTerwayIPReservation] == "" {
+			ann = maps.Clone(ann)
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			ann[desired.AnnotationStickyIP] = "true"
+		}
+		d.Entries[i].Annotations = ann
+	}
 }

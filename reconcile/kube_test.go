@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/observed"
 )
 
@@ -18,6 +21,7 @@ type memKube struct {
 	labels map[string]string // nil: the Node was not seen
 	pods   []PodReport
 	nodes  []NodeReport
+	facts  map[string]PodFacts // by namespace/name
 }
 
 func (k *memKube) NodeLabels() (map[string]string, bool) {
@@ -36,6 +40,13 @@ func (k *memKube) NodeStatus(r NodeReport) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.nodes = append(k.nodes, r)
+}
+
+func (k *memKube) PodFacts(namespace, name, _ string) (PodFacts, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	f, ok := k.facts[namespace+"/"+name]
+	return f, ok
 }
 
 func (k *memKube) setLabels(l map[string]string) {
@@ -119,5 +130,43 @@ func TestKubeLink(t *testing.T) {
 			t.Fatal("no Ready report for the pod")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestAddPodFacts: annotations come from the pod only when the entry has
+// none; a StatefulSet pod asks for a sticky address unless the config or
+// the pod says otherwise; an unknown pod is left as it is.
+func TestAddPodFacts(t *testing.T) {
+	no := false
+	k := &memKube{facts: map[string]PodFacts{
+		"ns/plain": {Annotations: map[string]string{"a": "1"}},
+		"ns/sts-0": {StatefulSet: true},
+		"ns/sts-1": {StatefulSet: true, Annotations: map[string]string{desired.AnnotationStickyIP: "false"}},
+	}}
+	a := &Agent{cfg: Config{Kube: k}}
+	entry := func(name string, ann map[string]string) desired.Entry {
+		return desired.Entry{PodNamespace: "ns", PodName: name, Annotations: ann}
+	}
+	for _, tc := range []struct {
+		name    string
+		cfg     desired.Config
+		in, out desired.Entry
+	}{
+		{"annotations from the pod", desired.Config{}, entry("plain", nil), entry("plain", map[string]string{"a": "1"})},
+		{"the runtime's annotations win", desired.Config{}, entry("plain", map[string]string{"b": "2"}), entry("plain", map[string]string{"b": "2"})},
+		{"statefulset sticky", desired.Config{}, entry("sts-0", nil), entry("sts-0", map[string]string{desired.AnnotationStickyIP: "true"})},
+		{"statefulset, switch off", desired.Config{StickyStatefulSets: &no}, entry("sts-0", nil), entry("sts-0", nil)},
+		{"statefulset pod says false", desired.Config{}, entry("sts-1", nil), entry("sts-1", map[string]string{desired.AnnotationStickyIP: "false"})},
+		{"unknown pod", desired.Config{}, entry("other", nil), entry("other", nil)},
+	} {
+		in := tc.in.Annotations
+		d := desired.State{Config: tc.cfg, Entries: []desired.Entry{tc.in}}
+		a.addPodFacts(&d)
+		if diff := cmp.Diff(tc.out, d.Entries[0]); diff != "" {
+			t.Errorf("%s: entry (-want +got):\n%s", tc.name, diff)
+		}
+		if diff := cmp.Diff(tc.in.Annotations, in); diff != "" {
+			t.Errorf("%s: the entry's own map was changed", tc.name)
+		}
 	}
 }

@@ -54,7 +54,7 @@ func startKube(ctx context.Context, k *kubeFlags, nodeName string, sim bool, log
 	if err != nil {
 		return nil, nil, err
 	}
-	link = kube.New(cs, kube.Options{NodeName: nodeName, Logger: log, EventQPS: k.eventQPS,
+	link = kube.New(cs, kube.Options{NodeName: nodeName, Logger: log, EventQPS: k.eventQPS, Pods: true,
 		OnLabels: func() {
 			if w := wake.Load(); w != nil {
 				(*w)()
@@ -91,6 +91,11 @@ func (k kubeAdapter) PodStatus(r reconcile.PodReport) {
 		s.Addresses = append(s.Addresses, r.IPv6.String())
 	}
 	k.l.PodStatus(s)
+}
+
+func (k kubeAdapter) PodFacts(namespace, name, uid string) (reconcile.PodFacts, bool) {
+	f, ok := k.l.PodFacts(namespace, name, uid)
+	return reconcile.PodFacts{Annotations: f.Annotations, StatefulSet: f.StatefulSet}, ok
 }
 
 func (k kubeAdapter) NodeStatus(r reconcile.NodeReport) {
