@@ -103,8 +103,10 @@ func TestKubeAPI(t *testing.T) {
 	srv.StartAPI()
 	capacity("after the API server came back", func(c int) bool { return c == one })
 	n.delAll(ctx, []*pod{b})
-	writeMax(2)
-	capacity("maxENIs 2", func(c int) bool { return c == two })
+	if err := os.Remove(dropIn); err != nil {
+		t.Fatal(err)
+	}
+	capacity("the drop-in removed", func(c int) bool { return c == full })
 
 	// Fill the vSwitch: the pod left over waits, and says why.
 	var served []*pod

@@ -82,6 +82,9 @@ type Link struct {
 	shown shownStatus
 	// podStore is the pod watch's store, nil while it is off. Guarded by mu.
 	podStore cache.Store
+	// lastErr is the last failure to watch or write, cleared by a
+	// success. Guarded by mu.
+	lastErr string
 }
 
 // New returns a Link that talks through cs.
@@ -156,6 +159,11 @@ func (l *Link) Run(ctx context.Context) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", l.o.NodeName).String()
 		}))
 	nodes := factory.Core().V1().Nodes().Informer()
+	if err := nodes.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		l.setErr("watch node: " + err.Error())
+	}); err != nil {
+		l.log.Error("watch the node", "err", err)
+	}
 	if _, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { l.sawNode(obj) },
 		UpdateFunc: func(_, obj any) { l.sawNode(obj) },
@@ -200,6 +208,7 @@ func (l *Link) work(ctx context.Context, rec record.EventRecorder) {
 		case <-retry.C:
 		}
 		if err := l.syncNode(ctx); err != nil {
+			l.setErr(err.Error())
 			fails++
 			d := min(time.Minute, time.Second<<min(fails-1, 6))
 			l.log.Warn("publish node status", "err", err, "retry_in", d)
@@ -222,6 +231,7 @@ func (l *Link) sawNode(obj any) {
 		l.labels, l.labelsOK = maps.Clone(n.Labels), true
 	}
 	l.shown = shownOf(n)
+	l.lastErr = ""
 	stale := l.haveReport && !l.shown.matches(l.report)
 	l.mu.Unlock()
 	if labelsChanged {
@@ -234,6 +244,26 @@ func (l *Link) sawNode(obj any) {
 		// kubelet that rewrote its status, or a write we have not made yet.
 		l.wake()
 	}
+}
+
+// State says how the link is doing: "connected", "connecting: ..." until
+// the Node is seen, "degraded: <last error>" while the API server fails.
+func (l *Link) State() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.lastErr != "":
+		return "degraded: " + l.lastErr
+	case !l.labelsOK:
+		return "connecting: node " + l.o.NodeName + " not seen yet"
+	}
+	return "connected"
+}
+
+func (l *Link) setErr(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lastErr = s
 }
 
 // limitedSink delays event writes to a node-wide rate. It runs on the

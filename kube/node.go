@@ -133,7 +133,7 @@ func (l *Link) syncNode(ctx context.Context) error {
 		return fmt.Errorf("patch node %s status: %w", l.o.NodeName, err)
 	}
 	l.mu.Lock()
-	l.shown = shownOf(n)
+	l.shown, l.lastErr = shownOf(n), ""
 	l.mu.Unlock()
 	l.log.Info("node status published", "pod_ips", r.PodIPs, "enis", r.ENIs, "capacity_known", r.CapacityKnown, "health", r.Health)
 	return nil

@@ -68,8 +68,11 @@ func (a *Agent) writeHeartbeat() {
 	hb := status.Agent{
 		APIVersion: status.Version, PID: os.Getpid(), Version: a.cfg.Version, Started: a.started,
 		Heartbeat: a.now(), Ready: a.ready, Reason: a.reason, Stopped: a.stopped, LastErrors: a.exec.errors(),
-		Pool: status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky},
+		Pool: status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky, Capacity: p.Pool.Capacity},
 		Pods: map[status.Phase]int{},
+	}
+	if a.cfg.Kube != nil {
+		hb.Kube = a.cfg.Kube.State()
 	}
 	o, _ := a.cache.snapshot()
 	for _, e := range o.ENIs {

@@ -25,6 +25,8 @@ type Kube interface {
 	// that the runtime may not pass; ok is false when it does not know
 	// the pod (yet). uid, when given, must match.
 	PodFacts(namespace, name, uid string) (facts PodFacts, ok bool)
+	// State says how the link is doing, for the heartbeat and `enid status`.
+	State() string
 }
 
 // PodFacts are a pod's annotations and whether a StatefulSet owns it.

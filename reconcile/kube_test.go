@@ -49,6 +49,8 @@ func (k *memKube) PodFacts(namespace, name, _ string) (PodFacts, bool) {
 	return f, ok
 }
 
+func (k *memKube) State() string { return "connected" }
+
 func (k *memKube) setLabels(l map[string]string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -81,6 +81,8 @@ type kubeAdapter struct{ l *kube.Link }
 
 func (k kubeAdapter) NodeLabels() (map[string]string, bool) { return k.l.NodeLabels() }
 
+func (k kubeAdapter) State() string { return k.l.State() }
+
 func (k kubeAdapter) PodStatus(r reconcile.PodReport) {
 	s := kube.PodStatus{Namespace: r.Namespace, Name: r.Name, UID: r.UID, Attachment: r.Key.ContainerID + "_" + r.Key.IfName,
 		Phase: r.Phase, ReasonCode: r.ReasonCode, Reason: r.Reason}

@@ -38,6 +38,9 @@ type Agent struct {
 	LastErrors []string `json:"lastErrors,omitempty"`
 	// Pods counts attachment statuses by phase.
 	Pods map[Phase]int `json:"pods,omitempty"`
+	// Kube is the state of the agent's link to the Kubernetes API server
+	// ("connected", "degraded: ..."); empty when it has none.
+	Kube string `json:"kube,omitempty"`
 }
 
 // PoolSummary is the shape of the shared-mode IP pool. Counts are IPs,
@@ -55,6 +58,10 @@ type PoolSummary struct {
 	Sticky int `json:"sticky"`
 	// ENIs is the number of owned secondary ENIs attached.
 	ENIs int `json:"enis"`
+	// Capacity is the most pod addresses the node can hold under its
+	// instance type's limits and the config (ENIs in exclusive mode); 0
+	// until known. It is what the node advertises as enid.dev/pod-ips.
+	Capacity int `json:"capacity,omitempty"`
 }
 
 // WriteAgent writes the heartbeat atomically to path, creating its
