@@ -72,10 +72,13 @@ func TestManifestsApplyToAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Check the pod as the DaemonSet check reads it.
+	// Check the pod as the DaemonSet check reads it (the rollout strategy
+	// is the stored DaemonSet's: a pod has none).
+	strategy, _, _ := unstructured.NestedMap(ds.Object, "spec", "updateStrategy")
 	podAsDS := map[string]any{"apiVersion": "apps/v1", "kind": "DaemonSet",
 		"metadata": map[string]any{"name": ds.GetName(), "namespace": ds.GetNamespace()},
-		"spec":     map[string]any{"template": map[string]any{"metadata": u["metadata"], "spec": u["spec"]}}}
+		"spec": map[string]any{"updateStrategy": strategy,
+			"template": map[string]any{"metadata": u["metadata"], "spec": u["spec"]}}}
 	var podDocs []doc
 	for _, d := range docs {
 		if d.obj["kind"] != "DaemonSet" {
