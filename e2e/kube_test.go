@@ -84,7 +84,8 @@ func TestKubeAPI(t *testing.T) {
 		}
 	}
 	writeMax(2)
-	two := capacity("with maxENIs 2", func(c int) bool { return c <= full && c%2 == 0 && c > 0 })
+	// The simulated instance type allows more than 2 secondary ENIs.
+	two := capacity("with maxENIs 2", func(c int) bool { return c < full && c%2 == 0 && c > 0 })
 	setLabel(ctx, t, admin, nodeName, "small")
 	one := capacity("with the label override (maxENIs 1)", func(c int) bool { return c*2 == two })
 	setLabel(ctx, t, admin, nodeName, "")
@@ -136,7 +137,11 @@ func TestKubeAPI(t *testing.T) {
 	want := map[string]string{"vswitch-exhausted": "VSwitchExhausted", "ip-limit": "IPLimit", "instance-eni-limit": "InstanceENILimit"}[reason]
 	waitFor(t, 30*time.Second, "a Warning on the waiting pod", func() (bool, string) {
 		evs := describePod(ctx, t, admin, waiting)
-		return strings.Contains(evs, "Warning "+want+" "), evs
+		if strings.Contains(evs, "Warning "+want+" ") {
+			t.Logf("the waiting pod's events:\n%s", evs)
+			return true, ""
+		}
+		return false, evs
 	})
 	// A served pod goes: its address, after the cooldown, serves the
 	// waiting one, whose entry stayed (kubelet retries the same sandbox).
@@ -147,6 +152,25 @@ func TestKubeAPI(t *testing.T) {
 	})
 	t.Logf("kubectl describe pod %s, Events:\n%s", waiting.Name, describePod(ctx, t, admin, waiting))
 	n.delAll(ctx, append(served[1:], waiting))
+	// The manifests' RBAC was enough: the API server refused the agent
+	// nothing (its watches and writes would log it).
+	logText, err := os.ReadFile(n.agent.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(string(logText)), "forbidden") {
+		t.Errorf("the API server refused the agent something:\n%s", grepLines(string(logText), "orbidden"))
+	}
+}
+
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // apiPod makes a pod sandbox and its Pod object (default namespace, bound
