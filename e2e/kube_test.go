@@ -96,7 +96,7 @@ func TestKubeAPI(t *testing.T) {
 	// The API server goes away: pods come and go as before.
 	outageFrom := logSize(t, n.agent.log)
 	srv.StopAPI()
-	a, b := n.apiPod(ctx, admin, "during-outage-a", false), n.apiPod(ctx, admin, "during-outage-b", false)
+	a, b := n.apiPod(ctx, admin, "during-outage-a", false, nil), n.apiPod(ctx, admin, "during-outage-b", false, nil)
 	start := time.Now()
 	n.addAll(ctx, []*pod{a, b})
 	n.delAll(ctx, []*pod{a})
@@ -114,12 +114,47 @@ func TestKubeAPI(t *testing.T) {
 	}
 	capacity("the drop-in removed", func(c int) bool { return c == full })
 
+	// A StatefulSet's pod, whose runtime passes no annotations, keeps its
+	// address when it is deleted and made again under its name: the agent
+	// reads its owner from the API server (stickyStatefulSets, on by
+	// default). Without that, the address would be cooling down (300 ms)
+	// when the new pod asks at once, and it would get another.
+	web := n.apiPod(ctx, admin, "web-0", true, statefulSetOwner())
+	ip, err := n.add(ctx, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the StatefulSet pod's address reserved", func() (bool, string) {
+		m, err := os.ReadFile(filepath.Join(n.stateDir, "memory.json"))
+		return err == nil && strings.Contains(string(m), `"default/web-0/eth0"`), string(m)
+	})
+	n.delAll(ctx, []*pod{web})
+	now := int64(0) // no kubelet here to finish a graceful deletion
+	if err := admin.CoreV1().Pods("default").Delete(ctx, "web-0", metav1.DeleteOptions{GracePeriodSeconds: &now}); err != nil {
+		t.Fatal(err)
+	}
+	again := n.apiPod(ctx, admin, "web-0-again", false, nil)
+	again.Name = "web-0" // a new sandbox (container ID, netns) for the pod made again
+	obj, err := admin.CoreV1().Pods("default").Create(ctx, podObject("web-0", statefulSetOwner()), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.UID = string(obj.UID)
+	ip2, err := n.add(ctx, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip2 != ip {
+		t.Errorf("StatefulSet pod web-0 made again got %s, had %s: want its address back", ip2, ip)
+	}
+	n.delAll(ctx, []*pod{again})
+
 	// Fill the vSwitch: the pod left over waits, and says why.
 	var served []*pod
 	var waiting *pod
 	var reason string
 	for i := range 40 {
-		p := n.apiPod(ctx, admin, fmt.Sprintf("fill-%d", i), true)
+		p := n.apiPod(ctx, admin, fmt.Sprintf("fill-%d", i), true, nil)
 		if _, err := n.add(ctx, p); err != nil {
 			for _, code := range []string{"vswitch-exhausted", "ip-limit", "instance-eni-limit"} {
 				if strings.Contains(err.Error(), code) {
@@ -182,19 +217,31 @@ func grepLines(text, sub string) string {
 // apiPod makes a pod sandbox and its Pod object (default namespace, bound
 // to the node), so that the pod's UID in its entry is the API server's;
 // with create false the API server is not asked (the UID is made up).
-func (n *node) apiPod(ctx context.Context, cs kubernetes.Interface, name string, create bool) *pod {
+func (n *node) apiPod(ctx context.Context, cs kubernetes.Interface, name string, create bool, owners []metav1.OwnerReference) *pod {
 	n.t.Helper()
 	p := n.newPod(name)
 	if !create {
 		return p
 	}
-	obj, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PodSpec{NodeName: "e2e-node", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+	obj, err := cs.CoreV1().Pods("default").Create(ctx, podObject(name, owners), metav1.CreateOptions{})
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	p.Namespace, p.UID = obj.Namespace, string(obj.UID)
 	return p
+}
+
+// podObject is a pod of the default namespace bound to the test's node.
+func podObject(name string, owners []metav1.OwnerReference) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: owners},
+		Spec: corev1.PodSpec{NodeName: "e2e-node", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+}
+
+// statefulSetOwner is the owner reference a StatefulSet sets on its pods.
+func statefulSetOwner() []metav1.OwnerReference {
+	yes := true
+	return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "web",
+		UID: "7d0c3b2a-0000-4000-8000-000000000001", Controller: &yes, BlockOwnerDeletion: &yes}}
 }
 
 // setLabel sets (or, with "", removes) the node's enid.dev/test-pool label.

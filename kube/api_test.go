@@ -69,7 +69,7 @@ func TestLinkAgainstAPIServer(t *testing.T) {
 	const node = "node-1"
 	_, admin, agent := agentClient(t, node, map[string]string{"pool": "big"})
 	var woken atomic.Int32
-	l := kube.New(agent, kube.Options{NodeName: node, OnLabels: func() { woken.Add(1) }, Pods: true})
+	l := kube.New(agent, kube.Options{NodeName: node, OnChange: func() { woken.Add(1) }, Pods: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); l.Run(ctx) }()

@@ -40,9 +40,10 @@ type Options struct {
 	// NodeName is this node's Node object.
 	NodeName string
 	Logger   *slog.Logger
-	// OnLabels is called when the node's labels change (the agent wakes,
-	// and re-applies its overrides). It must not block.
-	OnLabels func()
+	// OnChange is called when the node's labels change (the agent wakes
+	// and re-applies its overrides) or a pod's facts do (the agent wakes
+	// and plans with them). It must not block.
+	OnChange func()
 	// EventQPS and EventBurst bound event writes (0: the defaults).
 	EventQPS   float32
 	EventBurst int
@@ -101,8 +102,8 @@ func New(cs kubernetes.Interface, o Options) *Link {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.OnLabels == nil {
-		o.OnLabels = func() {}
+	if o.OnChange == nil {
+		o.OnChange = func() {}
 	}
 	return &Link{cs: cs, o: o, log: o.Logger.With("component", "kube"),
 		kick: make(chan struct{}, 1), pods: make(chan PodStatus, podQueue), seen: make(chan struct{})}
@@ -236,7 +237,7 @@ func (l *Link) sawNode(obj any) {
 	l.mu.Unlock()
 	if labelsChanged {
 		l.log.Info("node labels", "labels", n.Labels)
-		l.o.OnLabels()
+		l.o.OnChange()
 	}
 	l.seenOnce.Do(func() { close(l.seen) })
 	if stale {

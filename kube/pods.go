@@ -2,6 +2,7 @@ package kube
 
 import (
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,22 @@ func (l *Link) watchPods(factory informers.SharedInformerFactory) {
 		l.log.Error("watch pods", "err", err)
 		return
 	}
+	// A pod seen late (its entry may be older) or whose annotations or
+	// owners changed wakes the agent; the kubelet's status updates, which
+	// the transform leaves no trace of, do not.
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { l.o.OnChange() },
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*corev1.Pod)
+			c, ok2 := cur.(*corev1.Pod)
+			if !ok1 || !ok2 || !maps.Equal(o.Annotations, c.Annotations) || !slices.EqualFunc(o.OwnerReferences, c.OwnerReferences, sameOwner) {
+				l.o.OnChange()
+			}
+		},
+	}); err != nil {
+		l.log.Error("watch pods", "err", err)
+		return
+	}
 	l.mu.Lock()
 	l.podStore = inf.GetStore()
 	l.mu.Unlock()
@@ -75,3 +92,7 @@ func slimPod(obj any) (any, error) {
 }
 
 var _ cache.TransformFunc = slimPod
+
+func sameOwner(a, b metav1.OwnerReference) bool {
+	return a.UID == b.UID && a.Kind == b.Kind && (a.Controller != nil && *a.Controller) == (b.Controller != nil && *b.Controller)
+}

@@ -101,7 +101,7 @@ func TestKubeLink(t *testing.T) {
 	}
 	full := waitNode("capacity known", func(r NodeReport) bool { return r.CapacityKnown && r.Ready && r.Health == HealthReady })
 	k.setLabels(map[string]string{"pool": "small"})
-	a.Wake() // as the link's OnLabels does
+	a.Wake() // as the link's OnChange does
 	small := waitNode("override applied", func(r NodeReport) bool { return r.CapacityKnown && r.Capacity < full.Capacity })
 	if small.Capacity <= 0 || full.Capacity%small.Capacity != 0 {
 		t.Errorf("capacity %d with maxENIs 1, %d without: want a whole fraction", small.Capacity, full.Capacity)

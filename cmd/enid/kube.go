@@ -55,7 +55,7 @@ func startKube(ctx context.Context, k *kubeFlags, nodeName string, sim bool, log
 		return nil, nil, err
 	}
 	link = kube.New(cs, kube.Options{NodeName: nodeName, Logger: log, EventQPS: k.eventQPS, Pods: true,
-		OnLabels: func() {
+		OnChange: func() {
 			if w := wake.Load(); w != nil {
 				(*w)()
 			}
