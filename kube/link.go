@@ -33,6 +33,11 @@ const (
 	podQueue = 1024
 	// eventComponent is the source of enid's events.
 	eventComponent = "enid"
+	// nodeWriteEvery and nodeWriteBurst bound node status writes: a
+	// condition message that changes on every pass (an error text with a
+	// request ID) costs one write per 2 s, not one per pass.
+	nodeWriteEvery = 2 * time.Second
+	nodeWriteBurst = 3
 )
 
 // Options configure a Link.
@@ -198,6 +203,7 @@ func (l *Link) work(ctx context.Context, rec record.EventRecorder) {
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
 	fails := 0
+	writes := flowcontrol.NewTokenBucketPassiveRateLimiter(float32(time.Second)/float32(nodeWriteEvery), nodeWriteBurst)
 	for {
 		select {
 		case <-ctx.Done():
@@ -207,6 +213,13 @@ func (l *Link) work(ctx context.Context, rec record.EventRecorder) {
 			continue
 		case <-l.kick:
 		case <-retry.C:
+		}
+		if l.inSync() {
+			continue
+		}
+		if !writes.TryAccept() {
+			retry.Reset(nodeWriteEvery)
+			continue
 		}
 		if err := l.syncNode(ctx); err != nil {
 			l.setErr(err.Error())

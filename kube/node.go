@@ -110,6 +110,14 @@ func conditionOf(r NodeStatus) corev1.NodeCondition {
 	return c
 }
 
+// inSync reports whether the node shows the latest report (or there is
+// none yet).
+func (l *Link) inSync() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.haveReport || l.shown.matches(l.report)
+}
+
 // syncNode writes the latest report to the Node's status when the node
 // shows something else. It is called by the worker only.
 func (l *Link) syncNode(ctx context.Context) error {
