@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 
 	"github.com/enidnet/enid/kube"
 	"github.com/enidnet/enid/reconcile"
@@ -54,6 +55,9 @@ func startKube(ctx context.Context, k *kubeFlags, nodeName string, sim bool, log
 	if err != nil {
 		return nil, nil, err
 	}
+	// client-go logs through klog, a process-wide logger: route it into
+	// the agent's log, once, here where the process is wired.
+	klog.SetSlogLogger(log.With("component", "client-go"))
 	link = kube.New(cs, kube.Options{NodeName: nodeName, Logger: log, EventQPS: k.eventQPS, Pods: true,
 		OnChange: func() {
 			if w := wake.Load(); w != nil {
