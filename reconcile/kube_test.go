@@ -172,3 +172,43 @@ func TestAddPodFacts(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeNodeReportExclusive: in exclusive-ENI mode the capacity reported
+// is in ENIs, and says so.
+func TestKubeNodeReportExclusive(t *testing.T) {
+	w := newWorld(t, ecssim.Config{}, "mode: exclusive-eni\npool: {minIdle: 0, maxIdle: 1}\n")
+	k := &memKube{}
+	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: NewNoDatapathMust(t),
+		Heartbeat: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Kube: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, ok := k.lastNode()
+		if ok && r.CapacityKnown {
+			// The instance type's ENI limit, less the primary.
+			inst, err := w.cl.Instance(ctx, w.inst.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := inst.Limits.ENIs - 1; !r.Exclusive || r.Capacity != want {
+				t.Errorf("node report %+v: want exclusive with capacity %d ENIs", r, want)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no capacity reported: %+v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
