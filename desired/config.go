@@ -60,10 +60,20 @@ type Config struct {
 	// StickyIPHold is how long a sticky pod's address is kept after the pod
 	// is deleted, waiting for it to come back under the same name.
 	StickyIPHold Duration `json:"stickyIPHold,omitempty"`
+	// StickyStatefulSets gives pods owned by a StatefulSet a sticky address
+	// without an annotation (nil: true). It needs the pod's owner, so it
+	// applies only where the agent reads pods from the Kubernetes API.
+	StickyStatefulSets *bool `json:"stickyStatefulSets,omitempty"`
 	// ResyncPeriod is how often the agent re-reads everything in full.
 	ResyncPeriod Duration `json:"resyncPeriod,omitempty"`
 	// Overrides are per-node changes, applied in order to nodes they match.
 	Overrides []Override `json:"overrides,omitempty"`
+}
+
+// StickyForStatefulSets reports whether StatefulSet pods get sticky
+// addresses (StickyStatefulSets, true when unset).
+func (c Config) StickyForStatefulSets() bool {
+	return c.StickyStatefulSets == nil || *c.StickyStatefulSets
 }
 
 // Pool is the shared-mode IP pool policy. All counts are IPs.

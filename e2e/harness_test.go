@@ -70,6 +70,8 @@ type node struct {
 	configMapDir                      string
 	// exclusive: pool bounds count ENIs, not addresses.
 	exclusive bool
+	// agentArgs are extra flags of `enid run` (e.g. --kubeconfig).
+	agentArgs []string
 }
 
 // pod is a pod sandbox: its namespace and what the runtime passes to CNI.
@@ -189,6 +191,7 @@ func (n *node) startAgent() *agentProc {
 		n.t.Fatal(err)
 	}
 	args := append([]string{"run", "--metrics-addr", "", "--log-level", "debug"}, n.nodeFlags()...)
+	args = append(args, n.agentArgs...)
 	cmd := exec.Command(filepath.Join(binDir, "enid"), args...)
 	cmd.Env = n.env()
 	cmd.Stdout, cmd.Stderr = lf, lf

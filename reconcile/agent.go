@@ -79,6 +79,8 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Version is reported in the heartbeat.
 	Version string
+	// Kube is the link to the Kubernetes API server; nil for none.
+	Kube Kube
 }
 
 // Agent is the reconcile loop. Create it with New and run it with Run.
@@ -167,6 +169,11 @@ type Agent struct {
 	// badStatuses are the status files the last full observation could
 	// not read (dropBadStatuses).
 	badStatuses []status.Problem
+	// labels are the node labels the loader has (with a Kube link).
+	labels map[string]string
+	// podIndex is the last pass's entries by key, for reportPod on the
+	// action goroutines.
+	podIndex atomic.Pointer[map[observed.AttachmentKey]desired.Entry]
 }
 
 // New checks the config and returns an Agent ready to Run.
@@ -205,6 +212,9 @@ func New(cfg Config) (*Agent, error) {
 		entries: desired.NewEntryStore(cfg.Paths.Entries), statuses: status.NewStore(cfg.Paths.Statuses),
 		trigger: make(chan struct{}, 1), fetchC: make(chan *fetch, 1)}
 	a.exec = newExecutor(cfg.Cloud, cfg.Datapath, a.statuses, &a.cache, cfg.InstanceID, a.log, a.metrics, a.now, a.wake, cfg.Parallelism, cfg.WaitForDevice)
+	if cfg.Kube != nil {
+		a.exec.published = a.reportPod
+	}
 	return a, nil
 }
 
@@ -411,12 +421,16 @@ func (a *Agent) pass(ctx context.Context) {
 		inst, err := a.cfg.Cloud.Instance(ctx, a.cfg.InstanceID)
 		if err != nil {
 			a.notReady(fmt.Sprintf("describe instance %s: %v", a.cfg.InstanceID, err))
+			a.reportNode(HealthCloudDegraded)
 			a.cache.markDirty()
 			return
 		}
 		a.instance = inst
 		a.loader = desired.NewConfigLoader(a.cfg.Paths.Config, desired.NodeFacts{
 			NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})
+	}
+	if a.syncLabels() {
+		a.desiredDirty.Store(true) // the overrides that match on labels changed
 	}
 	// Only a change of the files changes desired state, and the watcher
 	// reports every one: a pass for any other reason (an action done, a
@@ -429,6 +443,7 @@ func (a *Agent) pass(ctx context.Context) {
 	a.noteConfig(d)
 	if _, ok := a.loader.Current(); !ok {
 		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
+		a.reportNode(HealthConfigInvalid)
 		return
 	}
 
@@ -484,6 +499,9 @@ func (a *Agent) pass(ctx context.Context) {
 	if err := a.saveMemory(p.Memory); err != nil {
 		a.log.Error("persist planner memory", "err", err)
 	}
+	if a.cfg.Kube != nil {
+		a.podIndex.Store(&entries)
+	}
 	// While the cloud half of a full observation is read, the cloud must
 	// not change under it: cloud actions wait, node actions go ahead.
 	holdCloud := a.burst(now, a.entryFP) && (createsENI(p) || p.Pool.Waiting > 0) || a.fetch != nil || a.fetched != nil
@@ -514,15 +532,20 @@ func (a *Agent) pass(ctx context.Context) {
 	switch {
 	case len(d.ConfigProblems) > 0:
 		a.setReady(true, "config on disk is invalid; the last good config is in force: "+d.ConfigProblems[0])
+		a.reportNode(HealthConfigInvalid)
 	case a.degraded != nil:
 		a.setReady(true, fmt.Sprintf("degraded: cloud unreachable since %s, serving %d idle addresses: %s",
 			a.degraded.Since.UTC().Format(time.RFC3339), a.degraded.Idle, a.degraded.Reason))
+		a.reportNode(HealthCloudDegraded)
 	case !o.Complete:
 		a.setReady(true, "observation incomplete: "+firstOr(o.Problems, "unknown"))
+		a.reportNode(HealthCloudDegraded)
 	case len(o.UnknownVSwitches) > 0:
 		a.setReady(true, "vSwitch "+strings.Join(o.UnknownVSwitches, ", ")+" does not exist: skipped")
+		a.reportNode(HealthReady)
 	default:
 		a.setReady(true, "")
+		a.reportNode(HealthReady)
 	}
 }
 
@@ -531,6 +554,7 @@ func (a *Agent) pass(ctx context.Context) {
 // running actions of earlier passes hold the old one.
 func (a *Agent) loadDesired() {
 	d := desired.Load(a.loader, a.entries, desired.HintSources{})
+	a.addPodFacts(&d)
 	a.refuseNetNS(&d)
 	m := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
 	h := fnv.New64a()

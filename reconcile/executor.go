@@ -36,6 +36,9 @@ type executor struct {
 	now        func() time.Time
 	// wake asks the loop for a pass; it never blocks.
 	wake func()
+	// published, when set, is told of every status written (the Kube
+	// link); it never blocks.
+	published func(planner.PodStatus)
 	// waitDevice bounds how long ConfigureENI waits for the ENI's device.
 	waitDevice time.Duration
 	// sem bounds how many actions run at once.
@@ -706,6 +709,9 @@ func (x *executor) publish(ps planner.PodStatus, res *linux.PodResult, bits int,
 		IPv4: ps.IPv4, IPv6: ps.IPv6, ENIID: ps.ENIID})
 	if ps.Phase == planner.PhaseReady && created != nil && !wasReady {
 		x.metrics.addToReady.Observe(x.now().Sub(*created).Seconds())
+	}
+	if x.published != nil {
+		x.published(ps)
 	}
 	return nil
 }

@@ -90,7 +90,7 @@ func (a *Agent) snapshotHeartbeat() {
 	hb := status.Agent{
 		APIVersion: status.Version, PID: os.Getpid(), Version: a.cfg.Version, Started: a.started,
 		Ready: a.ready, Reason: a.reason, Stopped: a.stopped,
-		Pool: status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky},
+		Pool: status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky, Capacity: p.Pool.Capacity},
 		Pods: map[status.Phase]int{}, Degraded: a.degraded,
 	}
 	o, _ := a.cache.snapshot()
@@ -116,6 +116,11 @@ func (a *Agent) flushHeartbeat() {
 	hb := a.beat.agent
 	a.beat.mu.Unlock()
 	hb.Heartbeat, hb.LastErrors = a.now(), a.exec.errors()
+	if a.cfg.Kube != nil {
+		// The link's state changes without a pass: read it at each write
+		// (a mutex-guarded string; it never waits on the API server).
+		hb.Kube = a.cfg.Kube.State()
+	}
 	if err := status.WriteAgent(a.cfg.Paths.AgentFile, hb); err != nil {
 		a.log.Error("write heartbeat", "file", a.cfg.Paths.AgentFile, "err", err)
 	}

@@ -167,7 +167,8 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	agentDone := make(chan error, 1)
-	go func() { agentDone <- runAgent(agentCtx, planCmd, &f, "", log) }()
+	// The demo never talks to a Kubernetes API server.
+	go func() { agentDone <- runAgent(agentCtx, planCmd, &f, &kubeFlags{}, true, "", log) }()
 	defer func() {
 		stopAgent()
 		if aerr := <-agentDone; aerr != nil && err == nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 func newRunCmd() *cobra.Command {
 	var (
 		f           nodeFlags
+		k           kubeFlags
 		metricsAddr string
 		sim         bool
 	)
@@ -54,17 +56,18 @@ runs against it: the way to try enid anywhere.`,
 				}
 				defer sn.Close()
 			}
-			return runAgent(ctx, cmd, &f, metricsAddr, log)
+			return runAgent(ctx, cmd, &f, &k, sim, metricsAddr, log)
 		},
 	}
 	f.register(cmd.Flags())
+	k.register(cmd.Flags())
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9090", "serve Prometheus metrics at http://ADDR/metrics (\"\" to disable)")
 	cmd.Flags().BoolVar(&sim, "sim", false, "start the built-in ECS simulator and run against it")
 	return cmd
 }
 
 // runAgent builds the agent from the flags and runs it until ctx ends.
-func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, metricsAddr string, log *slog.Logger) error {
+func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlags, sim bool, metricsAddr string, log *slog.Logger) error {
 	cfg, err := baseConfig(f)
 	if err != nil {
 		printLines(cmd.ErrOrStderr(), "invalid config:", configErrorLines(err))
@@ -80,13 +83,25 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, metricsAddr
 		return err
 	}
 	defer closeDP()
-	agent, err := reconcile.New(reconcile.Config{
-		Paths: f.paths(), InstanceID: cs.instanceID, NodeName: f.resolveNodeName(), NodeLabels: f.labels,
-		Cloud: cs.client, Datapath: dp, Logger: log, Metrics: metrics, Version: version,
-	})
+	var wake atomic.Pointer[func()]
+	link, stopKube, err := startKube(ctx, k, f.resolveNodeName(), sim, log, &wake)
 	if err != nil {
 		return err
 	}
+	defer stopKube()
+	rc := reconcile.Config{
+		Paths: f.paths(), InstanceID: cs.instanceID, NodeName: f.resolveNodeName(), NodeLabels: f.labels,
+		Cloud: cs.client, Datapath: dp, Logger: log, Metrics: metrics, Version: version,
+	}
+	if link != nil {
+		rc.Kube = kubeAdapter{link}
+	}
+	agent, err := reconcile.New(rc)
+	if err != nil {
+		return err
+	}
+	w := agent.Wake
+	wake.Store(&w)
 	if metricsAddr != "" {
 		stopMetrics, err := serveMetrics(metricsAddr, agent.Metrics())
 		if err != nil {

@@ -113,6 +113,12 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 		}
 		p := a.Pool
 		fmt.Fprintf(w, "Pool:      %d IPs on %d ENIs: %d used, %d idle, %d cooldown, %d sticky\n", p.Total, p.ENIs, p.Used, p.Idle, p.Cooldown, p.Sticky)
+		if p.Capacity > 0 {
+			fmt.Fprintf(w, "Capacity:  %d pod addresses (enid.dev/pod-ips); kubelet maxPods: at most %d + the node's host-network pods\n", p.Capacity, p.Capacity)
+		}
+		if a.Kube != "" {
+			fmt.Fprintf(w, "Kube API:  %s\n", a.Kube)
+		}
 		var phases []string
 		for ph, n := range a.Pods {
 			phases = append(phases, fmt.Sprintf("%d %s", n, ph))

@@ -38,8 +38,8 @@ type nodeFlags struct {
 	datapath   string
 	nodeNetNS  string
 	logLevel   string
-	// labels are the node's labels, for per-node overrides that match on
-	// them (enid does not read them from the API server).
+	// labels are node labels for per-node overrides that match on them,
+	// laid over the Node object's when `enid run` has the Kubernetes API.
 	labels map[string]string
 }
 
@@ -53,7 +53,7 @@ func (f *nodeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.datapath, "datapath", "auto", "node datapath: linux (netlink, needs root), none (record only), auto (linux when root)")
 	fs.StringVar(&f.nodeNetNS, "node-netns", "", "network namespace path that plays the node (default: the current one)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	fs.StringToStringVar(&f.labels, "node-labels", nil, "the node's labels (k=v,...) for config overrides that match on labels")
+	fs.StringToStringVar(&f.labels, "node-labels", nil, "node labels (k=v,...) for config overrides that match on labels; laid over the Node object's when the Kubernetes API is reachable")
 }
 
 func (f *nodeFlags) paths() reconcile.Paths {

@@ -300,7 +300,8 @@ func (c *checker) checkConfigMap(cm configMap) {
 	}
 }
 
-// checkRole wants nodes readable and events creatable.
+// checkRole wants nodes readable, node status patchable and events
+// creatable (the kube link's needs; the real-API test proves they suffice).
 func (c *checker) checkRole(role clusterRole) {
 	allows := func(group, resource, verb string) bool {
 		for _, r := range role.Rules {
@@ -315,8 +316,13 @@ func (c *checker) checkRole(role clusterRole) {
 			c.errorf("ClusterRole cannot %s nodes", verb)
 		}
 	}
-	if !allows("", "events", "create") {
-		c.errorf("ClusterRole cannot create events")
+	for _, verb := range []string{"create", "patch"} {
+		if !allows("", "events", verb) {
+			c.errorf("ClusterRole cannot %s events", verb)
+		}
+	}
+	if !allows("", "nodes/status", "patch") {
+		c.errorf("ClusterRole cannot patch nodes/status (capacity and condition)")
 	}
 }
 

@@ -40,6 +40,9 @@ type Agent struct {
 	LastErrors []string `json:"lastErrors,omitempty"`
 	// Pods counts attachment statuses by phase.
 	Pods map[Phase]int `json:"pods,omitempty"`
+	// Kube is the state of the agent's link to the Kubernetes API server
+	// ("connected", "degraded: ..."); empty when it has none.
+	Kube string `json:"kube,omitempty"`
 	// Degraded is set while the cloud cannot be observed: the agent serves
 	// new pods from the idle addresses it provably holds, and growth and
 	// release wait. Ready stays true while pods can be served.
@@ -75,6 +78,10 @@ type PoolSummary struct {
 	Sticky int `json:"sticky"`
 	// ENIs is the number of owned secondary ENIs attached.
 	ENIs int `json:"enis"`
+	// Capacity is the most pod addresses the node can hold under its
+	// instance type's limits and the config (ENIs in exclusive mode); 0
+	// until known. It is what the node advertises as enid.dev/pod-ips.
+	Capacity int `json:"capacity,omitempty"`
 }
 
 // WriteAgent writes the heartbeat atomically to path, creating its
