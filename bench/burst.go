@@ -40,18 +40,7 @@ func runBurst(ctx context.Context, e env) []Result {
 		return rs
 	}
 	r := Result{Scenario: "cold burst", Setup: fmt.Sprintf("%s; %d rounds, each on a fresh node", rs[0].Setup, rounds)}
-	get := func(name string) []float64 {
-		var vs []float64
-		for _, x := range rs {
-			for _, f := range x.Figures {
-				if f.Name == name {
-					vs = append(vs, f.Value)
-				}
-			}
-		}
-		slices.Sort(vs)
-		return vs
-	}
+	get := func(name string) []float64 { return figureValues(rs, name) }
 	all, ratio, calls := get("all Ready"), get("ratio"), get("cloud calls")
 	r.add("all Ready median", all[len(all)/2], "ms")
 	r.add("worst", all[len(all)-1], "ms")

@@ -96,18 +96,7 @@ func summarizeRollouts(rs []Result) Result {
 	if len(rs) == 1 {
 		return rs[0]
 	}
-	get := func(name string) []float64 {
-		var vs []float64
-		for _, x := range rs {
-			for _, f := range x.Figures {
-				if f.Name == name {
-					vs = append(vs, f.Value)
-				}
-			}
-		}
-		slices.Sort(vs)
-		return vs
-	}
+	get := func(name string) []float64 { return figureValues(rs, name) }
 	r := Result{Scenario: "fleet: rollout", Setup: fmt.Sprintf("%s; %d runs, each on a fresh fleet", rs[0].Setup, len(rs))}
 	ratio, throttled, need, failed := get("ratio"), get("throttled"), get("necessary"), get("pods failed")
 	quiet, during := get("new pod Ready p99, quiet fleet"), get("new pod Ready p99, during rollout")

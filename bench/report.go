@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -152,4 +153,19 @@ func writeJSON(path string, rep Report) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// figureValues returns the values of the figure name over the runs rs,
+// sorted (for medians and extremes of repeated runs).
+func figureValues(rs []Result, name string) []float64 {
+	var vs []float64
+	for _, x := range rs {
+		for _, f := range x.Figures {
+			if f.Name == name {
+				vs = append(vs, f.Value)
+			}
+		}
+	}
+	slices.Sort(vs)
+	return vs
 }

@@ -105,16 +105,7 @@ func (s *Server) admitLocked(action string) (time.Duration, *apiError) {
 	if !s.bucket.take(s.now()) {
 		return d, apiErr("Throttling.User", "%s", defaultMessage("Throttling.User"))
 	}
-	for i, f := range s.oneShot {
-		if f.Action != "" && f.Action != action {
-			continue
-		}
-		f.Count--
-		if f.Count <= 0 {
-			s.oneShot = append(s.oneShot[:i:i], s.oneShot[i+1:]...)
-		} else {
-			s.oneShot[i] = f
-		}
+	if f, ok := s.takeOneShotLocked(func(f Fault) bool { return f.Action == "" || f.Action == action }); ok {
 		e := apiErr(f.Code, "%s", f.Message)
 		if e.Message == "" {
 			e.Message = defaultMessage(f.Code)
@@ -170,16 +161,7 @@ const MetadataAction = "Metadata"
 // metadataFaultLocked returns the HTTP status a metadata request fails
 // with (0: none), drawing scripted faults first, then MetadataFaults.
 func (s *Server) metadataFaultLocked() int {
-	for i, f := range s.oneShot {
-		if f.Action != MetadataAction {
-			continue
-		}
-		f.Count--
-		if f.Count <= 0 {
-			s.oneShot = append(s.oneShot[:i:i], s.oneShot[i+1:]...)
-		} else {
-			s.oneShot[i] = f
-		}
+	if f, ok := s.takeOneShotLocked(func(f Fault) bool { return f.Action == MetadataAction }); ok {
 		return cmp.Or(f.Status, http.StatusServiceUnavailable)
 	}
 	mf := s.run.MetadataFaults
@@ -191,4 +173,22 @@ func (s *Server) metadataFaultLocked() int {
 		return st[s.rng.IntN(len(st))]
 	}
 	return 0
+}
+
+// takeOneShotLocked draws the first scripted fault that match accepts,
+// counting it down (and dropping it once spent).
+func (s *Server) takeOneShotLocked(match func(Fault) bool) (Fault, bool) {
+	for i, f := range s.oneShot {
+		if !match(f) {
+			continue
+		}
+		f.Count--
+		if f.Count <= 0 {
+			s.oneShot = append(s.oneShot[:i:i], s.oneShot[i+1:]...)
+		} else {
+			s.oneShot[i] = f
+		}
+		return f, true
+	}
+	return Fault{}, false
 }
