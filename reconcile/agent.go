@@ -210,7 +210,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, now: cfg.Now,
 		entries: desired.NewEntryStore(cfg.Paths.Entries), statuses: status.NewStore(cfg.Paths.Statuses),
 		trigger: make(chan struct{}, 1), fetchC: make(chan *fetch, 1),
-		planning: Planning{Datapath: cfg.Datapath, Kube: cfg.Kube, NodeName: cfg.NodeName, Logger: cfg.Logger}}
+		planning: newPlanning(cfg)}
 	a.exec = newExecutor(cfg.Cloud, cfg.Datapath, a.statuses, &a.cache, cfg.InstanceID, a.log, a.metrics, a.now, a.wake, cfg.Parallelism, cfg.WaitForDevice)
 	if cfg.Kube != nil {
 		a.exec.published = a.reportPod
@@ -558,8 +558,8 @@ func (a *Agent) loadDesired() {
 	m := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
 	h := fnv.New64a()
 	for _, e := range d.Entries {
-		m[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
-		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
+		m[e.Key()] = e
+		h.Write([]byte(e.Key().String() + "\n"))
 	}
 	a.desired, a.entryMap, a.entryFP, a.loaded = d, m, h.Sum64(), true
 }
@@ -572,10 +572,10 @@ func vanishedWithoutDel(d desired.State, o observed.State, entries map[observed.
 	if n := len(d.Deleted) + len(d.EntryProblems); n > 0 {
 		other = make(map[observed.AttachmentKey]bool, n)
 		for _, k := range d.Deleted {
-			other[observed.AttachmentKey{ContainerID: k.ContainerID, IfName: k.IfName}] = true
+			other[k] = true
 		}
 		for _, ep := range d.EntryProblems {
-			other[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
+			other[ep.Key()] = true
 		}
 	}
 	known := func(k observed.AttachmentKey) bool {
@@ -612,11 +612,10 @@ func (a *Agent) forgetDeletions(d desired.State, o observed.State, entries map[o
 		left[b.Key] = true
 	}
 	for _, ep := range d.EntryProblems {
-		left[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
+		left[ep.Key()] = true
 	}
 	for _, k := range d.Deleted {
-		ok := observed.AttachmentKey{ContainerID: k.ContainerID, IfName: k.IfName}
-		if _, live := entries[ok]; live || left[ok] {
+		if _, live := entries[k]; live || left[k] {
 			continue // an ADD after the DEL removes the record itself
 		}
 		if err := a.entries.ForgetDeletion(k); err != nil {

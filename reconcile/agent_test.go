@@ -169,7 +169,7 @@ func (w *world) plan() (planner.Plan, desired.Config, error) {
 	if dp == nil {
 		dp = NewNoDatapathMust(w.t)
 	}
-	r, err := PlanOnce(context.Background(), PlanInput{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp})
+	r, err := PlanOnce(context.Background(), Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp}, nil)
 	return r.Plan, r.Desired.Config, err
 }
 

@@ -40,7 +40,7 @@ func (pl *Planning) refuseNetNS(d *desired.State) {
 	seen := make(map[observed.AttachmentKey]netnsVerdict, len(d.Entries))
 	kept := d.Entries[:0:0]
 	for _, e := range d.Entries {
-		k := observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}
+		k := e.Key()
 		v, ok := pl.netns[k]
 		if !ok || v.revision != e.Revision {
 			v = netnsVerdict{revision: e.Revision}

@@ -42,6 +42,11 @@ func (pl *Planning) log() *slog.Logger {
 	return pl.Logger
 }
 
+// newPlanning returns the Planning of an agent wired by cfg.
+func newPlanning(cfg Config) Planning {
+	return Planning{Datapath: cfg.Datapath, Kube: cfg.Kube, NodeName: cfg.NodeName, Logger: cfg.Logger}
+}
+
 // Complete applies what the files alone do not say to d as desired.Load
 // read it: pod facts from the Kubernetes link (addPodFacts), then the
 // pod-netns guard (refuseNetNS).
@@ -54,28 +59,6 @@ func (pl *Planning) Complete(d *desired.State) {
 // memory m at now.
 func (pl *Planning) Plan(d desired.State, o observed.State, m planner.Memory, now time.Time) planner.Plan {
 	return planner.Make(d, o, planner.Options{Now: now, Memory: m, NodeName: pl.NodeName})
-}
-
-// PlanInput is what PlanOnce reads besides the files named by Paths.
-type PlanInput struct {
-	Paths      Paths
-	InstanceID string
-	NodeName   string
-	// NodeLabels are the node's labels when known (--node-labels); with a
-	// Kube link, laid over the Node's, as the agent does.
-	NodeLabels map[string]string
-	Cloud      Cloud
-	// Datapath is read (Observe) and asked about pod namespaces
-	// (CheckNetNS); nothing is changed.
-	Datapath Datapath
-	// Kube is optional (nil: no pod facts, labels from NodeLabels only).
-	Kube   Kube
-	Logger *slog.Logger
-	// Now is the plan's time (time.Now when zero).
-	Now time.Time
-	// Observed, when set, is planned against instead of observing the
-	// cloud and the node.
-	Observed *observed.State
 }
 
 // PlanResult is what PlanOnce planned and from what.
@@ -92,20 +75,22 @@ type PlanResult struct {
 var ErrConfigInvalid = errors.New("the config is invalid: nothing planned")
 
 // PlanOnce is one read-only observe-and-plan pass as the agent's next pass
-// would make it (`enid plan`): desired state from the files (config,
-// entries, deletion records, hints) completed as the agent completes it
-// (Planning.Complete), a full observation (or in.Observed) and the memory
-// the agent persisted. It writes no file (no status, no memory, no
-// deletion record) and calls nothing that changes the cloud or the node.
-func PlanOnce(ctx context.Context, in PlanInput) (PlanResult, error) {
+// would make it (`enid plan`), wired as the agent is (in is the agent's
+// Config; the loop's settings are not used): desired state from the files
+// (config, entries, deletion records, hints) completed as the agent
+// completes it (Planning.Complete), a full observation and the memory the
+// agent persisted. When o is not nil it is planned against instead of
+// observing. PlanOnce writes no file (no status, no memory, no deletion
+// record) and calls nothing that changes the cloud or the node.
+func PlanOnce(ctx context.Context, in Config, o *observed.State) (PlanResult, error) {
 	var r PlanResult
-	now := in.Now
-	if now.IsZero() {
-		now = time.Now()
+	now := time.Now()
+	if in.Now != nil {
+		now = in.Now()
 	}
 	var inst observed.Instance
-	if in.Observed != nil {
-		inst = in.Observed.Instance
+	if o != nil {
+		inst = o.Instance
 	} else {
 		var err error
 		if inst, err = in.Cloud.Instance(ctx, in.InstanceID); err != nil {
@@ -118,10 +103,10 @@ func PlanOnce(ctx context.Context, in PlanInput) (PlanResult, error) {
 	if len(r.Desired.ConfigProblems) > 0 {
 		return r, ErrConfigInvalid
 	}
-	pl := Planning{Datapath: in.Datapath, Kube: in.Kube, NodeName: in.NodeName, Logger: in.Logger}
+	pl := newPlanning(in)
 	pl.Complete(&r.Desired)
-	if in.Observed != nil {
-		r.Observed = *in.Observed
+	if o != nil {
+		r.Observed = *o
 	} else {
 		src := NewSources(in.Cloud, in.Datapath, status.NewStore(in.Paths.Statuses))
 		src.Cloud = cloudSource{c: in.Cloud, known: inst} // described above: not again

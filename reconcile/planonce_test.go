@@ -55,7 +55,7 @@ func TestPlanOnceIsTheAgentsPlan(t *testing.T) {
 	stop()
 	agentPlan := w.agent.lastPlan // Run has returned: no race
 
-	r, err := PlanOnce(context.Background(), PlanInput{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp})
+	r, err := PlanOnce(context.Background(), Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,8 +91,8 @@ func makePlan(cmd *cobra.Command, f *nodeFlags) (planner.Plan, error) {
 		return planner.Plan{}, err
 	}
 	defer closeDP()
-	r, err := reconcile.PlanOnce(ctx, reconcile.PlanInput{Paths: f.paths(), InstanceID: cs.instanceID,
-		NodeName: f.resolveNodeName(), NodeLabels: f.labels, Cloud: cs.client, Datapath: dp, Logger: log})
+	r, err := reconcile.PlanOnce(ctx, reconcile.Config{Paths: f.paths(), InstanceID: cs.instanceID,
+		NodeName: f.resolveNodeName(), NodeLabels: f.labels, Cloud: cs.client, Datapath: dp, Logger: log}, nil)
 	if errors.Is(err, reconcile.ErrConfigInvalid) {
 		printLines(cmd.ErrOrStderr(), fmt.Sprintf("invalid config (%s):", f.configFile), r.Desired.ConfigProblems)
 	}
