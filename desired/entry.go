@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/enidnet/enid/internal/podkey"
 )
 
 // Pod annotations enid reads from an entry.
@@ -27,11 +29,10 @@ const (
 	// MaxEntrySize bounds an entry file: above Kubernetes' 256 KiB limit
 	// on a pod's annotations, with room for the rest.
 	MaxEntrySize = 512 << 10
-	// MaxContainerIDLen bounds a container ID (runtimes use 64 hex digits)
-	// so that a file name stays well under 255 bytes.
-	MaxContainerIDLen = 128
+	// MaxContainerIDLen bounds a container ID (podkey.MaxContainerIDLen).
+	MaxContainerIDLen = podkey.MaxContainerIDLen
 	// MaxIfNameLen is Linux's IFNAMSIZ minus the terminating NUL.
-	MaxIfNameLen = 15
+	MaxIfNameLen = podkey.MaxIfNameLen
 	// MaxNetNSLen is PATH_MAX.
 	MaxNetNSLen = 4096
 )
@@ -40,63 +41,34 @@ const (
 var ErrInvalidEntry = errors.New("invalid entry")
 
 // Key names one attachment: a container (the pod sandbox) and an interface
-// inside it.
-type Key struct {
-	ContainerID string
-	IfName      string
-}
+// inside it. It is podkey.Key, as is observed.AttachmentKey: one identity
+// with one grammar and one file name.
+type Key = podkey.Key
 
-// String returns "<containerID>_<ifName>", the entry's file name without
-// ".json". It is unambiguous because an ifName never holds "_".
-func (k Key) String() string { return k.ContainerID + "_" + k.IfName }
-
-// Validate checks both halves of the key by their grammars.
-func (k Key) Validate() error {
-	var ps []string
-	if err := checkContainerID(k.ContainerID); err != nil {
-		ps = append(ps, err.Error())
-	}
-	if err := checkIfName(k.IfName); err != nil {
-		ps = append(ps, err.Error())
-	}
-	if len(ps) > 0 {
-		return fmt.Errorf("%w: %s", ErrInvalidEntry, strings.Join(ps, "; "))
+// validKey checks both halves of the key by their grammars; the error wraps
+// ErrInvalidEntry.
+func validKey(k Key) error {
+	if err := k.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidEntry, err)
 	}
 	return nil
 }
 
 // EntryFileName returns the file name of the key's entry.
-func EntryFileName(key Key) string { return key.String() + ".json" }
+func EntryFileName(key Key) string { return podkey.FileName(key) }
 
 // DeletionFileName returns the file name of the key's deletion record
 // (see EntryStore.MarkDeleted).
-func DeletionFileName(key Key) string { return key.String() + deletionSuffix }
-
-// deletionSuffix ends the name of a deletion record in the entries dir.
-const deletionSuffix = ".del"
+func DeletionFileName(key Key) string { return podkey.DeletionFileName(key) }
 
 // KeyFromFileName parses an entry file name back to its key; ok is false
 // when the name is not a valid entry file name.
-func KeyFromFileName(name string) (Key, bool) { return keyFromName(name, ".json") }
+func KeyFromFileName(name string) (Key, bool) { return podkey.FromFileName(name, podkey.JSONSuffix) }
 
 // KeyFromDeletionFileName parses a deletion record's file name back to its
 // key; ok is false when the name is not one.
-func KeyFromDeletionFileName(name string) (Key, bool) { return keyFromName(name, deletionSuffix) }
-
-func keyFromName(name, suffix string) (Key, bool) {
-	base, found := strings.CutSuffix(name, suffix)
-	if !found {
-		return Key{}, false
-	}
-	i := strings.LastIndex(base, "_")
-	if i < 0 {
-		return Key{}, false
-	}
-	k := Key{ContainerID: base[:i], IfName: base[i+1:]}
-	if k.Validate() != nil {
-		return Key{}, false
-	}
-	return k, true
+func KeyFromDeletionFileName(name string) (Key, bool) {
+	return podkey.FromFileName(name, podkey.DeletionSuffix)
 }
 
 // Key returns the entry's key.
@@ -116,44 +88,10 @@ func Revision(data []byte) string {
 }
 
 var (
-	// containerIDRe is the CNI spec's grammar for CNI_CONTAINERID.
-	containerIDRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`)
 	dns1123Label  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	podUIDRe      = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9\-]*$`)
 	qualifiedName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 )
-
-func checkContainerID(id string) error {
-	switch {
-	case id == "":
-		return errors.New("containerID: required")
-	case len(id) > MaxContainerIDLen:
-		return fmt.Errorf("containerID: longer than %d characters (got %d)", MaxContainerIDLen, len(id))
-	case !containerIDRe.MatchString(id):
-		return fmt.Errorf("containerID: must be letters, digits, '_', '.' and '-', starting with a letter or digit (got %q)", clip(id))
-	}
-	return nil
-}
-
-// checkIfName applies Linux's rules for interface names (1 to 15 bytes, not
-// "." or "..", no '/', ':' or white space) plus enid's: printable ASCII and
-// no '_', which keeps "<containerID>_<ifName>" unambiguous.
-func checkIfName(n string) error {
-	switch {
-	case n == "":
-		return errors.New("ifName: required")
-	case len(n) > MaxIfNameLen:
-		return fmt.Errorf("ifName: longer than %d bytes (got %q)", MaxIfNameLen, clip(n))
-	case n == "." || n == "..":
-		return fmt.Errorf("ifName: not a valid interface name (got %q)", n)
-	}
-	for _, r := range n {
-		if r <= ' ' || r >= 0x7f || r == '/' || r == ':' || r == '_' {
-			return fmt.Errorf("ifName: must be printable ASCII without '/', ':', '_' or spaces (got %q)", clip(n))
-		}
-	}
-	return nil
-}
 
 func checkDNS1123Subdomain(s string) bool {
 	if s == "" || len(s) > 253 {
@@ -179,12 +117,7 @@ func checkAnnotationKey(k string) bool {
 	return len(name) <= 63 && qualifiedName.MatchString(name)
 }
 
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
-}
+func clip(s string) string { return podkey.Clip(s) }
 
 // Validate checks every field of the entry and reports all problems at once,
 // wrapped in ErrInvalidEntry.
@@ -194,10 +127,10 @@ func (e Entry) Validate() error {
 	if e.APIVersion != EntryAPIVersion {
 		add("apiVersion: must be %q (got %q)", EntryAPIVersion, clip(e.APIVersion))
 	}
-	if err := checkContainerID(e.ContainerID); err != nil {
+	if err := podkey.CheckContainerID(e.ContainerID); err != nil {
 		add("%v", err)
 	}
-	if err := checkIfName(e.IfName); err != nil {
+	if err := podkey.CheckIfName(e.IfName); err != nil {
 		add("%v", err)
 	}
 	switch {

@@ -129,8 +129,8 @@ func TestKeyFromFileName(t *testing.T) {
 		want Key
 		ok   bool
 	}{
-		{"abc_eth0.json", Key{"abc", "eth0"}, true},
-		{"a_b_c_net1.json", Key{"a_b_c", "net1"}, true},
+		{"abc_eth0.json", Key{ContainerID: "abc", IfName: "eth0"}, true},
+		{"a_b_c_net1.json", Key{ContainerID: "a_b_c", IfName: "net1"}, true},
 		{"abc_eth0", Key{}, false},
 		{"abc.json", Key{}, false},
 		{"_eth0.json", Key{}, false},

@@ -41,6 +41,10 @@ type EntryProblem struct {
 	Code string
 }
 
+// Key returns the attachment the problem names (zero halves when they could
+// not be parsed from the file name).
+func (p EntryProblem) Key() Key { return Key{ContainerID: p.ContainerID, IfName: p.IfName} }
+
 // EntryAPIVersion is the version written in every pod entry.
 const EntryAPIVersion = "enid.dev/v1alpha1"
 

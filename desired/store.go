@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/enidnet/enid/internal/fileread"
+	"github.com/enidnet/enid/internal/podkey"
 )
 
 // EntryStore keeps pod entries as files in one directory, one file per
@@ -73,10 +74,6 @@ func NewEntryStore(dir string) *EntryStore { return &EntryStore{dir: dir} }
 // Dir returns the store's directory.
 func (s *EntryStore) Dir() string { return s.dir }
 
-// tempPrefix starts the name of every file being written; readers skip
-// dot-files, so a half-written or abandoned temp file is never an entry.
-const tempPrefix = ".tmp-"
-
 // Write validates e and stores it atomically: a temp file (0600) in the same
 // directory, fsync, rename over the entry, fsync of the directory (0700,
 // created if needed). It returns the revision of the bytes written. The
@@ -97,7 +94,7 @@ func (s *EntryStore) Write(e Entry) (revision string, err error) {
 		return "", err
 	}
 	name := EntryFileName(e.Key())
-	if err := writeAtomic(s.dir, name, data); err != nil {
+	if err := podkey.WriteFileAtomic(filepath.Join(s.dir, name), data, 0o600); err != nil {
 		return "", fmt.Errorf("write entry %s: %w", e.Key(), err)
 	}
 	return Revision(data), nil
@@ -123,53 +120,10 @@ func (s *EntryStore) ensureDir() error {
 	return nil
 }
 
-// writeAtomic writes data to dir/name through a temp file and a rename.
-func writeAtomic(dir, name string, data []byte) (err error) {
-	f, err := os.CreateTemp(dir, tempPrefix+name+"-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			// The temp file is useless after a failure; a leftover would be
-			// skipped by readers anyway, so a failed remove is not reported.
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close() // the write error is the one to report
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close() // the sync error is the one to report
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		_ = d.Close() // the sync error is the one to report
-		return fmt.Errorf("sync dir: %w", err)
-	}
-	return d.Close()
-}
-
 // Read returns the entry for key. errors.Is(err, fs.ErrNotExist) reports
 // that there is none; a bad file gives an error wrapping ErrInvalidEntry.
 func (s *EntryStore) Read(key Key) (Entry, error) {
-	if err := key.Validate(); err != nil {
+	if err := validKey(key); err != nil {
 		return Entry{}, err
 	}
 	e, err := s.readFile(EntryFileName(key))
@@ -322,7 +276,7 @@ func compareKeys(a, b Key) int {
 
 // Remove deletes the entry for key; an absent entry is success.
 func (s *EntryStore) Remove(key Key) error {
-	if err := key.Validate(); err != nil {
+	if err := validKey(key); err != nil {
 		return err
 	}
 	err := os.Remove(filepath.Join(s.dir, EntryFileName(key)))
@@ -332,7 +286,7 @@ func (s *EntryStore) Remove(key Key) error {
 	if err != nil {
 		return fmt.Errorf("remove entry %s: %w", key, err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := podkey.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("remove entry %s: %w", key, err)
 	}
 	return nil
@@ -357,7 +311,7 @@ type deletionRecord struct {
 // once nothing of the attachment is left (ForgetDeletion); an ADD of the
 // same key removes it too.
 func (s *EntryStore) MarkDeleted(key Key, now time.Time) error {
-	if err := key.Validate(); err != nil {
+	if err := validKey(key); err != nil {
 		return err
 	}
 	data, err := json.Marshal(deletionRecord{APIVersion: EntryAPIVersion, Kind: "Deletion",
@@ -368,7 +322,7 @@ func (s *EntryStore) MarkDeleted(key Key, now time.Time) error {
 	if err := s.ensureDir(); err != nil {
 		return err
 	}
-	if err := writeAtomic(s.dir, DeletionFileName(key), append(data, '\n')); err != nil {
+	if err := podkey.WriteFileAtomic(filepath.Join(s.dir, DeletionFileName(key)), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("record deletion of %s: %w", key, err)
 	}
 	return nil
@@ -379,7 +333,7 @@ func (s *EntryStore) MarkDeleted(key Key, now time.Time) error {
 // crash is forgotten again, and one lost only makes a later vanished entry
 // count as one without a DEL, which is the cautious reading.
 func (s *EntryStore) ForgetDeletion(key Key) error {
-	if err := key.Validate(); err != nil {
+	if err := validKey(key); err != nil {
 		return err
 	}
 	err := os.Remove(filepath.Join(s.dir, DeletionFileName(key)))

@@ -94,7 +94,7 @@ func TestStoreRefusesBadInput(t *testing.T) {
 	if _, err := s.Write(e); !errors.Is(err, ErrInvalidEntry) {
 		t.Errorf("write with traversal in ifName: want ErrInvalidEntry, got %v", err)
 	}
-	for _, k := range []Key{{"../etc", "eth0"}, {"c1", "../x"}, {"c1", ""}} {
+	for _, k := range []Key{{ContainerID: "../etc", IfName: "eth0"}, {ContainerID: "c1", IfName: "../x"}, {ContainerID: "c1", IfName: ""}} {
 		if _, err := s.Read(k); !errors.Is(err, ErrInvalidEntry) {
 			t.Errorf("Read(%v): want ErrInvalidEntry, got %v", k, err)
 		}

@@ -104,7 +104,8 @@ func TestDegradedThrottledCloud(t *testing.T) {
 // TestNodeNetNSRefused: a CNI ADD whose CNI_NETNS names the node's
 // namespace (the one the agent's datapath is configured with; here the
 // simulated node's, never the machine's) fails with the agent's reason
-// netns-refused, and the node namespace's routes are unchanged.
+// netns-refused, the node namespace's routes are unchanged, and `enid
+// plan` agrees with the agent (no setup planned for it).
 func TestNodeNetNSRefused(t *testing.T) {
 	n := newNode(t, nodeOptions{extraConfig: testPool, addTimeout: 10 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -128,6 +129,12 @@ func TestNodeNetNSRefused(t *testing.T) {
 	if after := nodeRoutes(t, n.sn.NodeNS()); after != before {
 		t.Errorf("node routes changed:\nbefore %s\nafter  %s", before, after)
 	}
+	// `enid plan` shows what the agent does: nothing for the refused
+	// entry (it failed at once), not a setup the agent will never run.
+	waitFor(t, 30*time.Second, "enid plan empty with the refused entry", func() (bool, string) {
+		code, out, stderr := n.plan(ctx, "--detailed-exitcode")
+		return code == 0, fmt.Sprintf("exit %d:\n%s%s", code, out, stderr)
+	})
 	if err := n.rt.Del(ctx, p.Pod); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/enidnet/enid/internal/podkey"
 	"github.com/enidnet/enid/observed"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -33,17 +34,9 @@ type PodSpec struct {
 	Bandwidth *Bandwidth
 }
 
-func validIfName(n string) error {
-	if n == "" || len(n) > unix.IFNAMSIZ-1 || n == "." || n == ".." {
-		return fmt.Errorf("interface name %q is not valid", n)
-	}
-	for _, c := range n {
-		if c == '/' || c == ':' || c <= ' ' {
-			return fmt.Errorf("interface name %q is not valid", n)
-		}
-	}
-	return nil
-}
+// validIfName checks the pod-side interface name by the attachment key's
+// grammar (podkey.CheckIfName: what Linux accepts, without '_').
+func validIfName(n string) error { return podkey.CheckIfName(n) }
 
 func (s PodSpec) validate() error {
 	if s.Key.ContainerID == "" {

@@ -3,8 +3,9 @@ package observed
 import (
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/enidnet/enid/internal/podkey"
 )
 
 // Tag keys enid puts on every ENI it creates. An ENI is "ours" only when
@@ -233,27 +234,10 @@ type ENIDevice struct {
 }
 
 // AttachmentKey names one pod attachment: the CNI (containerID, ifName).
-type AttachmentKey struct {
-	ContainerID string
-	IfName      string
-}
-
-// String renders the key as the entry and status file stem
-// "<containerID>_<ifName>".
-func (k AttachmentKey) String() string { return k.ContainerID + "_" + k.IfName }
-
-// Compare orders keys as their strings order, without building the strings
-// unless one container ID is a prefix of the other: lists of a node's
-// attachments are sorted this way, and kept sorted on every change.
-func (k AttachmentKey) Compare(o AttachmentKey) int {
-	switch {
-	case k.ContainerID == o.ContainerID:
-		return strings.Compare(k.IfName, o.IfName)
-	case !strings.HasPrefix(k.ContainerID, o.ContainerID) && !strings.HasPrefix(o.ContainerID, k.ContainerID):
-		return strings.Compare(k.ContainerID, o.ContainerID)
-	}
-	return strings.Compare(k.String(), o.String())
-}
+// It is podkey.Key (String renders "<containerID>_<ifName>", the entry and
+// status file stem; Compare orders keys as their strings do), the same
+// type as desired.Key.
+type AttachmentKey = podkey.Key
 
 // PodNet is what the node holds for one pod attachment.
 type PodNet struct {

@@ -252,7 +252,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	for i := range d.Entries {
 		e := &d.Entries[i]
 		p := &arr[i]
-		*p = podState{entry: e, key: observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}}
+		*p = podState{entry: e, key: e.Key()}
 		if e.WantsStickyIP() && b.cfg.StickyIPHold > 0 {
 			p.sticky = e.PodNamespace + "/" + e.PodName + "/" + e.IfName
 		}
@@ -270,14 +270,14 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 			if b.problemKeys == nil {
 				b.problemKeys = map[observed.AttachmentKey]bool{}
 			}
-			b.problemKeys[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
+			b.problemKeys[ep.Key()] = true
 		}
 	}
 	for _, k := range d.Deleted {
 		if b.deleted == nil {
 			b.deleted = map[observed.AttachmentKey]bool{}
 		}
-		b.deleted[observed.AttachmentKey{ContainerID: k.ContainerID, IfName: k.IfName}] = true
+		b.deleted[k] = true
 	}
 	for _, r := range d.Hints.RuntimeAttachments {
 		if b.runtime == nil {

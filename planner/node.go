@@ -148,7 +148,7 @@ func (b *builder) podActions() {
 		if ep.ContainerID == "" {
 			continue
 		}
-		k := observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}
+		k := ep.Key()
 		if b.pod(k) != nil {
 			continue
 		}

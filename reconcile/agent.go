@@ -149,9 +149,8 @@ type Agent struct {
 
 	// See entriesFP above.
 	burstStart, burstChanged, burstUntil time.Time
-	// netns holds the datapath's verdict on each entry's netns, by entry
-	// revision (refuseNetNS).
-	netns map[observed.AttachmentKey]netnsVerdict
+	// planning completes desired state and plans, as `enid plan` does.
+	planning Planning
 	// degradedSince is when a full observation first failed to read the
 	// cloud and carried its last complete view (zero: not degraded).
 	degradedSince time.Time
@@ -210,7 +209,8 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, now: cfg.Now,
 		entries: desired.NewEntryStore(cfg.Paths.Entries), statuses: status.NewStore(cfg.Paths.Statuses),
-		trigger: make(chan struct{}, 1), fetchC: make(chan *fetch, 1)}
+		trigger: make(chan struct{}, 1), fetchC: make(chan *fetch, 1),
+		planning: newPlanning(cfg)}
 	a.exec = newExecutor(cfg.Cloud, cfg.Datapath, a.statuses, &a.cache, cfg.InstanceID, a.log, a.metrics, a.now, a.wake, cfg.Parallelism, cfg.WaitForDevice)
 	if cfg.Kube != nil {
 		a.exec.published = a.reportPod
@@ -486,7 +486,7 @@ func (a *Agent) pass(ctx context.Context) {
 		a.memory = a.memory.TokenFailed(tok)
 	}
 	start := time.Now()
-	p := planner.Make(d, o, planner.Options{Now: now, Memory: a.memory, NodeName: a.cfg.NodeName})
+	p := a.planning.Plan(d, o, a.memory, now)
 	a.metrics.planSeconds.Observe(time.Since(start).Seconds())
 	prev := a.lastPlan
 	a.lastPlan = p
@@ -554,13 +554,12 @@ func (a *Agent) pass(ctx context.Context) {
 // running actions of earlier passes hold the old one.
 func (a *Agent) loadDesired() {
 	d := desired.Load(a.loader, a.entries, desired.HintSources{})
-	a.addPodFacts(&d)
-	a.refuseNetNS(&d)
+	a.planning.Complete(&d)
 	m := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
 	h := fnv.New64a()
 	for _, e := range d.Entries {
-		m[observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}] = e
-		h.Write([]byte(e.ContainerID + "_" + e.IfName + "\n"))
+		m[e.Key()] = e
+		h.Write([]byte(e.Key().String() + "\n"))
 	}
 	a.desired, a.entryMap, a.entryFP, a.loaded = d, m, h.Sum64(), true
 }
@@ -573,10 +572,10 @@ func vanishedWithoutDel(d desired.State, o observed.State, entries map[observed.
 	if n := len(d.Deleted) + len(d.EntryProblems); n > 0 {
 		other = make(map[observed.AttachmentKey]bool, n)
 		for _, k := range d.Deleted {
-			other[observed.AttachmentKey{ContainerID: k.ContainerID, IfName: k.IfName}] = true
+			other[k] = true
 		}
 		for _, ep := range d.EntryProblems {
-			other[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
+			other[ep.Key()] = true
 		}
 	}
 	known := func(k observed.AttachmentKey) bool {
@@ -613,11 +612,10 @@ func (a *Agent) forgetDeletions(d desired.State, o observed.State, entries map[o
 		left[b.Key] = true
 	}
 	for _, ep := range d.EntryProblems {
-		left[observed.AttachmentKey{ContainerID: ep.ContainerID, IfName: ep.IfName}] = true
+		left[ep.Key()] = true
 	}
 	for _, k := range d.Deleted {
-		ok := observed.AttachmentKey{ContainerID: k.ContainerID, IfName: k.IfName}
-		if _, live := entries[ok]; live || left[ok] {
+		if _, live := entries[k]; live || left[k] {
 			continue // an ADD after the DEL removes the record itself
 		}
 		if err := a.entries.ForgetDeletion(k); err != nil {

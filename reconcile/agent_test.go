@@ -17,7 +17,6 @@ import (
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
-	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile/status"
 )
@@ -166,22 +165,12 @@ func (w *world) steady() bool {
 
 // plan plans from a fresh observation, as `enid plan` does.
 func (w *world) plan() (planner.Plan, desired.Config, error) {
-	l := desired.NewConfigLoader(w.paths.Config, desired.NodeFacts{Zone: w.inst.Zone})
-	d := desired.Load(l, desired.NewEntryStore(w.paths.Entries), desired.HintSources{})
 	dp := w.dp
 	if dp == nil {
 		dp = NewNoDatapathMust(w.t)
 	}
-	var vsw []string
-	for _, ids := range d.Config.ENI.VSwitches {
-		vsw = append(vsw, ids...)
-	}
-	o := observed.Collect(context.Background(), NewSources(w.cl, dp, status.NewStore(w.paths.Statuses)), w.inst.ID, vsw, time.Now())
-	mem, err := ReadMemory(w.paths.StateDir)
-	if err != nil {
-		return planner.Plan{}, d.Config, err
-	}
-	return planner.Make(d, o, planner.Options{Now: time.Now(), Memory: mem}), d.Config, nil
+	r, err := PlanOnce(context.Background(), Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp}, nil)
+	return r.Plan, r.Desired.Config, err
 }
 
 func (w *world) statuses() map[string]status.Attachment {

@@ -30,10 +30,7 @@ type fetch struct {
 // doing, and a leaked one is deleted only after its 5-minute grace anyway.
 // The agent carries the ones it knows.
 func (a *Agent) startFetch(ctx context.Context, cfg desired.Config, now time.Time) {
-	var vsw []string
-	for _, ids := range cfg.ENI.VSwitches {
-		vsw = append(vsw, ids...)
-	}
+	vsw := vSwitchIDs(cfg)
 	cs := cloudSource{c: a.cfg.Cloud, known: a.instance}
 	if routine, prev := a.cache.routine(); routine {
 		a.routineRefreshes++

@@ -32,21 +32,21 @@ type netnsVerdict struct {
 // retried forever). Each entry revision is checked once: an open, two
 // fstats and an ioctl. A netns that does not exist is not refused here: it
 // went with its pod, and DEL follows.
-func (a *Agent) refuseNetNS(d *desired.State) {
-	ck, ok := a.cfg.Datapath.(netnsChecker)
+func (pl *Planning) refuseNetNS(d *desired.State) {
+	ck, ok := pl.Datapath.(netnsChecker)
 	if !ok {
 		return
 	}
 	seen := make(map[observed.AttachmentKey]netnsVerdict, len(d.Entries))
 	kept := d.Entries[:0:0]
 	for _, e := range d.Entries {
-		k := observed.AttachmentKey{ContainerID: e.ContainerID, IfName: e.IfName}
-		v, ok := a.netns[k]
+		k := e.Key()
+		v, ok := pl.netns[k]
 		if !ok || v.revision != e.Revision {
 			v = netnsVerdict{revision: e.Revision}
 			if err := ck.CheckNetNS(e.NetNS); errors.Is(err, netnsid.ErrNodeNetNS) || errors.Is(err, netnsid.ErrNotNetNS) {
 				v.err = err
-				a.log.Error("pod netns refused: the pod fails", "attachment", k.String(), "netns", e.NetNS, "err", err)
+				pl.log().Error("pod netns refused: the pod fails", "attachment", k.String(), "netns", e.NetNS, "err", err)
 			}
 		}
 		seen[k] = v
@@ -58,7 +58,7 @@ func (a *Agent) refuseNetNS(d *desired.State) {
 		kept = append(kept, e)
 	}
 	d.Entries = kept
-	a.netns = seen
+	pl.netns = seen
 }
 
 // dropBadStatuses removes the status files that could not be read and that

@@ -71,23 +71,8 @@ type NodeReport struct {
 	Exclusive bool
 }
 
-// nodeLabels returns the labels overrides match on: the Node's, with the
-// configured ones (--node-labels) on top, for nodes whose API access is
-// missing or for an operator's override.
-func (a *Agent) nodeLabels() map[string]string {
-	if a.cfg.Kube == nil {
-		return a.cfg.NodeLabels
-	}
-	l, ok := a.cfg.Kube.NodeLabels()
-	if !ok {
-		return a.cfg.NodeLabels
-	}
-	if l == nil {
-		l = map[string]string{}
-	}
-	maps.Copy(l, a.cfg.NodeLabels)
-	return l
-}
+// nodeLabels returns the labels overrides match on (see the function).
+func (a *Agent) nodeLabels() map[string]string { return nodeLabels(a.cfg.Kube, a.cfg.NodeLabels) }
 
 // syncLabels gives the config loader the node's current labels and reports
 // whether they changed; a change re-applies the overrides, as a config
@@ -139,13 +124,13 @@ func (a *Agent) reportNode(h NodeHealth) {
 // pod a StatefulSet owns asks for a sticky address unless the config says
 // not to or the pod itself says "false". Entries are copied, never
 // changed in place (the store may share them between passes).
-func (a *Agent) addPodFacts(d *desired.State) {
-	if a.cfg.Kube == nil {
+func (pl *Planning) addPodFacts(d *desired.State) {
+	if pl.Kube == nil {
 		return
 	}
 	sticky := d.Config.StickyForStatefulSets()
 	for i, e := range d.Entries {
-		f, ok := a.cfg.Kube.PodFacts(e.PodNamespace, e.PodName, e.PodUID)
+		f, ok := pl.Kube.PodFacts(e.PodNamespace, e.PodName, e.PodUID)
 		if !ok {
 			continue
 		}

@@ -145,7 +145,7 @@ func TestAddPodFacts(t *testing.T) {
 		"ns/sts-0": {StatefulSet: true},
 		"ns/sts-1": {StatefulSet: true, Annotations: map[string]string{desired.AnnotationStickyIP: "false"}},
 	}}
-	a := &Agent{cfg: Config{Kube: k}}
+	pl := &Planning{Kube: k}
 	entry := func(name string, ann map[string]string) desired.Entry {
 		return desired.Entry{PodNamespace: "ns", PodName: name, Annotations: ann}
 	}
@@ -163,7 +163,7 @@ func TestAddPodFacts(t *testing.T) {
 	} {
 		in := tc.in.Annotations
 		d := desired.State{Config: tc.cfg, Entries: []desired.Entry{tc.in}}
-		a.addPodFacts(&d)
+		pl.addPodFacts(&d)
 		if diff := cmp.Diff(tc.out, d.Entries[0]); diff != "" {
 			t.Errorf("%s: entry (-want +got):\n%s", tc.name, diff)
 		}

@@ -11,8 +11,8 @@ import (
 	"syscall"
 
 	"github.com/enidnet/enid/internal/fileread"
+	"github.com/enidnet/enid/internal/podkey"
 	"github.com/enidnet/enid/planner"
-	"github.com/enidnet/enid/reconcile/status"
 )
 
 // memoryFile is where the planner's memory is kept between restarts.
@@ -69,7 +69,7 @@ func (a *Agent) saveMemory(m planner.Memory) error {
 	if err := os.MkdirAll(a.cfg.Paths.StateDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", a.cfg.Paths.StateDir, err)
 	}
-	if err := status.WriteFileAtomic(a.memoryFile(), b, 0o600); err != nil {
+	if err := podkey.WriteFileAtomic(a.memoryFile(), b, 0o600); err != nil {
 		return fmt.Errorf("write planner memory: %w", err)
 	}
 	a.memoryJSON = b

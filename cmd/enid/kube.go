@@ -88,7 +88,7 @@ func (k kubeAdapter) NodeLabels() (map[string]string, bool) { return k.l.NodeLab
 func (k kubeAdapter) State() string { return k.l.State() }
 
 func (k kubeAdapter) PodStatus(r reconcile.PodReport) {
-	s := kube.PodStatus{Namespace: r.Namespace, Name: r.Name, UID: r.UID, Attachment: r.Key.ContainerID + "_" + r.Key.IfName,
+	s := kube.PodStatus{Namespace: r.Namespace, Name: r.Name, UID: r.UID, Attachment: r.Key.String(),
 		Phase: r.Phase, ReasonCode: r.ReasonCode, Reason: r.Reason}
 	if r.IPv4.IsValid() {
 		s.Addresses = append(s.Addresses, r.IPv4.String())

@@ -5,15 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/enidnet/enid/desired"
-	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile"
-	"github.com/enidnet/enid/reconcile/status"
 )
 
 func newPlanCmd() *cobra.Command {
@@ -71,7 +67,10 @@ Without it: 0 unless there is an error.`,
 	return cmd
 }
 
-// makePlan observes read-only and plans, as the agent's next pass would.
+// makePlan observes read-only and plans, as the agent's next pass would
+// (reconcile.PlanOnce: the same completion of desired state, guards and
+// memory as the agent's pass). There is no Kubernetes link here: pod facts
+// the API server would add to entries are not applied.
 func makePlan(cmd *cobra.Command, f *nodeFlags) (planner.Plan, error) {
 	ctx := cmd.Context()
 	log, err := f.logger(os.Stderr)
@@ -81,7 +80,7 @@ func makePlan(cmd *cobra.Command, f *nodeFlags) (planner.Plan, error) {
 	base, err := baseConfig(f)
 	if err != nil {
 		printLines(cmd.ErrOrStderr(), fmt.Sprintf("invalid config (%s):", f.configFile), configErrorLines(err))
-		return planner.Plan{}, errors.New("the config is invalid: nothing planned")
+		return planner.Plan{}, reconcile.ErrConfigInvalid
 	}
 	cs, err := newCloud(ctx, f, base, log, nil)
 	if err != nil {
@@ -92,28 +91,12 @@ func makePlan(cmd *cobra.Command, f *nodeFlags) (planner.Plan, error) {
 		return planner.Plan{}, err
 	}
 	defer closeDP()
-	paths := f.paths()
-	now := time.Now()
-	inst, err := cs.client.Instance(ctx, cs.instanceID)
-	if err != nil {
-		return planner.Plan{}, fmt.Errorf("describe instance %s: %w", cs.instanceID, err)
+	r, err := reconcile.PlanOnce(ctx, reconcile.Config{Paths: f.paths(), InstanceID: cs.instanceID,
+		NodeName: f.resolveNodeName(), NodeLabels: f.labels, Cloud: cs.client, Datapath: dp, Logger: log}, nil)
+	if errors.Is(err, reconcile.ErrConfigInvalid) {
+		printLines(cmd.ErrOrStderr(), fmt.Sprintf("invalid config (%s):", f.configFile), r.Desired.ConfigProblems)
 	}
-	loader := desired.NewConfigLoader(paths.Config, desired.NodeFacts{NodeName: f.resolveNodeName(), Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: f.labels})
-	d := desired.Load(loader, desired.NewEntryStore(paths.Entries), paths.Hints)
-	if len(d.ConfigProblems) > 0 {
-		printLines(cmd.ErrOrStderr(), fmt.Sprintf("invalid config (%s):", f.configFile), d.ConfigProblems)
-		return planner.Plan{}, errors.New("the config is invalid: nothing planned")
-	}
-	var vsw []string
-	for _, ids := range d.Config.ENI.VSwitches {
-		vsw = append(vsw, ids...)
-	}
-	o := observed.Collect(ctx, reconcile.NewSources(cs.client, dp, status.NewStore(paths.Statuses)), cs.instanceID, vsw, now)
-	mem, err := reconcile.ReadMemory(paths.StateDir)
-	if err != nil {
-		return planner.Plan{}, err
-	}
-	return planner.Make(d, o, planner.Options{Now: now, Memory: mem, NodeName: f.resolveNodeName()}), nil
+	return r.Plan, err
 }
 
 func printPlan(w io.Writer, p planner.Plan, output string) error {

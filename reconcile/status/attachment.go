@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/internal/fileread"
+	"github.com/enidnet/enid/internal/podkey"
 )
 
 // Version is the apiVersion written in every status file and heartbeat.
@@ -107,7 +108,7 @@ type Interface struct {
 // FileName returns the status file name of an attachment:
 // "<containerID>_<ifName>.json".
 func FileName(containerID, ifName string) string {
-	return containerID + "_" + ifName + ".json"
+	return podkey.FileName(podkey.Key{ContainerID: containerID, IfName: ifName})
 }
 
 // Validate reports the first thing wrong with a, or nil.
@@ -148,38 +149,15 @@ func (a Attachment) Validate() error {
 }
 
 // CheckKey reports whether containerID and ifName can name a file, by the
-// same grammar as pod entries: the container ID as CNI allows it (letters,
-// digits, "_", ".", "-", not starting with a punctuation mark, at most 128
-// bytes) and an interface name Linux accepts without "_", which keeps
-// "<containerID>_<ifName>" unambiguous.
+// same grammar as pod entries (podkey.Key.Validate).
 func CheckKey(containerID, ifName string) error {
-	if containerID == "" {
-		return errors.New("container ID is empty")
-	}
-	if len(containerID) > 128 {
-		return fmt.Errorf("container ID is longer than 128 bytes (%d)", len(containerID))
-	}
-	for i, c := range containerID {
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || !strings.ContainsRune("_.-", c)) {
-			return fmt.Errorf("container ID %q: invalid character %q", containerID, c)
-		}
-	}
-	if ifName == "" {
-		return errors.New("interface name is empty")
-	}
-	if len(ifName) > 15 {
-		return fmt.Errorf("interface name %q is longer than 15 bytes", ifName)
-	}
-	if ifName == "." || ifName == ".." {
-		return fmt.Errorf("interface name %q is not allowed", ifName)
-	}
-	for _, r := range ifName {
-		if r <= ' ' || r >= 0x7f || r == '/' || r == ':' || r == '_' {
-			return fmt.Errorf("interface name %q: must be printable ASCII without '/', ':', '_' or spaces", ifName)
-		}
-	}
-	return nil
+	return podkey.Key{ContainerID: containerID, IfName: ifName}.Validate()
+}
+
+// WriteFileAtomic is podkey.WriteFileAtomic: the one atomic write of every
+// file enid publishes.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return podkey.WriteFileAtomic(path, data, perm)
 }
 
 // Store reads and writes attachment statuses in one directory (normally
@@ -291,7 +269,7 @@ func (s *Store) Remove(containerID, ifName string) error {
 	if err != nil {
 		return fmt.Errorf("remove status: %w", err)
 	}
-	return syncDir(s.dir)
+	return podkey.SyncDir(s.dir)
 }
 
 // readAttachment decodes and validates one status file; when containerID is

@@ -1,4 +1,4 @@
-package status
+package podkey
 
 import (
 	"fmt"
@@ -47,11 +47,11 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("rename %s to %s: %w", tmp, path, err)
 	}
 	ok = true
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-// syncDir makes a rename or removal in dir durable.
-func syncDir(dir string) error {
+// SyncDir makes a rename or removal in dir durable (fsync of the directory).
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open dir %s: %w", dir, err)
