@@ -287,7 +287,9 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		if a.Kind == planner.CreateENI && a.ClientToken != "" {
 			x.sent = append(x.sent, a.ClientToken)
 		}
-		x.beforeRun(a)
+		// What the action gives up is recorded before it runs, so no
+		// pass meanwhile hands out what is on its way out.
+		x.cache.before(a)
 		x.wg.Add(1)
 		go x.runAction(ctx, r, i, key)
 	}
@@ -311,27 +313,6 @@ func (x *executor) retries() []string {
 		out = append(out, k)
 	}
 	return out
-}
-
-// beforeRun updates the cache for actions that give something up, before
-// they run, so no pass meanwhile hands out what is on its way out.
-func (x *executor) beforeRun(a planner.Action) {
-	switch a.Kind {
-	case planner.UnassignIPs:
-		x.cache.editENI(a.ENIID, func(e *observed.ENI) {
-			e.IPv4, e.IPv6 = removeIPs(e.IPv4, a.IPv4), removeIPs(e.IPv6, a.IPv6)
-		})
-	case planner.DetachENI:
-		x.cache.editENI(a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIDetaching })
-	case planner.DeleteENI:
-		x.cache.editENI(a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIDeleting })
-	case planner.SetupPod, planner.MoveENI:
-		if a.Pod != nil {
-			// Claim the address for this pod at once (not yet healthy).
-			x.cache.setPod(observed.PodNet{Key: a.Pod.Key, NetNS: a.Pod.NetNS, IPv4: a.Pod.IPv4, IPv6: a.Pod.IPv6,
-				ENIMAC: a.Pod.ENIMAC, Exclusive: a.Kind == planner.MoveENI, Problems: []string{"setup in progress"}})
-		}
-	}
 }
 
 func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
@@ -456,7 +437,8 @@ func (x *executor) failed(a planner.Action, err error) {
 	x.mu.Unlock()
 	x.log.Warn("action failed", "kind", a.Kind, "target", a.Target, "retryable", retryable, "retry_in", d, "err", err)
 	if a.Pod != nil && (a.Kind == planner.SetupPod || a.Kind == planner.MoveENI) {
-		x.cache.removePod(a.Pod.Key)
+		// The claim recorded before it ran is withdrawn.
+		x.cache.apply(planner.Action{Kind: planner.TeardownPod, Pod: a.Pod}, planner.Result{})
 		st := planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
 			ReasonCode: planner.ReasonSetupFailed, Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}
 		if conflict {
@@ -476,19 +458,23 @@ func (x *executor) failed(a planner.Action, err error) {
 	}
 }
 
-// eniOf resolves the ENI an action means: its own ENIID, or the ENI the
-// referenced CreateENI made.
-func (r *run) eniOf(a planner.Action) (id, mac string) {
+// resolve returns the action with the ENI it means filled in: its own
+// ENIID, or the ENI the referenced CreateENI made (its ID, MAC and, for
+// ConfigureENI, the route table of the device index the attach gave).
+func (r *run) resolve(a planner.Action) planner.Action {
 	if a.ENIRef > 0 && a.ENIRef-1 < len(r.created) {
 		e := r.created[a.ENIRef-1]
-		return e.ID, e.MAC
+		a.ENIID, a.MAC = e.ID, e.MAC
+		if a.Kind == planner.ConfigureENI {
+			a.Table = planner.Table(e.DeviceIndex)
+		}
 	}
-	return a.ENIID, a.MAC
+	return a
 }
 
 // execute performs one action and records its result in the cache.
 func (x *executor) execute(ctx context.Context, r *run, i int) error {
-	a := r.plan.Actions[i]
+	a := r.resolve(r.plan.Actions[i])
 	switch a.Kind {
 	case planner.CreateENI:
 		e, err := x.cloud.CreateENI(ctx, cloud.CreateENIRequest{VSwitchID: a.VSwitchID, SecurityGroups: a.SecurityGroups,
@@ -498,53 +484,47 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 			return err // names the call, the vSwitch and the cloud's code
 		}
 		r.created[i] = e
-		x.cache.updateENI(e)
-		x.cache.takeVSwitchIPs(e.VSwitchID, 1+len(e.IPv4))
+		x.cache.apply(a, planner.Result{ENI: &e})
 		return nil
 	case planner.AttachENI:
-		id, _ := r.eniOf(a)
-		if err := x.cloud.AttachENI(ctx, id, x.instanceID); err != nil {
+		if err := x.cloud.AttachENI(ctx, a.ENIID, x.instanceID); err != nil {
 			return err
 		}
-		x.cache.editENI(id, func(e *observed.ENI) { e.Status = observed.ENIAttaching; e.InstanceID = x.instanceID })
-		e, err := x.cloud.WaitENI(ctx, id, observed.ENIInUse)
+		if e, ok := x.cache.eni(a.ENIID); ok {
+			// Attaching until the wait below sees it InUse.
+			e.Status, e.InstanceID = observed.ENIAttaching, x.instanceID
+			x.cache.apply(a, planner.Result{ENI: &e})
+		}
+		e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIInUse)
 		if err != nil {
 			return err
 		}
 		if a.ENIRef > 0 {
 			r.created[a.ENIRef-1] = e
 		}
-		x.cache.updateENI(e)
+		x.cache.apply(a, planner.Result{ENI: &e})
 		return nil
 	case planner.ConfigureENI:
-		id, mac := r.eniOf(a)
-		table := a.Table
-		if a.ENIRef > 0 {
-			e := r.created[a.ENIRef-1]
-			mac, table = e.MAC, 1000+e.DeviceIndex
-		}
-		_, err := x.dp.EnsureENI(ctx, linux.ENISpec{MAC: mac, Table: table, Gateway: a.Gateway, GatewayV6: a.GatewayV6, MTU: a.MTU, WaitForDevice: x.waitDevice})
+		_, err := x.dp.EnsureENI(ctx, linux.ENISpec{MAC: a.MAC, Table: a.Table, Gateway: a.Gateway, GatewayV6: a.GatewayV6, MTU: a.MTU, WaitForDevice: x.waitDevice})
 		if err != nil {
-			return fmt.Errorf("configure eni %s (%s): %w", id, mac, err)
+			return fmt.Errorf("configure eni %s (%s): %w", a.ENIID, a.MAC, err)
 		}
-		x.cache.setENIDevice(observed.ENIDevice{MAC: mac, Table: table, MTU: a.MTU, Up: true, Configured: true})
+		x.cache.apply(a, planner.Result{})
 		return nil
 	case planner.AssignIPs:
-		id, _ := r.eniOf(a)
 		if a.IPv4Count > 0 || len(a.IPv4) > 0 {
-			ips, err := x.cloud.AssignIPv4(ctx, id, a.IPv4Count, a.IPv4, a.ClientToken)
+			ips, err := x.cloud.AssignIPv4(ctx, a.ENIID, a.IPv4Count, a.IPv4, a.ClientToken)
 			if err != nil {
 				return err
 			}
-			x.cache.editENI(id, func(e *observed.ENI) { e.IPv4 = addIPs(e.IPv4, ips) })
-			x.cache.takeVSwitchIPs(x.cache.vSwitchOf(id), len(ips))
+			x.cache.apply(a, planner.Result{IPv4: ips})
 		}
 		if a.IPv6Count > 0 || len(a.IPv6) > 0 {
-			ips, err := x.cloud.AssignIPv6(ctx, id, a.IPv6Count, a.IPv6, a.ClientToken+"-6")
+			ips, err := x.cloud.AssignIPv6(ctx, a.ENIID, a.IPv6Count, a.IPv6, a.ClientToken+"-6")
 			if err != nil {
 				return err
 			}
-			x.cache.editENI(id, func(e *observed.ENI) { e.IPv6 = addIPs(e.IPv6, ips) })
+			x.cache.apply(a, planner.Result{IPv6: ips})
 		}
 		return nil
 	case planner.UnassignIPs:
@@ -552,39 +532,38 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 			if err := x.cloud.UnassignIPv4(ctx, a.ENIID, a.IPv4); err != nil {
 				return fmt.Errorf("unassign %v from %s: %w", a.IPv4, a.ENIID, err)
 			}
-			x.cache.takeVSwitchIPs(x.cache.vSwitchOf(a.ENIID), -len(a.IPv4))
 		}
 		if len(a.IPv6) > 0 {
 			if err := x.cloud.UnassignIPv6(ctx, a.ENIID, a.IPv6); err != nil {
 				return fmt.Errorf("unassign %v from %s: %w", a.IPv6, a.ENIID, err)
 			}
 		}
+		x.cache.apply(a, planner.Result{})
 		return nil
 	case planner.DetachENI:
 		if a.MAC != "" {
 			if _, err := x.dp.RemoveENI(ctx, a.MAC, a.Table); err != nil {
 				return fmt.Errorf("unconfigure eni %s before detach: %w", a.ENIID, err)
 			}
-			x.cache.removeENIDevice(a.MAC)
 		}
 		if err := x.cloud.DetachENI(ctx, a.ENIID, x.instanceID); err != nil {
 			return err
 		}
 		e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIAvailable)
+		if errors.Is(err, cloud.ErrNotFound) {
+			x.cache.apply(a, planner.Result{Gone: true})
+			return nil
+		}
 		if err != nil {
-			if errors.Is(err, cloud.ErrNotFound) {
-				x.cache.removeENI(a.ENIID)
-				return nil
-			}
 			return err
 		}
-		x.cache.updateENI(e)
+		x.cache.apply(a, planner.Result{ENI: &e})
 		return nil
 	case planner.DeleteENI:
 		if err := x.cloud.DeleteENI(ctx, a.ENIID); err != nil {
 			return err
 		}
-		x.cache.removeENI(a.ENIID)
+		x.cache.apply(a, planner.Result{})
 		return nil
 	case planner.SetupPod:
 		p := a.Pod
@@ -594,7 +573,7 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 			return fmt.Errorf("set up pod %s: %w", p.Key, err)
 		}
 		r.podRes[i] = res
-		x.cache.setPod(observed.PodNet{Key: p.Key, HostVeth: res.HostVeth, NetNS: p.NetNS, IPv4: p.IPv4, IPv6: p.IPv6, ENIMAC: p.ENIMAC, Healthy: true})
+		x.cache.apply(a, planner.Result{HostVeth: res.HostVeth})
 		return nil
 	case planner.MoveENI:
 		p := a.Pod
@@ -604,21 +583,21 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 			return fmt.Errorf("move eni %s into pod %s: %w", p.ENIMAC, p.Key, err)
 		}
 		r.podRes[i] = res
-		x.cache.setPod(observed.PodNet{Key: p.Key, HostVeth: res.HostVeth, NetNS: p.NetNS, IPv4: p.IPv4, ENIMAC: p.ENIMAC, Exclusive: true, Healthy: true})
+		x.cache.apply(a, planner.Result{HostVeth: res.HostVeth})
 		return nil
 	case planner.TeardownPod:
 		p := a.Pod
 		if _, err := x.dp.TeardownPod(ctx, p.Key, p.NetNS, p.IPv4, p.IPv6); err != nil {
 			return fmt.Errorf("tear down pod %s: %w", p.Key, err)
 		}
-		x.cache.removePod(p.Key)
+		x.cache.apply(a, planner.Result{})
 		return nil
 	case planner.ReturnENI:
 		p := a.Pod
 		if _, err := x.dp.TeardownExclusive(ctx, p.Key, p.NetNS, p.ENIMAC); err != nil {
 			return fmt.Errorf("return eni %s from pod %s: %w", p.ENIMAC, p.Key, err)
 		}
-		x.cache.removePod(p.Key)
+		x.cache.apply(a, planner.Result{})
 		return nil
 	case planner.PublishStatus:
 		var res *linux.PodResult
@@ -639,7 +618,7 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 			if err := x.statuses.Remove(key.ContainerID, key.IfName); err != nil {
 				return fmt.Errorf("remove status %s: %w", a.Target, err)
 			}
-			x.cache.removePublished(key)
+			x.cache.apply(a, planner.Result{})
 			return nil
 		}
 		var created *time.Time
@@ -705,8 +684,7 @@ func (x *executor) publish(ps planner.PodStatus, res *linux.PodResult, bits int,
 		return fmt.Errorf("write status %s: %w", ps.Key, err)
 	}
 	wasReady := x.cache.publishedReady(ps.Key, ps.Revision)
-	x.cache.setPublished(observed.Binding{Key: ps.Key, Revision: ps.Revision, Phase: ps.Phase, Reason: ps.Reason,
-		IPv4: ps.IPv4, IPv6: ps.IPv6, ENIID: ps.ENIID})
+	x.cache.apply(planner.Action{Kind: planner.PublishStatus, Target: ps.Key.String(), Status: &ps}, planner.Result{})
 	if ps.Phase == planner.PhaseReady && created != nil && !wasReady {
 		x.metrics.addToReady.Observe(x.now().Sub(*created).Seconds())
 	}
