@@ -472,162 +472,220 @@ func (r *run) resolve(a planner.Action) planner.Action {
 	return a
 }
 
+// handler performs one kind of action (a, its ENI reference resolved; i
+// its index in the run) and records its result in the cache.
+type handler func(x *executor, ctx context.Context, r *run, i int, a planner.Action) error
+
+// handlers holds one handler per action kind.
+var handlers = map[planner.ActionKind]handler{
+	planner.CreateENI:     (*executor).createENI,
+	planner.AttachENI:     (*executor).attachENI,
+	planner.ConfigureENI:  (*executor).configureENI,
+	planner.AssignIPs:     (*executor).assignIPs,
+	planner.UnassignIPs:   (*executor).unassignIPs,
+	planner.DetachENI:     (*executor).detachENI,
+	planner.DeleteENI:     (*executor).deleteENI,
+	planner.SetupPod:      (*executor).setupPod,
+	planner.MoveENI:       (*executor).moveENI,
+	planner.TeardownPod:   (*executor).teardownPod,
+	planner.ReturnENI:     (*executor).returnENI,
+	planner.PublishStatus: (*executor).publishStatus,
+}
+
 // execute performs one action and records its result in the cache.
 func (x *executor) execute(ctx context.Context, r *run, i int) error {
 	a := r.resolve(r.plan.Actions[i])
-	switch a.Kind {
-	case planner.CreateENI:
-		e, err := x.cloud.CreateENI(ctx, cloud.CreateENIRequest{VSwitchID: a.VSwitchID, SecurityGroups: a.SecurityGroups,
-			Tags: a.Tags, IPv4Count: a.IPv4Count, IPv6Count: a.IPv6Count, ClientToken: a.ClientToken,
-			Description: "enid pod ENI for " + x.instanceID})
-		if err != nil {
-			return err // names the call, the vSwitch and the cloud's code
-		}
-		r.created[i] = e
-		x.cache.apply(a, planner.Result{ENI: &e})
-		return nil
-	case planner.AttachENI:
-		if err := x.cloud.AttachENI(ctx, a.ENIID, x.instanceID); err != nil {
-			return err
-		}
-		if e, ok := x.cache.eni(a.ENIID); ok {
-			// Attaching until the wait below sees it InUse.
-			e.Status, e.InstanceID = observed.ENIAttaching, x.instanceID
-			x.cache.apply(a, planner.Result{ENI: &e})
-		}
-		e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIInUse)
-		if err != nil {
-			return err
-		}
-		if a.ENIRef > 0 {
-			r.created[a.ENIRef-1] = e
-		}
-		x.cache.apply(a, planner.Result{ENI: &e})
-		return nil
-	case planner.ConfigureENI:
-		_, err := x.dp.EnsureENI(ctx, linux.ENISpec{MAC: a.MAC, Table: a.Table, Gateway: a.Gateway, GatewayV6: a.GatewayV6, MTU: a.MTU, WaitForDevice: x.waitDevice})
-		if err != nil {
-			return fmt.Errorf("configure eni %s (%s): %w", a.ENIID, a.MAC, err)
-		}
-		x.cache.apply(a, planner.Result{})
-		return nil
-	case planner.AssignIPs:
-		if a.IPv4Count > 0 || len(a.IPv4) > 0 {
-			ips, err := x.cloud.AssignIPv4(ctx, a.ENIID, a.IPv4Count, a.IPv4, a.ClientToken)
-			if err != nil {
-				return err
-			}
-			x.cache.apply(a, planner.Result{IPv4: ips})
-		}
-		if a.IPv6Count > 0 || len(a.IPv6) > 0 {
-			ips, err := x.cloud.AssignIPv6(ctx, a.ENIID, a.IPv6Count, a.IPv6, a.ClientToken+"-6")
-			if err != nil {
-				return err
-			}
-			x.cache.apply(a, planner.Result{IPv6: ips})
-		}
-		return nil
-	case planner.UnassignIPs:
-		if len(a.IPv4) > 0 {
-			if err := x.cloud.UnassignIPv4(ctx, a.ENIID, a.IPv4); err != nil {
-				return fmt.Errorf("unassign %v from %s: %w", a.IPv4, a.ENIID, err)
-			}
-		}
-		if len(a.IPv6) > 0 {
-			if err := x.cloud.UnassignIPv6(ctx, a.ENIID, a.IPv6); err != nil {
-				return fmt.Errorf("unassign %v from %s: %w", a.IPv6, a.ENIID, err)
-			}
-		}
-		x.cache.apply(a, planner.Result{})
-		return nil
-	case planner.DetachENI:
-		if a.MAC != "" {
-			if _, err := x.dp.RemoveENI(ctx, a.MAC, a.Table); err != nil {
-				return fmt.Errorf("unconfigure eni %s before detach: %w", a.ENIID, err)
-			}
-		}
-		if err := x.cloud.DetachENI(ctx, a.ENIID, x.instanceID); err != nil {
-			return err
-		}
-		e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIAvailable)
-		if errors.Is(err, cloud.ErrNotFound) {
-			x.cache.apply(a, planner.Result{Gone: true})
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		x.cache.apply(a, planner.Result{ENI: &e})
-		return nil
-	case planner.DeleteENI:
-		if err := x.cloud.DeleteENI(ctx, a.ENIID); err != nil {
-			return err
-		}
-		x.cache.apply(a, planner.Result{})
-		return nil
-	case planner.SetupPod:
-		p := a.Pod
-		res, _, err := x.dp.EnsurePod(ctx, linux.PodSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, IPv4: p.IPv4, IPv6: p.IPv6,
-			ENIMAC: p.ENIMAC, Table: p.Table, MTU: p.MTU, Bandwidth: bandwidth(p.Bandwidth)})
-		if err != nil {
-			return fmt.Errorf("set up pod %s: %w", p.Key, err)
-		}
-		r.podRes[i] = res
-		x.cache.apply(a, planner.Result{HostVeth: res.HostVeth})
-		return nil
-	case planner.MoveENI:
-		p := a.Pod
-		res, _, err := x.dp.EnsureExclusive(ctx, linux.ExclusiveSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, MAC: p.ENIMAC,
-			Prefix: a.Prefix, Gateway: a.Gateway, MTU: p.MTU})
-		if err != nil {
-			return fmt.Errorf("move eni %s into pod %s: %w", p.ENIMAC, p.Key, err)
-		}
-		r.podRes[i] = res
-		x.cache.apply(a, planner.Result{HostVeth: res.HostVeth})
-		return nil
-	case planner.TeardownPod:
-		p := a.Pod
-		if _, err := x.dp.TeardownPod(ctx, p.Key, p.NetNS, p.IPv4, p.IPv6); err != nil {
-			return fmt.Errorf("tear down pod %s: %w", p.Key, err)
-		}
-		x.cache.apply(a, planner.Result{})
-		return nil
-	case planner.ReturnENI:
-		p := a.Pod
-		if _, err := x.dp.TeardownExclusive(ctx, p.Key, p.NetNS, p.ENIMAC); err != nil {
-			return fmt.Errorf("return eni %s from pod %s: %w", p.ENIMAC, p.Key, err)
-		}
-		x.cache.apply(a, planner.Result{})
-		return nil
-	case planner.PublishStatus:
-		var res *linux.PodResult
-		bits := 0
-		for _, d := range a.DependsOn {
-			if d >= 0 && d < len(r.podRes) && r.podRes[d].HostVeth != "" {
-				res = &r.podRes[d]
-			}
-			if d >= 0 && d < len(r.plan.Actions) && r.plan.Actions[d].Kind == planner.MoveENI {
-				bits = r.plan.Actions[d].Prefix.Bits()
-			}
-		}
-		if a.Status == nil {
-			key, ok := x.cache.publishedKey(a.Target)
-			if !ok {
-				return nil // nothing published under that name: already gone
-			}
-			if err := x.statuses.Remove(key.ContainerID, key.IfName); err != nil {
-				return fmt.Errorf("remove status %s: %w", a.Target, err)
-			}
-			x.cache.apply(a, planner.Result{})
-			return nil
-		}
-		var created *time.Time
-		if e, ok := r.entries[a.Status.Key]; ok && !e.Created.IsZero() {
-			created = &e.Created
-		}
-		return x.publish(*a.Status, res, bits, created)
+	h, ok := handlers[a.Kind]
+	if !ok {
+		return fmt.Errorf("unknown action kind %q", a.Kind)
 	}
-	return fmt.Errorf("unknown action kind %q", a.Kind)
+	return h(x, ctx, r, i, a)
+}
+
+// createENI creates the ENI; later actions of the run find it by ENIRef.
+func (x *executor) createENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	e, err := x.cloud.CreateENI(ctx, cloud.CreateENIRequest{VSwitchID: a.VSwitchID, SecurityGroups: a.SecurityGroups,
+		Tags: a.Tags, IPv4Count: a.IPv4Count, IPv6Count: a.IPv6Count, ClientToken: a.ClientToken,
+		Description: "enid pod ENI for " + x.instanceID})
+	if err != nil {
+		return err // names the call, the vSwitch and the cloud's code
+	}
+	r.created[i] = e
+	x.cache.apply(a, planner.Result{ENI: &e})
+	return nil
+}
+
+// attachENI attaches the ENI to this instance and waits until it is InUse.
+func (x *executor) attachENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	if err := x.cloud.AttachENI(ctx, a.ENIID, x.instanceID); err != nil {
+		return err
+	}
+	if e, ok := x.cache.eni(a.ENIID); ok {
+		// Attaching until the wait below sees it InUse.
+		e.Status, e.InstanceID = observed.ENIAttaching, x.instanceID
+		x.cache.apply(a, planner.Result{ENI: &e})
+	}
+	e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIInUse)
+	if err != nil {
+		return err
+	}
+	if a.ENIRef > 0 {
+		r.created[a.ENIRef-1] = e
+	}
+	x.cache.apply(a, planner.Result{ENI: &e})
+	return nil
+}
+
+// configureENI configures the ENI's device (table, gateways, MTU).
+func (x *executor) configureENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	_, err := x.dp.EnsureENI(ctx, linux.ENISpec{MAC: a.MAC, Table: a.Table, Gateway: a.Gateway, GatewayV6: a.GatewayV6, MTU: a.MTU, WaitForDevice: x.waitDevice})
+	if err != nil {
+		return fmt.Errorf("configure eni %s (%s): %w", a.ENIID, a.MAC, err)
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// assignIPs assigns addresses to the ENI, IPv4 then IPv6.
+func (x *executor) assignIPs(ctx context.Context, r *run, i int, a planner.Action) error {
+	if a.IPv4Count > 0 || len(a.IPv4) > 0 {
+		ips, err := x.cloud.AssignIPv4(ctx, a.ENIID, a.IPv4Count, a.IPv4, a.ClientToken)
+		if err != nil {
+			return err
+		}
+		x.cache.apply(a, planner.Result{IPv4: ips})
+	}
+	if a.IPv6Count > 0 || len(a.IPv6) > 0 {
+		ips, err := x.cloud.AssignIPv6(ctx, a.ENIID, a.IPv6Count, a.IPv6, a.ClientToken+"-6")
+		if err != nil {
+			return err
+		}
+		x.cache.apply(a, planner.Result{IPv6: ips})
+	}
+	return nil
+}
+
+// unassignIPs gives the ENI's addresses back.
+func (x *executor) unassignIPs(ctx context.Context, r *run, i int, a planner.Action) error {
+	if len(a.IPv4) > 0 {
+		if err := x.cloud.UnassignIPv4(ctx, a.ENIID, a.IPv4); err != nil {
+			return fmt.Errorf("unassign %v from %s: %w", a.IPv4, a.ENIID, err)
+		}
+	}
+	if len(a.IPv6) > 0 {
+		if err := x.cloud.UnassignIPv6(ctx, a.ENIID, a.IPv6); err != nil {
+			return fmt.Errorf("unassign %v from %s: %w", a.IPv6, a.ENIID, err)
+		}
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// detachENI unconfigures the ENI's device, detaches it and waits until it is Available.
+func (x *executor) detachENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	if a.MAC != "" {
+		if _, err := x.dp.RemoveENI(ctx, a.MAC, a.Table); err != nil {
+			return fmt.Errorf("unconfigure eni %s before detach: %w", a.ENIID, err)
+		}
+	}
+	if err := x.cloud.DetachENI(ctx, a.ENIID, x.instanceID); err != nil {
+		return err
+	}
+	e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIAvailable)
+	if errors.Is(err, cloud.ErrNotFound) {
+		x.cache.apply(a, planner.Result{Gone: true})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	x.cache.apply(a, planner.Result{ENI: &e})
+	return nil
+}
+
+// deleteENI deletes the ENI.
+func (x *executor) deleteENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	if err := x.cloud.DeleteENI(ctx, a.ENIID); err != nil {
+		return err
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// setupPod sets up a shared-mode pod's network.
+func (x *executor) setupPod(ctx context.Context, r *run, i int, a planner.Action) error {
+	p := a.Pod
+	res, _, err := x.dp.EnsurePod(ctx, linux.PodSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, IPv4: p.IPv4, IPv6: p.IPv6,
+		ENIMAC: p.ENIMAC, Table: p.Table, MTU: p.MTU, Bandwidth: bandwidth(p.Bandwidth)})
+	if err != nil {
+		return fmt.Errorf("set up pod %s: %w", p.Key, err)
+	}
+	r.podRes[i] = res
+	x.cache.apply(a, planner.Result{HostVeth: res.HostVeth})
+	return nil
+}
+
+// moveENI moves an exclusive ENI into its pod.
+func (x *executor) moveENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	p := a.Pod
+	res, _, err := x.dp.EnsureExclusive(ctx, linux.ExclusiveSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, MAC: p.ENIMAC,
+		Prefix: a.Prefix, Gateway: a.Gateway, MTU: p.MTU})
+	if err != nil {
+		return fmt.Errorf("move eni %s into pod %s: %w", p.ENIMAC, p.Key, err)
+	}
+	r.podRes[i] = res
+	x.cache.apply(a, planner.Result{HostVeth: res.HostVeth})
+	return nil
+}
+
+// teardownPod tears a shared-mode pod's network down.
+func (x *executor) teardownPod(ctx context.Context, r *run, i int, a planner.Action) error {
+	p := a.Pod
+	if _, err := x.dp.TeardownPod(ctx, p.Key, p.NetNS, p.IPv4, p.IPv6); err != nil {
+		return fmt.Errorf("tear down pod %s: %w", p.Key, err)
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// returnENI returns an exclusive ENI from its pod to the node.
+func (x *executor) returnENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	p := a.Pod
+	if _, err := x.dp.TeardownExclusive(ctx, p.Key, p.NetNS, p.ENIMAC); err != nil {
+		return fmt.Errorf("return eni %s from pod %s: %w", p.ENIMAC, p.Key, err)
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// publishStatus writes (or removes) an attachment's status.
+func (x *executor) publishStatus(ctx context.Context, r *run, i int, a planner.Action) error {
+	var res *linux.PodResult
+	bits := 0
+	for _, d := range a.DependsOn {
+		if d >= 0 && d < len(r.podRes) && r.podRes[d].HostVeth != "" {
+			res = &r.podRes[d]
+		}
+		if d >= 0 && d < len(r.plan.Actions) && r.plan.Actions[d].Kind == planner.MoveENI {
+			bits = r.plan.Actions[d].Prefix.Bits()
+		}
+	}
+	if a.Status == nil {
+		key, ok := x.cache.publishedKey(a.Target)
+		if !ok {
+			return nil // nothing published under that name: already gone
+		}
+		if err := x.statuses.Remove(key.ContainerID, key.IfName); err != nil {
+			return fmt.Errorf("remove status %s: %w", a.Target, err)
+		}
+		x.cache.apply(a, planner.Result{})
+		return nil
+	}
+	var created *time.Time
+	if e, ok := r.entries[a.Status.Key]; ok && !e.Created.IsZero() {
+		created = &e.Created
+	}
+	return x.publish(*a.Status, res, bits, created)
 }
 
 func bandwidth(b *desired.Bandwidth) *linux.Bandwidth {
