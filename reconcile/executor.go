@@ -454,7 +454,7 @@ func (x *executor) failed(a planner.Action, err error) {
 		}
 		// Otherwise the pod stays Pending with the reason, so a CNI ADD
 		// that times out reports it; a later pass retries.
-		x.publish(st, nil, 0, nil)
+		x.publish(st, nil, nil)
 	}
 }
 
@@ -661,13 +661,9 @@ func (x *executor) returnENI(ctx context.Context, r *run, i int, a planner.Actio
 // publishStatus writes (or removes) an attachment's status.
 func (x *executor) publishStatus(ctx context.Context, r *run, i int, a planner.Action) error {
 	var res *linux.PodResult
-	bits := 0
 	for _, d := range a.DependsOn {
 		if d >= 0 && d < len(r.podRes) && r.podRes[d].HostVeth != "" {
 			res = &r.podRes[d]
-		}
-		if d >= 0 && d < len(r.plan.Actions) && r.plan.Actions[d].Kind == planner.MoveENI {
-			bits = r.plan.Actions[d].Prefix.Bits()
 		}
 	}
 	if a.Status == nil {
@@ -685,7 +681,7 @@ func (x *executor) publishStatus(ctx context.Context, r *run, i int, a planner.A
 	if e, ok := r.entries[a.Status.Key]; ok && !e.Created.IsZero() {
 		created = &e.Created
 	}
-	return x.publish(*a.Status, res, bits, created)
+	return x.publish(*a.Status, res, created)
 }
 
 func bandwidth(b *desired.Bandwidth) *linux.Bandwidth {
@@ -696,10 +692,9 @@ func bandwidth(b *desired.Bandwidth) *linux.Bandwidth {
 }
 
 // publish writes one attachment status and records it in the cache.
-// bits is the prefix length of an exclusive pod's address (its vSwitch's).
 // created, when known, is the entry's creation time: a first Ready status
 // observes the ADD-to-Ready latency.
-func (x *executor) publish(ps planner.PodStatus, res *linux.PodResult, bits int, created *time.Time) error {
+func (x *executor) publish(ps planner.PodStatus, res *linux.PodResult, created *time.Time) error {
 	a := status.Attachment{
 		APIVersion: status.Version, ContainerID: ps.Key.ContainerID, IfName: ps.Key.IfName, Revision: ps.Revision,
 		Phase: status.Phase(ps.Phase), Reason: ps.Reason, ReasonCode: string(ps.ReasonCode),
@@ -715,27 +710,16 @@ func (x *executor) publish(ps planner.PodStatus, res *linux.PodResult, bits int,
 				}
 			}
 		}
+		// The plan recorded every address, prefix length, gateway and
+		// route (planner.PodStatus): nothing is decided here.
 		if ps.IPv4.IsValid() {
-			gw := netip.MustParseAddr(linux.GatewayV4)
-			if bits == 0 {
-				bits = ps.PrefixBits
-			}
-			if !ps.Exclusive || bits == 0 {
-				bits = 32
-			}
-			if ps.Exclusive {
-				gw = ps.Gateway
-			}
-			a.IPs = append(a.IPs, status.IPConfig{Address: netip.PrefixFrom(ps.IPv4, bits), Gateway: gw})
-			a.Routes = append(a.Routes, status.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: gw})
+			a.IPs = append(a.IPs, status.IPConfig{Address: netip.PrefixFrom(ps.IPv4, ps.PrefixBits), Gateway: ps.Gateway})
 		}
 		if ps.IPv6.IsValid() {
-			gw := netip.MustParseAddr(linux.GatewayV6)
-			if ps.Exclusive && ps.GatewayV6.IsValid() {
-				gw = ps.GatewayV6
-			}
-			a.IPs = append(a.IPs, status.IPConfig{Address: netip.PrefixFrom(ps.IPv6, 128), Gateway: gw})
-			a.Routes = append(a.Routes, status.Route{Dst: netip.MustParsePrefix("::/0"), GW: gw})
+			a.IPs = append(a.IPs, status.IPConfig{Address: netip.PrefixFrom(ps.IPv6, ps.PrefixBitsV6), Gateway: ps.GatewayV6})
+		}
+		for _, r := range ps.Routes {
+			a.Routes = append(a.Routes, status.Route{Dst: r.Dst, GW: r.GW})
 		}
 	}
 	if err := x.statuses.Write(a); err != nil {

@@ -2,8 +2,12 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -13,6 +17,7 @@ import (
 
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile/status"
@@ -197,5 +202,55 @@ func TestExecutorHandlers(t *testing.T) {
 		if handlers[k] == nil {
 			t.Errorf("no handler for %s", k)
 		}
+	}
+}
+
+// TestExecutorStatuses: the executor writes a Ready status from what the
+// plan recorded alone (addresses, prefix lengths, gateways, routes), and
+// every reason code it publishes for a failed setup is in the plan schema.
+func TestExecutorStatuses(t *testing.T) {
+	r := newExecutorRig(t)
+	b, err := os.ReadFile("../docs/plan.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Defs struct {
+			ReasonCode struct {
+				Enum []string `json:"enum"`
+			} `json:"reasonCode"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	key := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
+	pod := &planner.PodTarget{Key: key, NetNS: "/var/run/netns/c1", IfName: "eth0", IPv4: netip.MustParseAddr("10.0.0.9")}
+	for _, err := range []error{errors.New("boom"), fmt.Errorf("veth: %w", linux.ErrConflict), fmt.Errorf("netns: %w", linux.ErrNodeNetNS)} {
+		r.x.failed(planner.Action{Kind: planner.SetupPod, Target: key.String(), Pod: pod}, err)
+		st, rerr := r.x.statuses.Read(key.ContainerID, key.IfName)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if !slices.Contains(schema.Defs.ReasonCode.Enum, st.ReasonCode) {
+			t.Errorf("after %v: reason code %q is not in docs/plan.schema.json", err, st.ReasonCode)
+		}
+	}
+
+	// A status with a prefix length and gateway no rule would derive: the
+	// file must say exactly that.
+	gw := netip.MustParseAddr("10.9.9.9")
+	dst := netip.MustParsePrefix("10.0.0.0/8")
+	ps := planner.PodStatus{Key: key, Revision: "r1", Phase: planner.PhaseReady, ReasonCode: planner.ReasonReady,
+		IPv4: netip.MustParseAddr("10.0.0.9"), PrefixBits: 20, Gateway: gw, IfName: "eth0",
+		Routes: []planner.PodRoute{{Dst: dst, GW: gw}}}
+	r.run(planner.Plan{Actions: []planner.Action{{ID: 0, Kind: planner.PublishStatus, Target: key.String(), Status: &ps}}})
+	st, err := r.x.statuses.Read(key.ContainerID, key.IfName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.IPs) != 1 || st.IPs[0].Address != netip.MustParsePrefix("10.0.0.9/20") || st.IPs[0].Gateway != gw ||
+		len(st.Routes) != 1 || st.Routes[0].Dst != dst || st.Routes[0].GW != gw {
+		t.Fatalf("status ips %+v routes %+v: want exactly the plan's 10.0.0.9/20 via %s and route %s via %s", st.IPs, st.Routes, gw, dst, gw)
 	}
 }
