@@ -215,8 +215,8 @@ type Action struct {
 	// ClientToken makes the cloud call idempotent; it is derived from
 	// stable identity, so a replayed action has the same token.
 	ClientToken string `json:"clientToken,omitempty"`
-	// Table is the ENI's route table (1000 + device index); 0 with ENIRef
-	// set means "1000 + the device index the attach gave".
+	// Table is the ENI's route table (Table of its device index); 0 with
+	// ENIRef set means "the table of the device index the attach gives".
 	Table     int        `json:"table,omitempty"`
 	Gateway   netip.Addr `json:"gateway,omitzero"`
 	GatewayV6 netip.Addr `json:"gatewayV6,omitzero"`
