@@ -29,9 +29,9 @@ const (
 	Proto = 222
 	// GatewayV4 is the pod's IPv4 gateway: a link-local address answered by
 	// a permanent neighbour entry naming the host veth's MAC.
-	GatewayV4 = "169.254.1.1"
+	GatewayV4 = observed.PodGatewayV4
 	// GatewayV6 is the pod's IPv6 gateway, likewise.
-	GatewayV6 = "fe80::1"
+	GatewayV6 = observed.PodGatewayV6
 	// aliasPrefix starts the IFLA_IFALIAS of every link enid labels.
 	aliasPrefix = "enid:v1 "
 )

@@ -109,7 +109,7 @@ type eniState struct {
 	bits        int // vSwitch prefix length
 }
 
-func (e *eniState) table() int { return tableBase + e.eni.DeviceIndex }
+func (e *eniState) table() int { return Table(e.eni.DeviceIndex) }
 
 // podState is one live entry.
 type podState struct {

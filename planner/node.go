@@ -98,17 +98,18 @@ func (b *builder) podActions() {
 		e := p.eni
 		st := PodStatus{
 			Key: p.key, Revision: p.entry.Revision, Phase: PhaseReady, ReasonCode: ReasonReady,
-			IPv4: p.ipv4, IPv6: p.ipv6, Gateway: e.gw, GatewayV6: e.gw6,
+			IPv4: p.ipv4, IPv6: p.ipv6,
 			ENIID: e.eni.ID, ENIMAC: e.eni.MAC, IfName: p.key.IfName, Exclusive: exclusive,
 		}
+		address(&st, e, exclusive)
+		// The datapath's gateways are the vSwitch's: an ENI's table routes
+		// through them, and an exclusive pod's ENI sits on the vSwitch.
+		gw, gw6 := e.gw, e.gw6
 		if !b.v4 {
-			st.Gateway = netip.Addr{}
-		}
-		if exclusive && b.v4 {
-			st.PrefixBits = e.bits
+			gw = netip.Addr{}
 		}
 		if !b.v6 {
-			st.GatewayV6 = netip.Addr{}
+			gw6 = netip.Addr{}
 		}
 		pn := p.kn
 		good := pn != nil && pn.Healthy && pn.Exclusive == exclusive && pn.IPv4 == p.ipv4 &&
@@ -125,7 +126,7 @@ func (b *builder) podActions() {
 			}
 			a := Action{
 				Kind: kind, Target: p.key.String(), Reason: reason, DependsOn: p.deps,
-				ENIID: e.eni.ID, MAC: e.eni.MAC, Gateway: st.Gateway, GatewayV6: st.GatewayV6,
+				ENIID: e.eni.ID, MAC: e.eni.MAC, Gateway: gw, GatewayV6: gw6,
 				Pod: &PodTarget{
 					Key: p.key, Revision: p.entry.Revision, Namespace: p.entry.PodNamespace, Name: p.entry.PodName,
 					NetNS: p.entry.NetNS, IfName: p.key.IfName, IPv4: p.ipv4, IPv6: p.ipv6,
@@ -216,6 +217,41 @@ func (b *builder) waitStatus(p *podState, c ReasonCode, text string) *PodStatus 
 
 // prefixOf is the pod's IPv4 address with the vSwitch prefix length
 // (exclusive mode: the ENI's own address lives in the pod).
+// The shared-mode pod gateways (observed.PodGatewayV4, PodGatewayV6).
+var (
+	podGatewayV4 = netip.MustParseAddr(observed.PodGatewayV4)
+	podGatewayV6 = netip.MustParseAddr(observed.PodGatewayV6)
+	defaultV4    = netip.MustParsePrefix("0.0.0.0/0")
+	defaultV6    = netip.MustParsePrefix("::/0")
+)
+
+// address fills a Ready status with everything the pod's interface gets,
+// so that publishing it decides nothing: each address's prefix length and
+// gateway, and a default route per family via that gateway. A shared-mode
+// pod routes through the node (/32 and /128, the link-local gateways the
+// node answers); an exclusive pod owns its ENI on the vSwitch (the
+// vSwitch's prefix length and gateways; without an IPv6 gateway, the
+// link-local one).
+func address(st *PodStatus, e *eniState, exclusive bool) {
+	if st.IPv4.IsValid() {
+		st.PrefixBits, st.Gateway = 32, podGatewayV4
+		if exclusive {
+			st.Gateway = e.gw
+			if e.bits > 0 {
+				st.PrefixBits = e.bits
+			}
+		}
+		st.Routes = append(st.Routes, PodRoute{Dst: defaultV4, GW: st.Gateway})
+	}
+	if st.IPv6.IsValid() {
+		st.PrefixBitsV6, st.GatewayV6 = 128, podGatewayV6
+		if exclusive && e.gw6.IsValid() {
+			st.GatewayV6 = e.gw6
+		}
+		st.Routes = append(st.Routes, PodRoute{Dst: defaultV6, GW: st.GatewayV6})
+	}
+}
+
 func prefixOf(p *podState, e *eniState) netip.Prefix {
 	if !p.ipv4.IsValid() || e.bits == 0 {
 		return netip.Prefix{}

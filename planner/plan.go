@@ -215,8 +215,8 @@ type Action struct {
 	// ClientToken makes the cloud call idempotent; it is derived from
 	// stable identity, so a replayed action has the same token.
 	ClientToken string `json:"clientToken,omitempty"`
-	// Table is the ENI's route table (1000 + device index); 0 with ENIRef
-	// set means "1000 + the device index the attach gave".
+	// Table is the ENI's route table (Table of its device index); 0 with
+	// ENIRef set means "the table of the device index the attach gives".
 	Table     int        `json:"table,omitempty"`
 	Gateway   netip.Addr `json:"gateway,omitzero"`
 	GatewayV6 netip.Addr `json:"gatewayV6,omitzero"`
@@ -264,15 +264,31 @@ type PodStatus struct {
 	ReasonCode ReasonCode             `json:"reasonCode"`
 	IPv4       netip.Addr             `json:"ipv4,omitzero"`
 	IPv6       netip.Addr             `json:"ipv6,omitzero"`
-	// PrefixBits is the IPv4 prefix length the pod's address carries: the
-	// vSwitch's in exclusive mode (the ENI's own address), 0 meaning /32.
-	PrefixBits int        `json:"prefixBits,omitempty"`
-	Gateway    netip.Addr `json:"gateway,omitzero"`
-	GatewayV6  netip.Addr `json:"gatewayV6,omitzero"`
-	ENIID      string     `json:"eniID,omitempty"`
-	ENIMAC     string     `json:"eniMAC,omitempty"`
-	IfName     string     `json:"ifName,omitempty"`
-	Exclusive  bool       `json:"exclusive,omitempty"`
+	// PrefixBits is the IPv4 prefix length the pod's address carries (set
+	// with IPv4 on a Ready status): the vSwitch's in exclusive mode (the
+	// ENI's own address), 32 in shared mode.
+	PrefixBits int `json:"prefixBits,omitempty"`
+	// PrefixBitsV6 is the IPv6 address's prefix length (128).
+	PrefixBitsV6 int `json:"prefixBitsV6,omitempty"`
+	// Gateway and GatewayV6 are the pod's gateways: the link-local ones
+	// the node answers in shared mode (observed.PodGatewayV4, V6), the
+	// vSwitch's in exclusive mode.
+	Gateway   netip.Addr `json:"gateway,omitzero"`
+	GatewayV6 netip.Addr `json:"gatewayV6,omitzero"`
+	// Routes are the pod's routes (a default route per family via its
+	// gateway). A Ready status holds every address, prefix length, gateway
+	// and route the pod's interface gets: publishing it decides nothing.
+	Routes    []PodRoute `json:"routes,omitempty"`
+	ENIID     string     `json:"eniID,omitempty"`
+	ENIMAC    string     `json:"eniMAC,omitempty"`
+	IfName    string     `json:"ifName,omitempty"`
+	Exclusive bool       `json:"exclusive,omitempty"`
+}
+
+// PodRoute is one route of a pod's interface.
+type PodRoute struct {
+	Dst netip.Prefix `json:"dst"`
+	GW  netip.Addr   `json:"gw,omitzero"`
 }
 
 // Empty reports whether the plan changes nothing.

@@ -109,7 +109,7 @@ func describe(a Action) string {
 		addrs(&w, a.IPv6)
 	case ConfigureENI:
 		if a.Table == 0 {
-			w.WriteString(" table 1000+index")
+			w.WriteString(" table " + itoa(tableBase) + "+index")
 		} else {
 			w.WriteString(" table " + itoa(a.Table))
 		}

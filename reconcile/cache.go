@@ -1,13 +1,11 @@
 package reconcile
 
 import (
-	"net/netip"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
 )
 
 // cache is the agent's observed state between full observations. Action
@@ -125,108 +123,31 @@ func (c *cache) inTransit() bool {
 	return false
 }
 
-// updateENI replaces (or adds) one ENI.
-func (c *cache) updateENI(e observed.ENI) {
+// before applies what action a gives up, before it runs
+// (planner.Before).
+func (c *cache) before(a planner.Action) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st.ENIs = upsert(c.st.ENIs, e, eniCmp)
+	c.st = planner.Before(c.st, a)
 }
 
-func eniCmp(a, b observed.ENI) int { return strings.Compare(a.ID, b.ID) }
-
-// editENI applies f to a copy of the ENI with that ID, if present.
-func (c *cache) editENI(id string, f func(*observed.ENI)) {
+// apply records the result of action a (planner.Apply).
+func (c *cache) apply(a planner.Action, r planner.Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	enis := slices.Clone(c.st.ENIs)
-	for i := range enis {
-		if enis[i].ID == id {
-			e := enis[i]
-			e.IPv4, e.IPv6 = slices.Clone(e.IPv4), slices.Clone(e.IPv6)
-			f(&e)
-			enis[i] = e
+	c.st = planner.Apply(c.st, a, r)
+}
+
+// eni returns the ENI with that ID.
+func (c *cache) eni(id string) (observed.ENI, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.st.ENIs {
+		if e.ID == id {
+			return e, true
 		}
 	}
-	c.st.ENIs = enis
-}
-
-func (c *cache) removeENI(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.st.ENIs = without(c.st.ENIs, func(e observed.ENI) bool { return e.ID == id })
-}
-
-// addIPs and removeIPs keep an ENI's address lists sorted and unique.
-func addIPs(list []netip.Addr, ips []netip.Addr) []netip.Addr {
-	out := append(slices.Clone(list), ips...)
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
-}
-
-func removeIPs(list []netip.Addr, ips []netip.Addr) []netip.Addr {
-	return slices.DeleteFunc(slices.Clone(list), func(a netip.Addr) bool { return slices.Contains(ips, a) })
-}
-
-// upsert returns a copy of list with item in place of the element that
-// compares equal to it (in its place), or added in order. It costs one copy
-// and compares, never a key built per comparison: the executor calls it for
-// every pod action, on lists as long as the node has pods.
-func upsert[T any](list []T, item T, cmp func(a, b T) int) []T {
-	out := slices.Clone(list)
-	for i := range out {
-		if cmp(out[i], item) == 0 {
-			out[i] = item
-			return out
-		}
-	}
-	out = append(out, item)
-	slices.SortStableFunc(out, cmp) // sorted but for the last: linear
-	return out
-}
-
-// without returns a copy of list without the elements that match.
-func without[T any](list []T, match func(T) bool) []T {
-	return slices.DeleteFunc(slices.Clone(list), match)
-}
-
-func deviceCmp(a, b observed.ENIDevice) int { return strings.Compare(a.MAC, b.MAC) }
-func podCmp(a, b observed.PodNet) int       { return a.Key.Compare(b.Key) }
-func bindingCmp(a, b observed.Binding) int  { return a.Key.Compare(b.Key) }
-
-func (c *cache) setENIDevice(d observed.ENIDevice) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.st.Node.ENIDevices = upsert(c.st.Node.ENIDevices, d, deviceCmp)
-}
-
-func (c *cache) removeENIDevice(mac string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.st.Node.ENIDevices = without(c.st.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == mac })
-}
-
-func (c *cache) setPod(p observed.PodNet) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.st.Node.Pods = upsert(c.st.Node.Pods, p, podCmp)
-}
-
-func (c *cache) removePod(key observed.AttachmentKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.st.Node.Pods = without(c.st.Node.Pods, func(p observed.PodNet) bool { return p.Key == key })
-}
-
-func (c *cache) setPublished(b observed.Binding) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.st.Node.Published = upsert(c.st.Node.Published, b, bindingCmp)
-}
-
-func (c *cache) removePublished(key observed.AttachmentKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.st.Node.Published = without(c.st.Node.Published, func(b observed.Binding) bool { return b.Key == key })
+	return observed.ENI{}, false
 }
 
 // publishedKey finds the attachment published under the name s.
@@ -255,27 +176,6 @@ func (c *cache) publishedReady(key observed.AttachmentKey, revision string) bool
 
 // vSwitchOf returns the vSwitch of the ENI with that ID ("" if unknown).
 func (c *cache) vSwitchOf(eniID string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, e := range c.st.ENIs {
-		if e.ID == eniID {
-			return e.VSwitchID
-		}
-	}
-	return ""
-}
-
-// takeVSwitchIPs records that n IPv4 addresses of the vSwitch were taken
-// (n < 0: returned), so passes before the next full observation do not ask
-// the vSwitch for addresses it no longer has.
-func (c *cache) takeVSwitchIPs(id string, n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	vs := slices.Clone(c.st.VSwitches)
-	for i := range vs {
-		if vs[i].ID == id {
-			vs[i].AvailableIPs = max(0, vs[i].AvailableIPs-n)
-		}
-	}
-	c.st.VSwitches = vs
+	e, _ := c.eni(eniID) // unknown: the zero ENI, whose vSwitch is ""
+	return e.VSwitchID
 }

@@ -287,7 +287,9 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		if a.Kind == planner.CreateENI && a.ClientToken != "" {
 			x.sent = append(x.sent, a.ClientToken)
 		}
-		x.beforeRun(a)
+		// What the action gives up is recorded before it runs, so no
+		// pass meanwhile hands out what is on its way out.
+		x.cache.before(a)
 		x.wg.Add(1)
 		go x.runAction(ctx, r, i, key)
 	}
@@ -311,27 +313,6 @@ func (x *executor) retries() []string {
 		out = append(out, k)
 	}
 	return out
-}
-
-// beforeRun updates the cache for actions that give something up, before
-// they run, so no pass meanwhile hands out what is on its way out.
-func (x *executor) beforeRun(a planner.Action) {
-	switch a.Kind {
-	case planner.UnassignIPs:
-		x.cache.editENI(a.ENIID, func(e *observed.ENI) {
-			e.IPv4, e.IPv6 = removeIPs(e.IPv4, a.IPv4), removeIPs(e.IPv6, a.IPv6)
-		})
-	case planner.DetachENI:
-		x.cache.editENI(a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIDetaching })
-	case planner.DeleteENI:
-		x.cache.editENI(a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIDeleting })
-	case planner.SetupPod, planner.MoveENI:
-		if a.Pod != nil {
-			// Claim the address for this pod at once (not yet healthy).
-			x.cache.setPod(observed.PodNet{Key: a.Pod.Key, NetNS: a.Pod.NetNS, IPv4: a.Pod.IPv4, IPv6: a.Pod.IPv6,
-				ENIMAC: a.Pod.ENIMAC, Exclusive: a.Kind == planner.MoveENI, Problems: []string{"setup in progress"}})
-		}
-	}
 }
 
 func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
@@ -456,7 +437,8 @@ func (x *executor) failed(a planner.Action, err error) {
 	x.mu.Unlock()
 	x.log.Warn("action failed", "kind", a.Kind, "target", a.Target, "retryable", retryable, "retry_in", d, "err", err)
 	if a.Pod != nil && (a.Kind == planner.SetupPod || a.Kind == planner.MoveENI) {
-		x.cache.removePod(a.Pod.Key)
+		// The claim recorded before it ran is withdrawn.
+		x.cache.apply(planner.Action{Kind: planner.TeardownPod, Pod: a.Pod}, planner.Result{})
 		st := planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
 			ReasonCode: planner.ReasonSetupFailed, Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}
 		if conflict {
@@ -472,183 +454,234 @@ func (x *executor) failed(a planner.Action, err error) {
 		}
 		// Otherwise the pod stays Pending with the reason, so a CNI ADD
 		// that times out reports it; a later pass retries.
-		x.publish(st, nil, 0, nil)
+		x.publish(st, nil, nil)
 	}
 }
 
-// eniOf resolves the ENI an action means: its own ENIID, or the ENI the
-// referenced CreateENI made.
-func (r *run) eniOf(a planner.Action) (id, mac string) {
+// resolve returns the action with the ENI it means filled in: its own
+// ENIID, or the ENI the referenced CreateENI made (its ID, MAC and, for
+// ConfigureENI, the route table of the device index the attach gave).
+func (r *run) resolve(a planner.Action) planner.Action {
 	if a.ENIRef > 0 && a.ENIRef-1 < len(r.created) {
 		e := r.created[a.ENIRef-1]
-		return e.ID, e.MAC
+		a.ENIID, a.MAC = e.ID, e.MAC
+		if a.Kind == planner.ConfigureENI {
+			a.Table = planner.Table(e.DeviceIndex)
+		}
 	}
-	return a.ENIID, a.MAC
+	return a
+}
+
+// handler performs one kind of action (a, its ENI reference resolved; i
+// its index in the run) and records its result in the cache.
+type handler func(x *executor, ctx context.Context, r *run, i int, a planner.Action) error
+
+// handlers holds one handler per action kind.
+var handlers = map[planner.ActionKind]handler{
+	planner.CreateENI:     (*executor).createENI,
+	planner.AttachENI:     (*executor).attachENI,
+	planner.ConfigureENI:  (*executor).configureENI,
+	planner.AssignIPs:     (*executor).assignIPs,
+	planner.UnassignIPs:   (*executor).unassignIPs,
+	planner.DetachENI:     (*executor).detachENI,
+	planner.DeleteENI:     (*executor).deleteENI,
+	planner.SetupPod:      (*executor).setupPod,
+	planner.MoveENI:       (*executor).moveENI,
+	planner.TeardownPod:   (*executor).teardownPod,
+	planner.ReturnENI:     (*executor).returnENI,
+	planner.PublishStatus: (*executor).publishStatus,
 }
 
 // execute performs one action and records its result in the cache.
 func (x *executor) execute(ctx context.Context, r *run, i int) error {
-	a := r.plan.Actions[i]
-	switch a.Kind {
-	case planner.CreateENI:
-		e, err := x.cloud.CreateENI(ctx, cloud.CreateENIRequest{VSwitchID: a.VSwitchID, SecurityGroups: a.SecurityGroups,
-			Tags: a.Tags, IPv4Count: a.IPv4Count, IPv6Count: a.IPv6Count, ClientToken: a.ClientToken,
-			Description: "enid pod ENI for " + x.instanceID})
-		if err != nil {
-			return err // names the call, the vSwitch and the cloud's code
-		}
-		r.created[i] = e
-		x.cache.updateENI(e)
-		x.cache.takeVSwitchIPs(e.VSwitchID, 1+len(e.IPv4))
-		return nil
-	case planner.AttachENI:
-		id, _ := r.eniOf(a)
-		if err := x.cloud.AttachENI(ctx, id, x.instanceID); err != nil {
-			return err
-		}
-		x.cache.editENI(id, func(e *observed.ENI) { e.Status = observed.ENIAttaching; e.InstanceID = x.instanceID })
-		e, err := x.cloud.WaitENI(ctx, id, observed.ENIInUse)
-		if err != nil {
-			return err
-		}
-		if a.ENIRef > 0 {
-			r.created[a.ENIRef-1] = e
-		}
-		x.cache.updateENI(e)
-		return nil
-	case planner.ConfigureENI:
-		id, mac := r.eniOf(a)
-		table := a.Table
-		if a.ENIRef > 0 {
-			e := r.created[a.ENIRef-1]
-			mac, table = e.MAC, 1000+e.DeviceIndex
-		}
-		_, err := x.dp.EnsureENI(ctx, linux.ENISpec{MAC: mac, Table: table, Gateway: a.Gateway, GatewayV6: a.GatewayV6, MTU: a.MTU, WaitForDevice: x.waitDevice})
-		if err != nil {
-			return fmt.Errorf("configure eni %s (%s): %w", id, mac, err)
-		}
-		x.cache.setENIDevice(observed.ENIDevice{MAC: mac, Table: table, MTU: a.MTU, Up: true, Configured: true})
-		return nil
-	case planner.AssignIPs:
-		id, _ := r.eniOf(a)
-		if a.IPv4Count > 0 || len(a.IPv4) > 0 {
-			ips, err := x.cloud.AssignIPv4(ctx, id, a.IPv4Count, a.IPv4, a.ClientToken)
-			if err != nil {
-				return err
-			}
-			x.cache.editENI(id, func(e *observed.ENI) { e.IPv4 = addIPs(e.IPv4, ips) })
-			x.cache.takeVSwitchIPs(x.cache.vSwitchOf(id), len(ips))
-		}
-		if a.IPv6Count > 0 || len(a.IPv6) > 0 {
-			ips, err := x.cloud.AssignIPv6(ctx, id, a.IPv6Count, a.IPv6, a.ClientToken+"-6")
-			if err != nil {
-				return err
-			}
-			x.cache.editENI(id, func(e *observed.ENI) { e.IPv6 = addIPs(e.IPv6, ips) })
-		}
-		return nil
-	case planner.UnassignIPs:
-		if len(a.IPv4) > 0 {
-			if err := x.cloud.UnassignIPv4(ctx, a.ENIID, a.IPv4); err != nil {
-				return fmt.Errorf("unassign %v from %s: %w", a.IPv4, a.ENIID, err)
-			}
-			x.cache.takeVSwitchIPs(x.cache.vSwitchOf(a.ENIID), -len(a.IPv4))
-		}
-		if len(a.IPv6) > 0 {
-			if err := x.cloud.UnassignIPv6(ctx, a.ENIID, a.IPv6); err != nil {
-				return fmt.Errorf("unassign %v from %s: %w", a.IPv6, a.ENIID, err)
-			}
-		}
-		return nil
-	case planner.DetachENI:
-		if a.MAC != "" {
-			if _, err := x.dp.RemoveENI(ctx, a.MAC, a.Table); err != nil {
-				return fmt.Errorf("unconfigure eni %s before detach: %w", a.ENIID, err)
-			}
-			x.cache.removeENIDevice(a.MAC)
-		}
-		if err := x.cloud.DetachENI(ctx, a.ENIID, x.instanceID); err != nil {
-			return err
-		}
-		e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIAvailable)
-		if err != nil {
-			if errors.Is(err, cloud.ErrNotFound) {
-				x.cache.removeENI(a.ENIID)
-				return nil
-			}
-			return err
-		}
-		x.cache.updateENI(e)
-		return nil
-	case planner.DeleteENI:
-		if err := x.cloud.DeleteENI(ctx, a.ENIID); err != nil {
-			return err
-		}
-		x.cache.removeENI(a.ENIID)
-		return nil
-	case planner.SetupPod:
-		p := a.Pod
-		res, _, err := x.dp.EnsurePod(ctx, linux.PodSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, IPv4: p.IPv4, IPv6: p.IPv6,
-			ENIMAC: p.ENIMAC, Table: p.Table, MTU: p.MTU, Bandwidth: bandwidth(p.Bandwidth)})
-		if err != nil {
-			return fmt.Errorf("set up pod %s: %w", p.Key, err)
-		}
-		r.podRes[i] = res
-		x.cache.setPod(observed.PodNet{Key: p.Key, HostVeth: res.HostVeth, NetNS: p.NetNS, IPv4: p.IPv4, IPv6: p.IPv6, ENIMAC: p.ENIMAC, Healthy: true})
-		return nil
-	case planner.MoveENI:
-		p := a.Pod
-		res, _, err := x.dp.EnsureExclusive(ctx, linux.ExclusiveSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, MAC: p.ENIMAC,
-			Prefix: a.Prefix, Gateway: a.Gateway, MTU: p.MTU})
-		if err != nil {
-			return fmt.Errorf("move eni %s into pod %s: %w", p.ENIMAC, p.Key, err)
-		}
-		r.podRes[i] = res
-		x.cache.setPod(observed.PodNet{Key: p.Key, HostVeth: res.HostVeth, NetNS: p.NetNS, IPv4: p.IPv4, ENIMAC: p.ENIMAC, Exclusive: true, Healthy: true})
-		return nil
-	case planner.TeardownPod:
-		p := a.Pod
-		if _, err := x.dp.TeardownPod(ctx, p.Key, p.NetNS, p.IPv4, p.IPv6); err != nil {
-			return fmt.Errorf("tear down pod %s: %w", p.Key, err)
-		}
-		x.cache.removePod(p.Key)
-		return nil
-	case planner.ReturnENI:
-		p := a.Pod
-		if _, err := x.dp.TeardownExclusive(ctx, p.Key, p.NetNS, p.ENIMAC); err != nil {
-			return fmt.Errorf("return eni %s from pod %s: %w", p.ENIMAC, p.Key, err)
-		}
-		x.cache.removePod(p.Key)
-		return nil
-	case planner.PublishStatus:
-		var res *linux.PodResult
-		bits := 0
-		for _, d := range a.DependsOn {
-			if d >= 0 && d < len(r.podRes) && r.podRes[d].HostVeth != "" {
-				res = &r.podRes[d]
-			}
-			if d >= 0 && d < len(r.plan.Actions) && r.plan.Actions[d].Kind == planner.MoveENI {
-				bits = r.plan.Actions[d].Prefix.Bits()
-			}
-		}
-		if a.Status == nil {
-			key, ok := x.cache.publishedKey(a.Target)
-			if !ok {
-				return nil // nothing published under that name: already gone
-			}
-			if err := x.statuses.Remove(key.ContainerID, key.IfName); err != nil {
-				return fmt.Errorf("remove status %s: %w", a.Target, err)
-			}
-			x.cache.removePublished(key)
-			return nil
-		}
-		var created *time.Time
-		if e, ok := r.entries[a.Status.Key]; ok && !e.Created.IsZero() {
-			created = &e.Created
-		}
-		return x.publish(*a.Status, res, bits, created)
+	a := r.resolve(r.plan.Actions[i])
+	h, ok := handlers[a.Kind]
+	if !ok {
+		return fmt.Errorf("unknown action kind %q", a.Kind)
 	}
-	return fmt.Errorf("unknown action kind %q", a.Kind)
+	return h(x, ctx, r, i, a)
+}
+
+// createENI creates the ENI; later actions of the run find it by ENIRef.
+func (x *executor) createENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	e, err := x.cloud.CreateENI(ctx, cloud.CreateENIRequest{VSwitchID: a.VSwitchID, SecurityGroups: a.SecurityGroups,
+		Tags: a.Tags, IPv4Count: a.IPv4Count, IPv6Count: a.IPv6Count, ClientToken: a.ClientToken,
+		Description: "enid pod ENI for " + x.instanceID})
+	if err != nil {
+		return err // names the call, the vSwitch and the cloud's code
+	}
+	r.created[i] = e
+	x.cache.apply(a, planner.Result{ENI: &e})
+	return nil
+}
+
+// attachENI attaches the ENI to this instance and waits until it is InUse.
+func (x *executor) attachENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	if err := x.cloud.AttachENI(ctx, a.ENIID, x.instanceID); err != nil {
+		return err
+	}
+	if e, ok := x.cache.eni(a.ENIID); ok {
+		// Attaching until the wait below sees it InUse.
+		e.Status, e.InstanceID = observed.ENIAttaching, x.instanceID
+		x.cache.apply(a, planner.Result{ENI: &e})
+	}
+	e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIInUse)
+	if err != nil {
+		return err
+	}
+	if a.ENIRef > 0 {
+		r.created[a.ENIRef-1] = e
+	}
+	x.cache.apply(a, planner.Result{ENI: &e})
+	return nil
+}
+
+// configureENI configures the ENI's device (table, gateways, MTU).
+func (x *executor) configureENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	_, err := x.dp.EnsureENI(ctx, linux.ENISpec{MAC: a.MAC, Table: a.Table, Gateway: a.Gateway, GatewayV6: a.GatewayV6, MTU: a.MTU, WaitForDevice: x.waitDevice})
+	if err != nil {
+		return fmt.Errorf("configure eni %s (%s): %w", a.ENIID, a.MAC, err)
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// assignIPs assigns addresses to the ENI, IPv4 then IPv6.
+func (x *executor) assignIPs(ctx context.Context, r *run, i int, a planner.Action) error {
+	if a.IPv4Count > 0 || len(a.IPv4) > 0 {
+		ips, err := x.cloud.AssignIPv4(ctx, a.ENIID, a.IPv4Count, a.IPv4, a.ClientToken)
+		if err != nil {
+			return err
+		}
+		x.cache.apply(a, planner.Result{IPv4: ips})
+	}
+	if a.IPv6Count > 0 || len(a.IPv6) > 0 {
+		ips, err := x.cloud.AssignIPv6(ctx, a.ENIID, a.IPv6Count, a.IPv6, a.ClientToken+"-6")
+		if err != nil {
+			return err
+		}
+		x.cache.apply(a, planner.Result{IPv6: ips})
+	}
+	return nil
+}
+
+// unassignIPs gives the ENI's addresses back.
+func (x *executor) unassignIPs(ctx context.Context, r *run, i int, a planner.Action) error {
+	if len(a.IPv4) > 0 {
+		if err := x.cloud.UnassignIPv4(ctx, a.ENIID, a.IPv4); err != nil {
+			return fmt.Errorf("unassign %v from %s: %w", a.IPv4, a.ENIID, err)
+		}
+	}
+	if len(a.IPv6) > 0 {
+		if err := x.cloud.UnassignIPv6(ctx, a.ENIID, a.IPv6); err != nil {
+			return fmt.Errorf("unassign %v from %s: %w", a.IPv6, a.ENIID, err)
+		}
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// detachENI unconfigures the ENI's device, detaches it and waits until it is Available.
+func (x *executor) detachENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	if a.MAC != "" {
+		if _, err := x.dp.RemoveENI(ctx, a.MAC, a.Table); err != nil {
+			return fmt.Errorf("unconfigure eni %s before detach: %w", a.ENIID, err)
+		}
+	}
+	if err := x.cloud.DetachENI(ctx, a.ENIID, x.instanceID); err != nil {
+		return err
+	}
+	e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIAvailable)
+	if errors.Is(err, cloud.ErrNotFound) {
+		x.cache.apply(a, planner.Result{Gone: true})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	x.cache.apply(a, planner.Result{ENI: &e})
+	return nil
+}
+
+// deleteENI deletes the ENI.
+func (x *executor) deleteENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	if err := x.cloud.DeleteENI(ctx, a.ENIID); err != nil {
+		return err
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// setupPod sets up a shared-mode pod's network.
+func (x *executor) setupPod(ctx context.Context, r *run, i int, a planner.Action) error {
+	p := a.Pod
+	res, _, err := x.dp.EnsurePod(ctx, linux.PodSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, IPv4: p.IPv4, IPv6: p.IPv6,
+		ENIMAC: p.ENIMAC, Table: p.Table, MTU: p.MTU, Bandwidth: bandwidth(p.Bandwidth)})
+	if err != nil {
+		return fmt.Errorf("set up pod %s: %w", p.Key, err)
+	}
+	r.podRes[i] = res
+	x.cache.apply(a, planner.Result{HostVeth: res.HostVeth})
+	return nil
+}
+
+// moveENI moves an exclusive ENI into its pod.
+func (x *executor) moveENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	p := a.Pod
+	res, _, err := x.dp.EnsureExclusive(ctx, linux.ExclusiveSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, MAC: p.ENIMAC,
+		Prefix: a.Prefix, Gateway: a.Gateway, MTU: p.MTU})
+	if err != nil {
+		return fmt.Errorf("move eni %s into pod %s: %w", p.ENIMAC, p.Key, err)
+	}
+	r.podRes[i] = res
+	x.cache.apply(a, planner.Result{HostVeth: res.HostVeth})
+	return nil
+}
+
+// teardownPod tears a shared-mode pod's network down.
+func (x *executor) teardownPod(ctx context.Context, r *run, i int, a planner.Action) error {
+	p := a.Pod
+	if _, err := x.dp.TeardownPod(ctx, p.Key, p.NetNS, p.IPv4, p.IPv6); err != nil {
+		return fmt.Errorf("tear down pod %s: %w", p.Key, err)
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// returnENI returns an exclusive ENI from its pod to the node.
+func (x *executor) returnENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	p := a.Pod
+	if _, err := x.dp.TeardownExclusive(ctx, p.Key, p.NetNS, p.ENIMAC); err != nil {
+		return fmt.Errorf("return eni %s from pod %s: %w", p.ENIMAC, p.Key, err)
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// publishStatus writes (or removes) an attachment's status.
+func (x *executor) publishStatus(ctx context.Context, r *run, i int, a planner.Action) error {
+	var res *linux.PodResult
+	for _, d := range a.DependsOn {
+		if d >= 0 && d < len(r.podRes) && r.podRes[d].HostVeth != "" {
+			res = &r.podRes[d]
+		}
+	}
+	if a.Status == nil {
+		key, ok := x.cache.publishedKey(a.Target)
+		if !ok {
+			return nil // nothing published under that name: already gone
+		}
+		if err := x.statuses.Remove(key.ContainerID, key.IfName); err != nil {
+			return fmt.Errorf("remove status %s: %w", a.Target, err)
+		}
+		x.cache.apply(a, planner.Result{})
+		return nil
+	}
+	var created *time.Time
+	if e, ok := r.entries[a.Status.Key]; ok && !e.Created.IsZero() {
+		created = &e.Created
+	}
+	return x.publish(*a.Status, res, created)
 }
 
 func bandwidth(b *desired.Bandwidth) *linux.Bandwidth {
@@ -659,10 +692,9 @@ func bandwidth(b *desired.Bandwidth) *linux.Bandwidth {
 }
 
 // publish writes one attachment status and records it in the cache.
-// bits is the prefix length of an exclusive pod's address (its vSwitch's).
 // created, when known, is the entry's creation time: a first Ready status
 // observes the ADD-to-Ready latency.
-func (x *executor) publish(ps planner.PodStatus, res *linux.PodResult, bits int, created *time.Time) error {
+func (x *executor) publish(ps planner.PodStatus, res *linux.PodResult, created *time.Time) error {
 	a := status.Attachment{
 		APIVersion: status.Version, ContainerID: ps.Key.ContainerID, IfName: ps.Key.IfName, Revision: ps.Revision,
 		Phase: status.Phase(ps.Phase), Reason: ps.Reason, ReasonCode: string(ps.ReasonCode),
@@ -678,35 +710,23 @@ func (x *executor) publish(ps planner.PodStatus, res *linux.PodResult, bits int,
 				}
 			}
 		}
+		// The plan recorded every address, prefix length, gateway and
+		// route (planner.PodStatus): nothing is decided here.
 		if ps.IPv4.IsValid() {
-			gw := netip.MustParseAddr(linux.GatewayV4)
-			if bits == 0 {
-				bits = ps.PrefixBits
-			}
-			if !ps.Exclusive || bits == 0 {
-				bits = 32
-			}
-			if ps.Exclusive {
-				gw = ps.Gateway
-			}
-			a.IPs = append(a.IPs, status.IPConfig{Address: netip.PrefixFrom(ps.IPv4, bits), Gateway: gw})
-			a.Routes = append(a.Routes, status.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), GW: gw})
+			a.IPs = append(a.IPs, status.IPConfig{Address: netip.PrefixFrom(ps.IPv4, ps.PrefixBits), Gateway: ps.Gateway})
 		}
 		if ps.IPv6.IsValid() {
-			gw := netip.MustParseAddr(linux.GatewayV6)
-			if ps.Exclusive && ps.GatewayV6.IsValid() {
-				gw = ps.GatewayV6
-			}
-			a.IPs = append(a.IPs, status.IPConfig{Address: netip.PrefixFrom(ps.IPv6, 128), Gateway: gw})
-			a.Routes = append(a.Routes, status.Route{Dst: netip.MustParsePrefix("::/0"), GW: gw})
+			a.IPs = append(a.IPs, status.IPConfig{Address: netip.PrefixFrom(ps.IPv6, ps.PrefixBitsV6), Gateway: ps.GatewayV6})
+		}
+		for _, r := range ps.Routes {
+			a.Routes = append(a.Routes, status.Route{Dst: r.Dst, GW: r.GW})
 		}
 	}
 	if err := x.statuses.Write(a); err != nil {
 		return fmt.Errorf("write status %s: %w", ps.Key, err)
 	}
 	wasReady := x.cache.publishedReady(ps.Key, ps.Revision)
-	x.cache.setPublished(observed.Binding{Key: ps.Key, Revision: ps.Revision, Phase: ps.Phase, Reason: ps.Reason,
-		IPv4: ps.IPv4, IPv6: ps.IPv6, ENIID: ps.ENIID})
+	x.cache.apply(planner.Action{Kind: planner.PublishStatus, Target: ps.Key.String(), Status: &ps}, planner.Result{})
 	if ps.Phase == planner.PhaseReady && created != nil && !wasReady {
 		x.metrics.addToReady.Observe(x.now().Sub(*created).Seconds())
 	}

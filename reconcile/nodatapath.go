@@ -14,6 +14,7 @@ import (
 	"github.com/enidnet/enid/internal/fileread"
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -28,9 +29,10 @@ import (
 // change), so another process (`enid plan`, `enid status`) can observe it.
 type NoDatapath struct {
 	file string
-	mu   sync.Mutex // guards the maps and the file
-	enis map[string]observed.ENIDevice
-	pods map[observed.AttachmentKey]observed.PodNet
+	mu   sync.Mutex // guards node and the file
+	// node is what was set up, changed by the planner's own effects
+	// (planner.Apply), as the agent's cache is.
+	node observed.State
 }
 
 // maxNoDatapathFile bounds the record read at start (a simulated node's
@@ -46,7 +48,7 @@ type noDatapathRecord struct {
 // NewNoDatapath returns a NoDatapath; file "" keeps it in memory only,
 // otherwise it starts from what the file holds (absent: empty).
 func NewNoDatapath(file string) (*NoDatapath, error) {
-	n := &NoDatapath{file: file, enis: map[string]observed.ENIDevice{}, pods: map[observed.AttachmentKey]observed.PodNet{}}
+	n := &NoDatapath{file: file}
 	if file == "" {
 		return n, nil
 	}
@@ -61,12 +63,9 @@ func NewNoDatapath(file string) (*NoDatapath, error) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", file, err)
 	}
-	for _, d := range rec.ENIs {
-		n.enis[d.MAC] = d
-	}
-	for _, p := range rec.Pods {
-		n.pods[p.Key] = p
-	}
+	slices.SortFunc(rec.ENIs, func(a, b observed.ENIDevice) int { return strings.Compare(a.MAC, b.MAC) })
+	slices.SortFunc(rec.Pods, func(a, b observed.PodNet) int { return a.Key.Compare(b.Key) })
+	n.node.Node = observed.Node{ENIDevices: rec.ENIs, Pods: rec.Pods}
 	return n, nil
 }
 
@@ -75,15 +74,8 @@ func (n *NoDatapath) save() error {
 	if n.file == "" {
 		return nil
 	}
-	rec := noDatapathRecord{ENIs: []observed.ENIDevice{}, Pods: []observed.PodNet{}}
-	for _, d := range n.enis {
-		rec.ENIs = append(rec.ENIs, d)
-	}
-	for _, p := range n.pods {
-		rec.Pods = append(rec.Pods, p)
-	}
-	slices.SortFunc(rec.ENIs, func(a, b observed.ENIDevice) int { return strings.Compare(a.MAC, b.MAC) })
-	slices.SortFunc(rec.Pods, func(a, b observed.PodNet) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	rec := noDatapathRecord{ENIs: append([]observed.ENIDevice{}, n.node.Node.ENIDevices...),
+		Pods: append([]observed.PodNet{}, n.node.Node.Pods...)}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -98,27 +90,32 @@ func (n *NoDatapath) save() error {
 func (n *NoDatapath) Observe(context.Context) (observed.Node, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var node observed.Node
-	for _, d := range n.enis {
-		node.ENIDevices = append(node.ENIDevices, d)
-	}
-	for _, p := range n.pods {
-		node.Pods = append(node.Pods, p)
-	}
-	slices.SortFunc(node.ENIDevices, func(a, b observed.ENIDevice) int { return strings.Compare(a.MAC, b.MAC) })
-	slices.SortFunc(node.Pods, func(a, b observed.PodNet) int { return strings.Compare(a.Key.String(), b.Key.String()) })
-	return node, nil
+	return observed.Node{ENIDevices: slices.Clone(n.node.Node.ENIDevices), Pods: slices.Clone(n.node.Node.Pods)}, nil
+}
+
+// apply records what the action did (planner.Apply) and reports whether
+// anything changed; the caller holds mu.
+func (n *NoDatapath) apply(a planner.Action, r planner.Result) bool {
+	next := planner.Apply(n.node, a, r)
+	changed := !slices.Equal(next.Node.ENIDevices, n.node.Node.ENIDevices) ||
+		!slices.EqualFunc(next.Node.Pods, n.node.Node.Pods, samePod)
+	n.node = next
+	return changed
+}
+
+// samePod compares the parts of a pod record the datapath sets.
+func samePod(a, b observed.PodNet) bool {
+	return a.Key == b.Key && a.IPv4 == b.IPv4 && a.IPv6 == b.IPv6 && a.ENIMAC == b.ENIMAC
 }
 
 // EnsureENI records the ENI as configured.
 func (n *NoDatapath) EnsureENI(_ context.Context, s linux.ENISpec) (linux.Changes, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	want := observed.ENIDevice{MAC: s.MAC, Name: "sim-" + strings.ReplaceAll(s.MAC[max(0, len(s.MAC)-5):], ":", ""), Up: true, MTU: s.MTU, Table: s.Table, Configured: true}
-	if n.enis[s.MAC] == want {
+	name := "sim-" + strings.ReplaceAll(s.MAC[max(0, len(s.MAC)-5):], ":", "")
+	if !n.apply(planner.Action{Kind: planner.ConfigureENI, MAC: s.MAC, Table: s.Table, MTU: s.MTU}, planner.Result{DeviceName: name}) {
 		return nil, nil
 	}
-	n.enis[s.MAC] = want
 	return linux.Changes{"record eni " + s.MAC}, n.save()
 }
 
@@ -126,43 +123,42 @@ func (n *NoDatapath) EnsureENI(_ context.Context, s linux.ENISpec) (linux.Change
 func (n *NoDatapath) RemoveENI(_ context.Context, mac string, _ int) (linux.Changes, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if _, ok := n.enis[mac]; !ok {
+	// A detach's effect on the node is that its device goes.
+	if !n.apply(planner.Action{Kind: planner.DetachENI, MAC: mac}, planner.Result{Gone: true}) {
 		return nil, nil
 	}
-	delete(n.enis, mac)
 	return linux.Changes{"forget eni " + mac}, n.save()
 }
 
 // EnsurePod records the pod as set up.
 func (n *NoDatapath) EnsurePod(_ context.Context, s linux.PodSpec) (linux.PodResult, linux.Changes, error) {
-	return n.record(s.Key, observed.PodNet{Key: s.Key, NetNS: s.NetNS, IPv4: s.IPv4, IPv6: s.IPv6, ENIMAC: s.ENIMAC, Healthy: true})
+	return n.record(planner.Action{Kind: planner.SetupPod, Pod: &planner.PodTarget{Key: s.Key, NetNS: s.NetNS,
+		IPv4: s.IPv4, IPv6: s.IPv6, ENIMAC: s.ENIMAC}})
 }
 
 // EnsureExclusive records the exclusive attachment.
 func (n *NoDatapath) EnsureExclusive(_ context.Context, s linux.ExclusiveSpec) (linux.PodResult, linux.Changes, error) {
-	return n.record(s.Key, observed.PodNet{Key: s.Key, NetNS: s.NetNS, IPv4: s.Prefix.Addr(), ENIMAC: s.MAC, Exclusive: true, Healthy: true})
+	return n.record(planner.Action{Kind: planner.MoveENI, Pod: &planner.PodTarget{Key: s.Key, NetNS: s.NetNS,
+		IPv4: s.Prefix.Addr(), IPv6: s.PrefixV6.Addr(), ENIMAC: s.MAC}})
 }
 
-func (n *NoDatapath) record(key observed.AttachmentKey, p observed.PodNet) (linux.PodResult, linux.Changes, error) {
+func (n *NoDatapath) record(a planner.Action) (linux.PodResult, linux.Changes, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	p.HostVeth = linux.HostVethName(key)
-	res := linux.PodResult{HostVeth: p.HostVeth}
-	if old, ok := n.pods[key]; ok && old.IPv4 == p.IPv4 && old.IPv6 == p.IPv6 && old.ENIMAC == p.ENIMAC {
+	res := linux.PodResult{HostVeth: linux.HostVethName(a.Pod.Key)}
+	if !n.apply(a, planner.Result{HostVeth: res.HostVeth}) {
 		return res, nil, nil
 	}
-	n.pods[key] = p
-	return res, linux.Changes{"record pod " + key.String()}, n.save()
+	return res, linux.Changes{"record pod " + a.Pod.Key.String()}, n.save()
 }
 
 // TeardownPod forgets the pod.
 func (n *NoDatapath) TeardownPod(_ context.Context, key observed.AttachmentKey, _ string, _ ...netip.Addr) (linux.Changes, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if _, ok := n.pods[key]; !ok {
+	if !n.apply(planner.Action{Kind: planner.TeardownPod, Pod: &planner.PodTarget{Key: key}}, planner.Result{}) {
 		return nil, nil
 	}
-	delete(n.pods, key)
 	return linux.Changes{"forget pod " + key.String()}, n.save()
 }
 

@@ -3,18 +3,14 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
-	"github.com/enidnet/enid/reconcile/status"
 )
 
 // fakeClock is a cloud.Clock whose time moves only when the test says;
@@ -48,31 +44,9 @@ func (c *fakeClock) advance(d time.Duration) {
 // AssignIPs (a waiting pod needs it) runs and its optional one (topping
 // up the pool) is deferred; after the backoff, the optional one runs.
 func TestExecutorUrgentFirst(t *testing.T) {
-	sim, err := ecssim.New(ecssim.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sim.AddInstance(ecssim.InstanceSpec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sim.Close() })
-	clk := &fakeClock{t: time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)}
-	cl, err := cloud.New(cloud.Config{Endpoint: sim.Endpoint(), Region: sim.Dump().Region, Clock: clk,
-		Credentials: credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rig := newExecutorRig(t)
+	sim, cl, clk, vsw, x := rig.sim, rig.cl, rig.clk, rig.vsw, rig.x
 	ctx := context.Background()
-	var vsw string
-	for _, v := range sim.Dump().VSwitches {
-		if v.ZoneID == inst.Zone {
-			vsw = v.ID
-		}
-	}
 	var enis [2]observed.ENI
 	for i := range enis {
 		e, err := cl.CreateENI(ctx, cloud.CreateENIRequest{VSwitchID: vsw, SecurityGroups: []string{ecssim.DefaultSecurityGroup}})
@@ -92,9 +66,6 @@ func TestExecutorUrgentFirst(t *testing.T) {
 		t.Fatalf("backoff until %v, not after now %v", until, clk.Now())
 	}
 
-	var c cache
-	x := newExecutor(cl, nil, status.NewStore(t.TempDir()), &c, inst.ID, slog.New(slog.DiscardHandler), NewMetrics(),
-		clk.Now, func() {}, 4, time.Second)
 	assign := func(i int, urgent bool) planner.Action {
 		return planner.Action{ID: i, Kind: planner.AssignIPs, Target: enis[i].ID, ENIID: enis[i].ID, IPv4Count: 2, Urgent: urgent,
 			ClientToken: "t-" + enis[i].ID + "-" + clk.Now().Format(time.RFC3339Nano)}

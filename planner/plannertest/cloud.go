@@ -97,7 +97,7 @@ func (w *World) create(a planner.Action) (string, error) {
 		VPCID: v.VPCID, PrimaryIP: all[0], IPv4: all[1:], IPv6: v6,
 		SecurityGroups: slices.Clone(a.SecurityGroups), Tags: maps.Clone(a.Tags), CreatedAt: w.Now,
 	}
-	w.ENIs = append(w.ENIs, e)
+	w.apply(a, planner.Result{ENI: &e})
 	w.tokens[a.ClientToken] = e.ID
 	return e.ID, nil
 }
@@ -126,7 +126,9 @@ func (w *World) attach(a planner.Action) error {
 	for idx[d] {
 		d++
 	}
-	e.Status, e.InstanceID, e.DeviceIndex = observed.ENIInUse, a.InstanceID, d
+	in := *e
+	in.Status, in.InstanceID, in.DeviceIndex = observed.ENIInUse, a.InstanceID, d
+	w.apply(a, planner.Result{ENI: &in})
 	return nil
 }
 
@@ -150,7 +152,7 @@ func (w *World) assign(a planner.Action) error {
 		if err != nil {
 			return err
 		}
-		e.IPv4 = sorted(append(e.IPv4, got...))
+		w.apply(a, planner.Result{IPv4: got})
 	}
 	if a.IPv6Count > 0 {
 		if len(e.IPv6)+a.IPv6Count > w.Instance.Limits.IPv6PerENI {
@@ -160,7 +162,7 @@ func (w *World) assign(a planner.Action) error {
 		if err != nil {
 			return err
 		}
-		e.IPv6 = sorted(append(e.IPv6, got...))
+		w.apply(a, planner.Result{IPv6: got})
 	}
 	w.tokens[a.ClientToken] = e.ID
 	return nil
@@ -194,12 +196,9 @@ func (w *World) unassign(a planner.Action) error {
 			w.violate("unassign %s of %s while %s uses it", ip, e.ID, k)
 		}
 	}
-	rm := func(l []netip.Addr, drop []netip.Addr) []netip.Addr {
-		return slices.DeleteFunc(l, func(x netip.Addr) bool { return slices.Contains(drop, x) })
-	}
-	e.IPv4, e.IPv6 = rm(e.IPv4, a.IPv4), rm(e.IPv6, a.IPv6)
 	w.free(e.VSwitchID, a.IPv4...)
 	w.free(e.VSwitchID, a.IPv6...)
+	w.apply(a, planner.Result{})
 	return nil
 }
 
@@ -214,8 +213,8 @@ func (w *World) detach(a planner.Action) error {
 			w.violate("detach %s while %s uses %s", e.ID, k, ip)
 		}
 	}
-	w.Node.ENIDevices = slices.DeleteFunc(w.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == e.MAC })
-	e.Status, e.InstanceID, e.DeviceIndex = observed.ENIAvailable, "", 0
+	a.MAC = e.MAC // its device goes, configured or not
+	w.apply(a, planner.Result{})
 	return nil
 }
 
@@ -229,6 +228,6 @@ func (w *World) delete(a planner.Action) error {
 		return fmt.Errorf("InvalidOperation.InvalidEniState: %s is %s", e.ID, e.Status)
 	}
 	w.free(e.VSwitchID, append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6...)...)
-	w.ENIs = slices.DeleteFunc(w.ENIs, func(x observed.ENI) bool { return x.ID == a.ENIID })
+	w.apply(a, planner.Result{})
 	return nil
 }

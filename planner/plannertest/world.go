@@ -232,17 +232,18 @@ func (w *World) configure(a planner.Action) error {
 	}
 	t := a.Table
 	if t == 0 {
-		t = 1000 + e.DeviceIndex
+		t = planner.Table(e.DeviceIndex)
 	}
-	if t != 1000+e.DeviceIndex {
+	if t != planner.Table(e.DeviceIndex) {
 		w.violate("ConfigureENI %s with table %d, device index %d", e.ID, t, e.DeviceIndex)
 	}
-	w.Node.ENIDevices = slices.DeleteFunc(w.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == e.MAC })
-	w.Node.ENIDevices = append(w.Node.ENIDevices, observed.ENIDevice{MAC: e.MAC, Name: fmt.Sprintf("eth%d", e.DeviceIndex),
-		Index: 10 + e.DeviceIndex, MTU: 1500, Up: true, Table: t, Configured: true})
-	if a.MTU > 0 {
-		w.Node.ENIDevices[len(w.Node.ENIDevices)-1].MTU = a.MTU
+	if !slices.ContainsFunc(w.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == e.MAC }) {
+		// The attach made the device appear (the model adds it late).
+		w.Node.ENIDevices = append(w.Node.ENIDevices, observed.ENIDevice{MAC: e.MAC, Name: fmt.Sprintf("eth%d", e.DeviceIndex),
+			Index: 10 + e.DeviceIndex, MTU: 1500})
 	}
+	a.MAC, a.Table = e.MAC, t
+	w.apply(a, planner.Result{})
 	return nil
 }
 
@@ -281,16 +282,14 @@ func (w *World) setup(a planner.Action) error {
 		if i < 0 || !w.Node.ENIDevices[i].Configured {
 			return fmt.Errorf("eni %s device not configured", e.ID)
 		}
-	} else {
-		w.Node.ENIDevices = slices.DeleteFunc(w.Node.ENIDevices, func(d observed.ENIDevice) bool { return d.MAC == e.MAC })
 	}
-	w.Node.Pods = slices.DeleteFunc(w.Node.Pods, func(x observed.PodNet) bool { return x.Key == p.Key })
-	pn := observed.PodNet{Key: p.Key, NetNS: p.NetNS, IPv4: p.IPv4, IPv6: p.IPv6, ENIMAC: e.MAC, Exclusive: excl, Healthy: true}
+	host := ""
 	if !excl {
-		pn.HostVeth = "enid" + p.Key.ContainerID
+		host = "enid" + p.Key.ContainerID
 	}
-	w.Node.Pods = append(w.Node.Pods, pn)
-	slices.SortFunc(w.Node.Pods, func(x, y observed.PodNet) int { return strings.Compare(x.Key.String(), y.Key.String()) })
+	pt := *a.Pod // the plan's own is not changed
+	pt.ENIMAC, a.Pod = e.MAC, &pt
+	w.apply(a, planner.Result{HostVeth: host})
 	w.identity[p.Key] = identity
 	return nil
 }
@@ -306,20 +305,19 @@ func (w *World) teardown(a planner.Action) error {
 			w.released[ip] = release{at: w.Now, identity: w.identity[pn.Key]}
 		}
 	}
-	w.Node.Pods = slices.Delete(w.Node.Pods, i, i+1)
+	w.apply(a, planner.Result{})
 	return nil
 }
 
-func (w *World) publish(a planner.Action) {
-	k := a.Target
-	w.Node.Published = slices.DeleteFunc(w.Node.Published, func(b observed.Binding) bool { return b.Key.String() == k })
-	if a.Status == nil {
-		return
-	}
-	s := a.Status
-	w.Node.Published = append(w.Node.Published, observed.Binding{Key: s.Key, Revision: s.Revision, Phase: s.Phase,
-		Reason: s.Reason, IPv4: s.IPv4, IPv6: s.IPv6, ENIID: s.ENIID})
-	slices.SortFunc(w.Node.Published, func(x, y observed.Binding) int { return strings.Compare(x.Key.String(), y.Key.String()) })
+func (w *World) publish(a planner.Action) { w.apply(a, planner.Result{}) }
+
+// apply records what the action did to the ENIs and the node
+// (planner.Apply). The vSwitch pools are the cloud's own (alloc, free):
+// the model decides what a call returns, the planner's effects what it
+// leaves behind.
+func (w *World) apply(a planner.Action, r planner.Result) {
+	st := planner.Apply(observed.State{ENIs: w.ENIs, Node: w.Node}, a, r)
+	w.ENIs, w.Node = st.ENIs, st.Node
 }
 
 // checkPublished checks invariant 2 over Ready statuses and kernel pods.

@@ -1,0 +1,73 @@
+package planner_test
+
+import (
+	"encoding/json"
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
+)
+
+// TestEffectsNeverModifyTheirInput: the executor's cache hands the planner
+// snapshots that share backing arrays with it, so Before and Apply must
+// build new slices, never write into the ones they were given. It also
+// checks what a few kinds do.
+func TestEffectsNeverModifyTheirInput(t *testing.T) {
+	ip := netip.MustParseAddr
+	key := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
+	st := observed.State{
+		ENIs: []observed.ENI{
+			{ID: "eni-1", MAC: "02:00:00:00:00:01", Status: observed.ENIInUse, VSwitchID: "vsw-1", DeviceIndex: 1,
+				IPv4: []netip.Addr{ip("10.0.0.5"), ip("10.0.0.6")}},
+			{ID: "eni-2", MAC: "02:00:00:00:00:02", Status: observed.ENIInUse, VSwitchID: "vsw-1", DeviceIndex: 2},
+		},
+		VSwitches: []observed.VSwitch{{ID: "vsw-1", AvailableIPs: 100}},
+		Node: observed.Node{
+			ENIDevices: []observed.ENIDevice{{MAC: "02:00:00:00:00:01", Name: "eth1", Table: 1001, Configured: true, Up: true}},
+			Pods:       []observed.PodNet{{Key: key, IPv4: ip("10.0.0.5"), ENIMAC: "02:00:00:00:00:01", Healthy: true}},
+			Published:  []observed.Binding{{Key: key, Phase: planner.PhaseReady, IPv4: ip("10.0.0.5")}},
+		},
+	}
+	before, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &planner.PodTarget{Key: observed.AttachmentKey{ContainerID: "c2", IfName: "eth0"}, IPv4: ip("10.0.0.6"), ENIMAC: "02:00:00:00:00:01"}
+	for _, c := range []struct {
+		a planner.Action
+		r planner.Result
+	}{
+		{planner.Action{Kind: planner.AssignIPs, ENIID: "eni-1"}, planner.Result{IPv4: []netip.Addr{ip("10.0.0.4")}}},
+		{planner.Action{Kind: planner.UnassignIPs, ENIID: "eni-1", IPv4: []netip.Addr{ip("10.0.0.6")}}, planner.Result{}},
+		{planner.Action{Kind: planner.DetachENI, ENIID: "eni-1", MAC: "02:00:00:00:00:01"}, planner.Result{}},
+		{planner.Action{Kind: planner.DeleteENI, ENIID: "eni-2"}, planner.Result{}},
+		{planner.Action{Kind: planner.ConfigureENI, ENIID: "eni-2", MAC: "02:00:00:00:00:02", Table: planner.Table(2)}, planner.Result{}},
+		{planner.Action{Kind: planner.SetupPod, Pod: pod}, planner.Result{HostVeth: "v"}},
+		{planner.Action{Kind: planner.MoveENI, Pod: pod}, planner.Result{}},
+		{planner.Action{Kind: planner.TeardownPod, Pod: &planner.PodTarget{Key: key}}, planner.Result{}},
+		{planner.Action{Kind: planner.PublishStatus, Target: key.String()}, planner.Result{}},
+	} {
+		got := planner.Apply(planner.Before(st, c.a), c.a, c.r)
+		after, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(after) != string(before) {
+			t.Fatalf("%s changed its input:\n%s\nwas\n%s", c.a.Kind, after, before)
+		}
+		if reflect.DeepEqual(got, st) {
+			t.Errorf("%s changed nothing", c.a.Kind)
+		}
+	}
+
+	got := planner.Apply(st, planner.Action{Kind: planner.AssignIPs, ENIID: "eni-1"}, planner.Result{IPv4: []netip.Addr{ip("10.0.0.4")}})
+	if want := []netip.Addr{ip("10.0.0.4"), ip("10.0.0.5"), ip("10.0.0.6")}; !reflect.DeepEqual(got.ENIs[0].IPv4, want) || got.VSwitches[0].AvailableIPs != 99 {
+		t.Errorf("AssignIPs: addresses %v, vSwitch free %d: want %v and 99", got.ENIs[0].IPv4, got.VSwitches[0].AvailableIPs, want)
+	}
+	got = planner.Before(st, planner.Action{Kind: planner.UnassignIPs, ENIID: "eni-1", IPv4: []netip.Addr{ip("10.0.0.6")}})
+	if len(got.ENIs[0].IPv4) != 1 || got.VSwitches[0].AvailableIPs != 100 {
+		t.Errorf("before UnassignIPs: addresses %v, vSwitch free %d: want the address gone, the vSwitch not credited yet", got.ENIs[0].IPv4, got.VSwitches[0].AvailableIPs)
+	}
+}

@@ -1,0 +1,256 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
+
+	"github.com/enidnet/enid/cloud"
+	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/linux"
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// executorRig is an executor on the real client against the simulator,
+// with NoDatapath for the node and an injected clock.
+type executorRig struct {
+	sim  *ecssim.Server
+	cl   *cloud.Client
+	clk  *fakeClock
+	dp   *NoDatapath
+	x    *executor
+	inst string
+	vsw  string
+}
+
+func newExecutorRig(t *testing.T) *executorRig {
+	t.Helper()
+	sim, err := ecssim.New(ecssim.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sim.AddInstance(ecssim.InstanceSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sim.Close() })
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)}
+	cl, err := cloud.New(cloud.Config{Endpoint: sim.Endpoint(), Region: sim.Dump().Region, Clock: clk,
+		Credentials: credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, err := NewNoDatapath("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rig := &executorRig{sim: sim, cl: cl, clk: clk, dp: dp, inst: inst.ID}
+	for _, v := range sim.Dump().VSwitches {
+		if v.ZoneID == inst.Zone {
+			rig.vsw = v.ID
+		}
+	}
+	rig.x = newExecutor(cl, dp, status.NewStore(t.TempDir()), &cache{}, inst.ID, slog.New(slog.DiscardHandler), NewMetrics(),
+		clk.Now, func() {}, 4, time.Second)
+	return rig
+}
+
+// attached creates an ENI and attaches it here, outside the executor.
+func (r *executorRig) attached(t *testing.T) observed.ENI {
+	t.Helper()
+	ctx := context.Background()
+	e, err := r.cl.CreateENI(ctx, cloud.CreateENIRequest{VSwitchID: r.vsw, SecurityGroups: []string{ecssim.DefaultSecurityGroup}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cl.AttachENI(ctx, e.ID, r.inst); err != nil {
+		t.Fatal(err)
+	}
+	if e, err = r.cl.WaitENI(ctx, e.ID, observed.ENIInUse); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (r *executorRig) run(p planner.Plan) {
+	r.x.dispatch(context.Background(), p, nil, false)
+	r.x.wg.Wait()
+}
+
+// TestExecutorENIRef: the actions after a CreateENI name its ENI by
+// reference; the executor substitutes the created ENI's ID and MAC, and
+// ConfigureENI's table from the device index the attach gave.
+func TestExecutorENIRef(t *testing.T) {
+	r := newExecutorRig(t)
+	r.run(planner.Plan{Actions: []planner.Action{
+		{ID: 0, Kind: planner.CreateENI, Target: "new#0", VSwitchID: r.vsw, SecurityGroups: []string{ecssim.DefaultSecurityGroup}, ClientToken: "tok-1"},
+		{ID: 1, Kind: planner.AttachENI, Target: "new#0", ENIRef: 1, InstanceID: r.inst, DependsOn: []int{0}},
+		{ID: 2, Kind: planner.ConfigureENI, Target: "new#0", ENIRef: 1, DependsOn: []int{1}},
+	}})
+	st, _ := r.x.cache.snapshot()
+	if len(st.ENIs) != 1 || st.ENIs[0].Status != observed.ENIInUse || st.ENIs[0].InstanceID != r.inst {
+		t.Fatalf("cached ENIs %+v: want the created ENI, InUse here", st.ENIs)
+	}
+	e := st.ENIs[0]
+	node, err := r.dp.Observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.ENIDevices) != 1 || node.ENIDevices[0].MAC != e.MAC || node.ENIDevices[0].Table != planner.Table(e.DeviceIndex) {
+		t.Fatalf("devices %+v: want %s configured with table %d", node.ENIDevices, e.MAC, planner.Table(e.DeviceIndex))
+	}
+	if e.DeviceIndex == 0 {
+		t.Fatal("the attach gave device index 0 (the primary's)")
+	}
+}
+
+// TestExecutorRoundsAndDuplicates: while a cloud action of an earlier pass
+// runs, its twin is not started again and no other cloud action starts
+// (one round at a time); node actions still run. After it ends, the next
+// pass's cloud actions run.
+func TestExecutorRoundsAndDuplicates(t *testing.T) {
+	r := newExecutorRig(t)
+	e0, e1 := r.attached(t), r.attached(t)
+	gate, arrived := make(chan struct{}), make(chan struct{}, 10)
+	var assigns atomic.Int32
+	r.sim.SetHooks(ecssim.Hooks{OnAssign: func(ev ecssim.ENIEvent) {
+		assigns.Add(1)
+		if ev.ENIID == e0.ID {
+			arrived <- struct{}{}
+			<-gate // the first pass's assign stays in flight
+		}
+	}})
+	assign := func(id int, e observed.ENI) planner.Action {
+		return planner.Action{ID: id, Kind: planner.AssignIPs, Target: e.ID, ENIID: e.ID, IPv4Count: 1, Urgent: true, ClientToken: "t-" + e.ID}
+	}
+	ctx := context.Background()
+	r.x.dispatch(ctx, planner.Plan{Actions: []planner.Action{assign(0, e0)}}, nil, false)
+	<-arrived // the call is in the simulator
+	key := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
+	second := planner.Plan{Actions: []planner.Action{assign(0, e0), assign(1, e1),
+		{ID: 2, Kind: planner.SetupPod, Target: key.String(), Pod: &planner.PodTarget{Key: key, NetNS: "/var/run/netns/c1",
+			IfName: "eth0", IPv4: netip.MustParseAddr("10.0.0.9"), ENIMAC: e1.MAC}}}}
+	r.x.dispatch(ctx, second, nil, false)
+	close(gate)
+	r.x.wg.Wait()
+	if n := assigns.Load(); n != 1 {
+		t.Fatalf("%d assigns reached the cloud: want 1 (the twin suppressed, the other cloud action held for the next round)", n)
+	}
+	node, err := r.dp.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.Pods) != 1 || node.Pods[0].Key != key {
+		t.Fatalf("pods %+v: the node action must run while the cloud round is busy", node.Pods)
+	}
+	r.run(planner.Plan{Actions: []planner.Action{assign(1, e1)}})
+	if n := assigns.Load(); n != 2 {
+		t.Fatalf("%d assigns after the round ended: want 2", n)
+	}
+}
+
+// TestExecutorBackoff: a failed action backs off; a pass before the
+// backoff ends does not run it, one after it does (and backs off longer
+// when it fails again).
+func TestExecutorBackoff(t *testing.T) {
+	r := newExecutorRig(t)
+	var calls atomic.Int32
+	r.sim.SetHooks(ecssim.Hooks{OnAssign: func(ecssim.ENIEvent) { calls.Add(1) }})
+	bad := planner.Plan{Actions: []planner.Action{{ID: 0, Kind: planner.AssignIPs, Target: "eni-missing", ENIID: "eni-missing", IPv4Count: 1, Urgent: true}}}
+	r.run(bad)
+	if !slices.Contains(r.x.retries(), "eni/eni-missing") {
+		t.Fatalf("backing off: %v, want eni/eni-missing", r.x.retries())
+	}
+	until, ok := r.x.nextRetry()
+	if !ok || !until.After(r.clk.Now()) {
+		t.Fatalf("nextRetry = %v, %v: want a time after now", until, ok)
+	}
+	first := r.x.retry["eni/eni-missing"]
+	r.clk.advance(until.Sub(r.clk.Now()) - time.Millisecond)
+	r.run(bad)
+	if rs := r.x.retry["eni/eni-missing"]; rs.failures != 1 {
+		t.Fatalf("before the backoff ended the action ran again (%d failures)", rs.failures)
+	}
+	r.clk.advance(time.Millisecond)
+	r.run(bad)
+	rs := r.x.retry["eni/eni-missing"]
+	if rs.failures != 2 || !rs.until.After(first.until) {
+		t.Fatalf("after the backoff: %+v, want a second failure backing off past %v", rs, first.until)
+	}
+}
+
+// TestExecutorHandlers: every action kind has a handler.
+func TestExecutorHandlers(t *testing.T) {
+	for _, k := range []planner.ActionKind{planner.CreateENI, planner.AttachENI, planner.AssignIPs, planner.UnassignIPs,
+		planner.DetachENI, planner.DeleteENI, planner.ConfigureENI, planner.SetupPod, planner.TeardownPod,
+		planner.MoveENI, planner.ReturnENI, planner.PublishStatus} {
+		if handlers[k] == nil {
+			t.Errorf("no handler for %s", k)
+		}
+	}
+}
+
+// TestExecutorStatuses: the executor writes a Ready status from what the
+// plan recorded alone (addresses, prefix lengths, gateways, routes), and
+// every reason code it publishes for a failed setup is in the plan schema.
+func TestExecutorStatuses(t *testing.T) {
+	r := newExecutorRig(t)
+	b, err := os.ReadFile("../docs/plan.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Defs struct {
+			ReasonCode struct {
+				Enum []string `json:"enum"`
+			} `json:"reasonCode"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	key := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
+	pod := &planner.PodTarget{Key: key, NetNS: "/var/run/netns/c1", IfName: "eth0", IPv4: netip.MustParseAddr("10.0.0.9")}
+	for _, err := range []error{errors.New("boom"), fmt.Errorf("veth: %w", linux.ErrConflict), fmt.Errorf("netns: %w", linux.ErrNodeNetNS)} {
+		r.x.failed(planner.Action{Kind: planner.SetupPod, Target: key.String(), Pod: pod}, err)
+		st, rerr := r.x.statuses.Read(key.ContainerID, key.IfName)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if !slices.Contains(schema.Defs.ReasonCode.Enum, st.ReasonCode) {
+			t.Errorf("after %v: reason code %q is not in docs/plan.schema.json", err, st.ReasonCode)
+		}
+	}
+
+	// A status with a prefix length and gateway no rule would derive: the
+	// file must say exactly that.
+	gw := netip.MustParseAddr("10.9.9.9")
+	dst := netip.MustParsePrefix("10.0.0.0/8")
+	ps := planner.PodStatus{Key: key, Revision: "r1", Phase: planner.PhaseReady, ReasonCode: planner.ReasonReady,
+		IPv4: netip.MustParseAddr("10.0.0.9"), PrefixBits: 20, Gateway: gw, IfName: "eth0",
+		Routes: []planner.PodRoute{{Dst: dst, GW: gw}}}
+	r.run(planner.Plan{Actions: []planner.Action{{ID: 0, Kind: planner.PublishStatus, Target: key.String(), Status: &ps}}})
+	st, err := r.x.statuses.Read(key.ContainerID, key.IfName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.IPs) != 1 || st.IPs[0].Address != netip.MustParsePrefix("10.0.0.9/20") || st.IPs[0].Gateway != gw ||
+		len(st.Routes) != 1 || st.Routes[0].Dst != dst || st.Routes[0].GW != gw {
+		t.Fatalf("status ips %+v routes %+v: want exactly the plan's 10.0.0.9/20 via %s and route %s via %s", st.IPs, st.Routes, gw, dst, gw)
+	}
+}
