@@ -18,53 +18,28 @@ import (
 	"github.com/enidnet/enid/linux/linuxtest"
 )
 
-// delTeardownIsImmediate says whether a CNI DEL through a real runtime
-// tears the attachment down before it returns (issue #10, part 1: DEL is
-// authoritative). Until that fix is merged the agent holds an attachment
-// while containerd's libcni cache record exists, so DEL waits its
-// delTimeout and the status stays until a later wake-up. The lead sets this
-// to true when merging the fix; then:
-//   - after `crictl stopp` returns, the pod's status must be gone (the
-//     acceptance check: it fails when DEL waits for its timeout), and
-//   - the agent runs with the default resync period, so nothing but the DEL
-//     can have removed it.
-//
-// While false, the status check only logs, and a short resync period lets
-// the leak checks complete.
-const delTeardownIsImmediate = true
-
-// criPool is testPool plus, until DEL is authoritative, a resync short
-// enough that teardowns held by the runtime's cache record finish within a
-// test.
-func criPool(extra string) string {
-	cfg := testPool + extra
-	if !delTeardownIsImmediate {
-		cfg += "resyncPeriod: 3s\n"
-	}
-	return cfg
-}
+// criPool is testPool plus extra. The agent runs with the default resync
+// period, so nothing but a DEL removes a status within a test.
+func criPool(extra string) string { return testPool + extra }
 
 // stopp stops a sandbox (kubelet's StopPodSandbox, which runs CNI DEL) and
 // then checks that enid's status of it is gone: DEL is authoritative, so
 // when it returns the attachment is torn down, not waiting for a timeout.
 func (c *criNode) stopp(ctx context.Context, s *sandbox) {
 	c.t.Helper()
+	start := time.Now()
 	c.crictl(ctx, "stopp", s.id)
+	c.t.Logf("sandbox %s: stopp took %s", s.name, time.Since(start).Round(time.Millisecond))
 	c.checkGoneAfterDEL(s)
 }
 
-// checkGoneAfterDEL asserts that s has no status file (gated by
-// delTeardownIsImmediate).
+// checkGoneAfterDEL asserts that s has no status file: DEL is authoritative
+// (issue #10), so when it returns the attachment is torn down, not left for
+// a timeout or a later wake-up.
 func (c *criNode) checkGoneAfterDEL(s *sandbox) {
 	c.t.Helper()
-	_, err := c.statusOf(s.pod(""))
-	gone := errors.Is(err, fs.ErrNotExist)
-	switch {
-	case gone:
-	case delTeardownIsImmediate:
+	if _, err := c.statusOf(s.pod("")); !errors.Is(err, fs.ErrNotExist) {
 		c.t.Errorf("sandbox %s (%s): status still there after stopp returned (err %v): DEL did not tear it down", s.name, s.id[:12], err)
-	default:
-		c.t.Logf("sandbox %s (%s): status still there after stopp returned (expected until DEL is authoritative, #10)", s.name, s.id[:12])
 	}
 }
 
