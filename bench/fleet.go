@@ -57,11 +57,10 @@ const (
 )
 
 // fleetSpread is the pool.spreadWindow the fleet's config states, by the
-// rule docs/config.md gives an operator: the necessary calls (one per
-// node) beyond what the account's bucket holds at once, at the account's
-// rate.
+// rule docs/config.md gives an operator: nodes x calls per node (one
+// assign) / the account's rate.
 func fleetSpread(n int, qps float64) time.Duration {
-	return time.Duration(max(0, float64(n)-qps) / qps * float64(time.Second))
+	return time.Duration(float64(n) / qps * float64(time.Second))
 }
 
 // runFleet runs the rollout on fleetRuns fresh fleets (each joins first,
