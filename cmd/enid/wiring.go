@@ -126,12 +126,12 @@ func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.L
 		}
 		region = r
 	}
-	creds, err := cloud.CredentialsFrom(cfg.Cloud.Credentials, os.Getenv, md)
+	creds, err := cloud.CredentialsFrom(cloudCredentials(cfg.Cloud.Credentials), os.Getenv, md)
 	if err != nil {
 		return cloudSetup{}, fmt.Errorf("cloud.credentials: %w", err)
 	}
 	c, err := cloud.New(cloud.Config{Endpoint: endpoint, Region: region, Credentials: creds,
-		RateLimit: cfg.Cloud.RateLimit, Observer: obs, Logger: log,
+		RateLimit: cloudRateLimit(cfg.Cloud.RateLimit), Observer: obs, Logger: log,
 		// First poll 100ms after the call: with the client's 1.5x growth
 		// an attach that completes ~1s later is seen ~60ms after it with
 		// 5 describes (50ms first: ~400ms late with 7; go run ./bench -run burst).
@@ -182,4 +182,23 @@ func configErrorLines(err error) []string {
 		return ce.Strings()
 	}
 	return strings.Split(err.Error(), "\n")
+}
+
+// cloudRateLimit converts the config's rate limit to the client's own type
+// (package cloud does not import the config schema).
+func cloudRateLimit(r desired.RateLimit) cloud.RateLimit {
+	out := cloud.RateLimit{QPS: r.QPS, Burst: r.Burst}
+	if len(r.PerAction) > 0 {
+		out.PerAction = make(map[string]cloud.ActionRate, len(r.PerAction))
+		for action, a := range r.PerAction {
+			out.PerAction[action] = cloud.ActionRate{QPS: a.QPS, Burst: a.Burst}
+		}
+	}
+	return out
+}
+
+// cloudCredentials converts the config's credentials selection to the
+// client's own type; the source words are the same (TestCloudConfigConverts).
+func cloudCredentials(c desired.Credentials) cloud.CredentialsConfig {
+	return cloud.CredentialsConfig{Source: cloud.CredentialSource(c.Source), File: c.File, RoleName: c.RoleName}
 }
