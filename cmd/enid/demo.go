@@ -22,7 +22,7 @@ import (
 
 	"github.com/enidnet/enid/internal/cnirun"
 	"github.com/enidnet/enid/internal/simnode"
-	"github.com/enidnet/enid/linux/linuxtest"
+	"github.com/enidnet/enid/internal/simvpc"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -265,7 +265,7 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 		ping := func(ns string, dst netip.Addr) error {
 			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
-			return linuxtest.Ping(pctx, ns, dst)
+			return simvpc.Ping(pctx, ns, dst)
 		}
 		failed := 0
 		for i, r := range runs {
