@@ -41,6 +41,18 @@ type nodeFlags struct {
 	// labels are node labels for per-node overrides that match on them,
 	// laid over the Node object's when `enid run` has the Kubernetes API.
 	labels map[string]string
+	// env, when set, is the whole environment newCloud reads the cloud's
+	// endpoints, region and keys from instead of the process's: the demo
+	// passes its simulator's, rather than changing the process environment.
+	env map[string]string
+}
+
+// getenv reads the environment newCloud uses (see env).
+func (f *nodeFlags) getenv(key string) string {
+	if f.env != nil {
+		return f.env[key]
+	}
+	return os.Getenv(key)
 }
 
 func (f *nodeFlags) register(fs *pflag.FlagSet) {
@@ -107,16 +119,16 @@ type cloudSetup struct {
 // newCloud builds the cloud client from the config and the environment.
 func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.Logger, obs cloud.Observer) (cloudSetup, error) {
 	endpoint := cfg.Cloud.Endpoint
-	if v := os.Getenv(envECSEndpoint); v != "" {
+	if v := f.getenv(envECSEndpoint); v != "" {
 		endpoint = v
 	}
 	mdURL := cfg.Cloud.MetadataEndpoint
-	if v := os.Getenv(envMetadataEndpoint); v != "" {
+	if v := f.getenv(envMetadataEndpoint); v != "" {
 		mdURL = v
 	}
 	md := cloud.NewMetadata(mdURL, nil)
 	region := cfg.Cloud.Region
-	if v := os.Getenv(envRegion); v != "" && region == "" {
+	if v := f.getenv(envRegion); v != "" && region == "" {
 		region = v
 	}
 	if region == "" {
@@ -126,7 +138,7 @@ func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.L
 		}
 		region = r
 	}
-	creds, err := cloud.CredentialsFrom(cloudCredentials(cfg.Cloud.Credentials), os.Getenv, md)
+	creds, err := cloud.CredentialsFrom(cloudCredentials(cfg.Cloud.Credentials), f.getenv, md)
 	if err != nil {
 		return cloudSetup{}, fmt.Errorf("cloud.credentials: %w", err)
 	}
