@@ -92,35 +92,24 @@ func (a *scriptArgs) fail(k, v string, e error) {
 	}
 }
 
-func (a *scriptArgs) num(k string, def int) int {
+// value parses key k's value with parse, def when the line has no k.
+func value[T any](a *scriptArgs, k string, def T, parse func(string) (T, error)) T {
 	v, ok := a.kv[k]
 	if !ok {
 		return def
 	}
-	n, e := strconv.Atoi(v)
+	x, e := parse(v)
 	a.fail(k, v, e)
-	return n
+	return x
 }
+
+func (a *scriptArgs) num(k string, def int) int { return value(a, k, def, strconv.Atoi) }
 
 func (a *scriptArgs) dur(k string, def time.Duration) time.Duration {
-	v, ok := a.kv[k]
-	if !ok {
-		return def
-	}
-	d, e := time.ParseDuration(v)
-	a.fail(k, v, e)
-	return d
+	return value(a, k, def, time.ParseDuration)
 }
 
-func (a *scriptArgs) addr(k string) netip.Addr {
-	v, ok := a.kv[k]
-	if !ok {
-		return netip.Addr{}
-	}
-	ip, e := netip.ParseAddr(v)
-	a.fail(k, v, e)
-	return ip
-}
+func (a *scriptArgs) addr(k string) netip.Addr { return value(a, k, netip.Addr{}, netip.ParseAddr) }
 
 func (a *scriptArgs) addrs(k string) []netip.Addr {
 	var out []netip.Addr
