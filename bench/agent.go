@@ -39,7 +39,7 @@ type agentOptions struct {
 	datapath   reconcile.Datapath
 	noWatch    bool
 	heartbeat  time.Duration
-	rate       desired.RateLimit // zero: the config's default
+	rate       cloud.RateLimit // zero: the config's default
 	// hints are the kubelet and runtime files the agent reads (zero: none,
 	// a simulated node has no kubelet).
 	hints desired.HintSources
@@ -76,13 +76,13 @@ func startAgent(ctx context.Context, o agentOptions) (*agent, error) {
 	}
 	rl := o.rate
 	if rl.QPS == 0 {
-		rl = desired.RateLimit{QPS: desired.DefaultQPS, Burst: desired.DefaultBurst}
+		rl = cloud.RateLimit{QPS: desired.DefaultQPS, Burst: desired.DefaultBurst}
 	}
 	keys := map[string]string{
 		cloud.EnvAccessKeyID:     ecssim.DefaultAccessKeyID,
 		cloud.EnvAccessKeySecret: ecssim.DefaultAccessKeySecret,
 	}
-	creds, err := cloud.CredentialsFrom(desired.Credentials{Source: desired.CredentialsEnv}, func(k string) string { return keys[k] }, nil)
+	creds, err := cloud.CredentialsFrom(cloud.CredentialsConfig{Source: cloud.CredentialsEnv}, func(k string) string { return keys[k] }, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -103,46 +103,12 @@ func burstOnce(ctx context.Context, e env, round int) Result {
 	// The pods arrive at once: all entries are written before the agent
 	// is woken (it watches the directory, so it may start on the first).
 	t0 := time.Now()
-	pods := make([]pod, n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range pods {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p, err := a.addPod(fmt.Sprintf("burst-%d", i), "", time.Now())
-			if err != nil {
-				errs <- err
-			}
-			pods[i] = p
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	pods, err := addAtOnce(a, n)
+	if err != nil {
 		r.broken("%v", err)
 		return r
 	}
-	readyAt := make([]time.Duration, n)
-	failed := map[int]string{}
-	err = poll(ctx, 90*time.Second, 2*time.Millisecond, func() (bool, error) {
-		done := 0
-		for i, p := range pods {
-			if readyAt[i] > 0 {
-				done++
-				continue
-			}
-			st, ph := a.podStatus(p)
-			switch ph {
-			case status.Ready:
-				readyAt[i] = time.Since(t0)
-				done++
-			case status.Failed:
-				failed[i] = st.Reason
-			}
-		}
-		return done == n, nil
-	})
+	readyAt, failed, err := waitReady(ctx, a, pods, t0)
 	total := time.Duration(0)
 	for _, d := range readyAt {
 		total = max(total, d)
@@ -178,6 +144,54 @@ func burstOnce(ctx context.Context, e env, round int) Result {
 	r.judge("ratio <= 1.3", err == nil && ratio <= 1.3)
 	r.note("the bound is %s", why)
 	return r
+}
+
+// addAtOnce writes the entries of n pods burst-<i> from n goroutines.
+func addAtOnce(a *agent, n int) ([]pod, error) {
+	pods := make([]pod, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := a.addPod(fmt.Sprintf("burst-%d", i), "", time.Now())
+			if err != nil {
+				errs <- err
+			}
+			pods[i] = p
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return pods, <-errs // the first error, nil when there was none
+}
+
+// waitReady polls the pods' statuses (up to 90 s) until all are Ready, and
+// returns when each became Ready after t0 (0: never) and the reasons of
+// those seen Failed on the way.
+func waitReady(ctx context.Context, a *agent, pods []pod, t0 time.Time) ([]time.Duration, map[int]string, error) {
+	readyAt := make([]time.Duration, len(pods))
+	failed := map[int]string{}
+	err := poll(ctx, 90*time.Second, 2*time.Millisecond, func() (bool, error) {
+		done := 0
+		for i, p := range pods {
+			if readyAt[i] > 0 {
+				done++
+				continue
+			}
+			st, ph := a.podStatus(p)
+			switch ph {
+			case status.Ready:
+				readyAt[i] = time.Since(t0)
+				done++
+			case status.Failed:
+				failed[i] = st.Reason
+			}
+		}
+		return done == len(pods), nil
+	})
+	return readyAt, failed, err
 }
 
 // burstBound is the shortest time in which the latency model lets need

@@ -127,13 +127,52 @@ func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, st
 	time.Sleep(300 * time.Millisecond)
 	sim.ResetCounters()
 
-	// The sampler integrates held-but-unused IPs over time from the
-	// heartbeat, which the agent rewrites whenever the pool changes.
-	sctx, stopSampler := context.WithCancel(ctx)
+	stopSampler := sampleIdle(ctx, a)
+	c := &churnPods{a: a, pods: map[int]*livePod{}}
+	t0 := time.Now()
+	if !c.replay(ctx, &r, events, t0) {
+		r.broken("interrupted")
+		stopSampler()
+		return r
+	}
+	elapsed := time.Since(t0)
+	idleIPSeconds := stopSampler()
+	counters := sim.Counters()
+	calls := countCalls(counters)
+	r.note("calls: %s", callBreakdown(counters))
+	// The pods still running at the end must be (or become) Ready.
+	notReady := c.notReady + c.waitLive(ctx)
+	if notReady > 0 {
+		r.broken("%d pods not Ready within 30s", notReady)
+	}
+	for _, b := range checkBindings([]*agent{a}) {
+		r.broken("%s", b)
+	}
+	simCheck(&r, sim)
+	perStart := float64(calls.total) / float64(starts)
+	readyTimes := c.readyTimes
+	slices.Sort(readyTimes)
+	r.add("calls/pod start", perStart, "calls")
+	r.add("mutations/pod start", float64(calls.mutations)/float64(starts), "calls")
+	r.add("idle IP-s", idleIPSeconds, "IP-s")
+	r.add("mean idle IPs", idleIPSeconds/elapsed.Seconds(), "IPs")
+	r.add("ready p50", float64(pct(readyTimes, 50).Microseconds())/1000, "ms")
+	r.add("ready p99", float64(pct(readyTimes, 99).Microseconds())/1000, "ms")
+	if s.name == "default" {
+		r.judge("<= 0.2 calls/pod start", perStart <= 0.2)
+	}
+	return r
+}
+
+// sampleIdle integrates held-but-unused IPs over time from the heartbeat,
+// which the agent rewrites whenever the pool changes, until the returned
+// stop is called; stop returns the IP-seconds.
+func sampleIdle(ctx context.Context, a *agent) (stop func() float64) {
+	sctx, cancel := context.WithCancel(ctx)
 	var idleIPSeconds float64
-	samplerDone := make(chan struct{})
+	done := make(chan struct{})
 	go func() {
-		defer close(samplerDone)
+		defer close(done)
 		last := time.Now()
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
@@ -149,97 +188,95 @@ func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, st
 			}
 		}
 	}()
-
-	type live struct {
-		p       pod
-		started time.Time
-		ready   time.Duration
+	return func() float64 {
+		cancel()
+		<-done
+		return idleIPSeconds
 	}
-	pods := map[int]*live{}
-	var readyTimes []time.Duration
-	notReady := 0
-	checkReady := func() {
-		for _, l := range pods {
-			if l.ready == 0 {
-				if _, ph := a.podStatus(l.p); ph == status.Ready {
-					l.ready = time.Since(l.started)
-					readyTimes = append(readyTimes, l.ready)
-				}
+}
+
+// livePod is a pod of the churn, with when it started and how long it
+// took to be Ready (0: not yet).
+type livePod struct {
+	p       pod
+	started time.Time
+	ready   time.Duration
+}
+
+// churnPods are the churn's live pods and what they showed.
+type churnPods struct {
+	a          *agent
+	pods       map[int]*livePod
+	readyTimes []time.Duration
+	// notReady counts pods deleted after 30 s without being Ready.
+	notReady int
+}
+
+// checkReady notes the pods that became Ready since the last look.
+func (c *churnPods) checkReady() {
+	for _, l := range c.pods {
+		if l.ready == 0 {
+			if _, ph := c.a.podStatus(l.p); ph == status.Ready {
+				l.ready = time.Since(l.started)
+				c.readyTimes = append(c.readyTimes, l.ready)
 			}
 		}
 	}
-	t0 := time.Now()
+}
+
+// replay starts and deletes pods at the events' times after t0, noting
+// readiness in between; it returns false when ctx ended first.
+func (c *churnPods) replay(ctx context.Context, r *Result, events []churnEvent, t0 time.Time) bool {
 	for _, ev := range events {
 		for wait := time.Until(t0.Add(ev.at)); wait > 0; wait = time.Until(t0.Add(ev.at)) {
-			checkReady()
+			c.checkReady()
 			select {
 			case <-ctx.Done():
-				r.broken("interrupted")
-				stopSampler()
-				<-samplerDone
-				return r
+				return false
 			case <-time.After(min(wait, 10*time.Millisecond)):
 			}
 		}
 		if ev.start {
-			p, err := a.addPod(fmt.Sprintf("churn-%d", ev.pod), "", time.Now())
+			p, err := c.a.addPod(fmt.Sprintf("churn-%d", ev.pod), "", time.Now())
 			if err != nil {
 				r.broken("%v", err)
-				break
+				return true
 			}
-			pods[ev.pod] = &live{p: p, started: time.Now()}
+			c.pods[ev.pod] = &livePod{p: p, started: time.Now()}
 			continue
 		}
-		l := pods[ev.pod]
-		checkReady()
+		l := c.pods[ev.pod]
+		c.checkReady()
 		if l.ready == 0 && time.Since(l.started) > 30*time.Second {
-			notReady++
+			c.notReady++
 		}
-		if err := a.delPod(l.p); err != nil {
+		if err := c.a.delPod(l.p); err != nil {
 			r.broken("%v", err)
 		}
-		delete(pods, ev.pod)
+		delete(c.pods, ev.pod)
 	}
-	elapsed := time.Since(t0)
-	stopSampler()
-	<-samplerDone
-	counters := sim.Counters()
-	calls := countCalls(counters)
-	r.note("calls: %s", callBreakdown(counters))
-	// The pods still running at the end must be (or become) Ready.
+	return true
+}
+
+// waitLive waits up to 30 s for the pods still running to be Ready and
+// returns how many are not.
+func (c *churnPods) waitLive(ctx context.Context) int {
 	_ = poll(ctx, 30*time.Second, 20*time.Millisecond, func() (bool, error) { // a timeout is counted just below
-		checkReady()
-		for _, l := range pods {
+		c.checkReady()
+		for _, l := range c.pods {
 			if l.ready == 0 {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
-	for _, l := range pods {
+	n := 0
+	for _, l := range c.pods {
 		if l.ready == 0 {
-			notReady++
+			n++
 		}
 	}
-	if notReady > 0 {
-		r.broken("%d pods not Ready within 30s", notReady)
-	}
-	for _, b := range checkBindings([]*agent{a}) {
-		r.broken("%s", b)
-	}
-	simCheck(&r, sim)
-	perStart := float64(calls.total) / float64(starts)
-	slices.Sort(readyTimes)
-	r.add("calls/pod start", perStart, "calls")
-	r.add("mutations/pod start", float64(calls.mutations)/float64(starts), "calls")
-	r.add("idle IP-s", idleIPSeconds, "IP-s")
-	r.add("mean idle IPs", idleIPSeconds/elapsed.Seconds(), "IPs")
-	r.add("ready p50", float64(pct(readyTimes, 50).Microseconds())/1000, "ms")
-	r.add("ready p99", float64(pct(readyTimes, 99).Microseconds())/1000, "ms")
-	if s.name == "default" {
-		r.judge("<= 0.2 calls/pod start", perStart <= 0.2)
-	}
-	return r
+	return n
 }
 
 // pct is the p-th percentile (nearest rank) of sorted ds.

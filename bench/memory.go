@@ -63,92 +63,28 @@ func runMemory(ctx context.Context, e env) []Result {
 		r.broken("%v", err)
 		return []Result{r}
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, bin, "run", "--config-file", cfgFile, "--config-dir", filepath.Join(dir, "etc", "config.d"),
-		"--run-dir", filepath.Join(dir, "run"), "--state-dir", filepath.Join(dir, "state"), "--instance-id", inst.ID,
-		"--node-name", "mem", "--datapath", "none", "--metrics-addr", "", "--log-level", "error")
-	cmd.Env = os.Environ()
-	for k, v := range map[string]string{
-		"ENID_ECS_ENDPOINT": sim.Endpoint(), "ENID_METADATA_ENDPOINT": sim.MetadataURL(inst.ID),
-		"ALIBABA_CLOUD_ACCESS_KEY_ID": ecssim.DefaultAccessKeyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": ecssim.DefaultAccessKeySecret,
-		"ALIBABA_CLOUD_REGION_ID": sim.Dump().Region,
-	} {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		r.broken("start enid run: %v", err)
-		return []Result{r}
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Signal(os.Interrupt) //nolint:errcheck // it may have exited already; Wait below tells
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			cancel()
-			<-exited
-		}
-	}()
-	agentFile := filepath.Join(dir, "run", "agent.json")
-	waitAgent := func(cond func(status.Agent) bool) error {
-		return poll(ctx, 2*time.Minute, 20*time.Millisecond, func() (bool, error) {
-			select {
-			case err := <-exited:
-				exited <- err
-				return false, fmt.Errorf("enid run exited: %v: %s", err, lastLines(stderr.Bytes(), 5))
-			default:
-			}
-			h, err := status.ReadAgent(agentFile)
-			return err == nil && cond(h), nil
-		})
-	}
-	if err := waitAgent(func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= desired.DefaultMinIdle }); err != nil {
-		r.broken("agent never ready: %v", err)
-		return []Result{r}
-	}
-	time.Sleep(2 * time.Second)
-	idle, err := vmHWM(cmd.Process.Pid)
+	proc, err := startEnidRun(ctx, bin, dir, cfgFile, sim, inst.ID)
 	if err != nil {
 		r.broken("%v", err)
 		return []Result{r}
 	}
-	entries := desired.NewEntryStore(filepath.Join(dir, "run", "pods"))
-	statuses := status.NewStore(filepath.Join(dir, "run", "status"))
-	type want struct {
-		key desired.Key
-		rev string
+	defer proc.stop()
+	if err := proc.waitAgent(ctx, func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= desired.DefaultMinIdle }); err != nil {
+		r.broken("agent never ready: %v", err)
+		return []Result{r}
 	}
-	var pods []want
-	for i := range n {
-		en := desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: containerID(fmt.Sprintf("mem-%d", i)), IfName: "eth0",
-			NetNS: fmt.Sprintf("/var/run/netns/mem-%d", i), PodNamespace: "bench", PodName: fmt.Sprintf("mem-%d", i), Created: time.Now().UTC()}
-		rev, err := entries.Write(en)
-		if err != nil {
-			r.broken("%v", err)
-			return []Result{r}
-		}
-		pods = append(pods, want{en.Key(), rev})
+	time.Sleep(2 * time.Second)
+	idle, err := vmHWM(proc.cmd.Process.Pid)
+	if err != nil {
+		r.broken("%v", err)
+		return []Result{r}
 	}
-	notReady := 0
-	err = poll(ctx, 2*time.Minute, 50*time.Millisecond, func() (bool, error) {
-		notReady = 0
-		for _, p := range pods {
-			st, err := statuses.Read(p.key.ContainerID, p.key.IfName)
-			if err != nil || st.Revision != p.rev || st.Phase != status.Ready {
-				notReady++
-			}
-		}
-		return notReady == 0, nil
-	})
+	notReady, err := memPodsReady(ctx, filepath.Join(dir, "run"), n)
 	if err != nil {
 		r.broken("%d of %d pods never Ready: %v", notReady, n, err)
 	}
 	time.Sleep(2 * time.Second)
-	full, err := vmHWM(cmd.Process.Pid)
+	full, err := vmHWM(proc.cmd.Process.Pid)
 	if err != nil {
 		r.broken("%v", err)
 		return []Result{r}
@@ -161,6 +97,101 @@ func runMemory(ctx context.Context, e env) []Result {
 		r.Target += " (target is for 250)"
 	}
 	return []Result{r}
+}
+
+// enidProc is `enid run` running as a subprocess.
+type enidProc struct {
+	cmd       *exec.Cmd
+	cancel    context.CancelFunc
+	exited    chan error
+	stderr    *bytes.Buffer
+	agentFile string
+}
+
+// startEnidRun starts bin as `enid run --datapath none` in dir against sim,
+// passing the simulator's endpoints and keys in its environment.
+func startEnidRun(ctx context.Context, bin, dir, cfgFile string, sim *ecssim.Server, instanceID string) (*enidProc, error) {
+	cctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(cctx, bin, "run", "--config-file", cfgFile, "--config-dir", filepath.Join(dir, "etc", "config.d"),
+		"--run-dir", filepath.Join(dir, "run"), "--state-dir", filepath.Join(dir, "state"), "--instance-id", instanceID,
+		"--node-name", "mem", "--datapath", "none", "--metrics-addr", "", "--log-level", "error")
+	cmd.Env = os.Environ()
+	for k, v := range map[string]string{
+		"ENID_ECS_ENDPOINT": sim.Endpoint(), "ENID_METADATA_ENDPOINT": sim.MetadataURL(instanceID),
+		"ALIBABA_CLOUD_ACCESS_KEY_ID": ecssim.DefaultAccessKeyID, "ALIBABA_CLOUD_ACCESS_KEY_SECRET": ecssim.DefaultAccessKeySecret,
+		"ALIBABA_CLOUD_REGION_ID": sim.Dump().Region,
+	} {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	p := &enidProc{cmd: cmd, cancel: cancel, exited: make(chan error, 1), stderr: &bytes.Buffer{},
+		agentFile: filepath.Join(dir, "run", "agent.json")}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, fmt.Errorf("start enid run: %w", err)
+	}
+	go func() { p.exited <- cmd.Wait() }()
+	return p, nil
+}
+
+// stop interrupts the agent and waits for it (15 s, then kills it).
+func (p *enidProc) stop() {
+	defer p.cancel()
+	p.cmd.Process.Signal(os.Interrupt) //nolint:errcheck // it may have exited already; Wait below tells
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		p.cancel()
+		<-p.exited
+	}
+}
+
+// waitAgent waits until the agent's heartbeat satisfies cond, failing when
+// the process exits.
+func (p *enidProc) waitAgent(ctx context.Context, cond func(status.Agent) bool) error {
+	return poll(ctx, 2*time.Minute, 20*time.Millisecond, func() (bool, error) {
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+			return false, fmt.Errorf("enid run exited: %v: %s", err, lastLines(p.stderr.Bytes(), 5))
+		default:
+		}
+		h, err := status.ReadAgent(p.agentFile)
+		return err == nil && cond(h), nil
+	})
+}
+
+// memPodsReady writes n pod entries in runDir and waits until each has a
+// Ready status answering its revision; it returns how many did not.
+func memPodsReady(ctx context.Context, runDir string, n int) (int, error) {
+	entries := desired.NewEntryStore(filepath.Join(runDir, "pods"))
+	statuses := status.NewStore(filepath.Join(runDir, "status"))
+	type want struct {
+		key desired.Key
+		rev string
+	}
+	var pods []want
+	for i := range n {
+		en := desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: containerID(fmt.Sprintf("mem-%d", i)), IfName: "eth0",
+			NetNS: fmt.Sprintf("/var/run/netns/mem-%d", i), PodNamespace: "bench", PodName: fmt.Sprintf("mem-%d", i), Created: time.Now().UTC()}
+		rev, err := entries.Write(en)
+		if err != nil {
+			return n, err
+		}
+		pods = append(pods, want{en.Key(), rev})
+	}
+	notReady := 0
+	err := poll(ctx, 2*time.Minute, 50*time.Millisecond, func() (bool, error) {
+		notReady = 0
+		for _, p := range pods {
+			st, err := statuses.Read(p.key.ContainerID, p.key.IfName)
+			if err != nil || st.Revision != p.rev || st.Phase != status.Ready {
+				notReady++
+			}
+		}
+		return notReady == 0, nil
+	})
+	return notReady, err
 }
 
 // vmHWM reads a process's peak resident set size in MiB.

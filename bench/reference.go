@@ -64,164 +64,198 @@ func runReference(ctx context.Context, e env) []Result {
 	}
 	start := time.Now()
 	defer func() { r.Elapsed = Seconds(time.Since(start)) }()
+	rig := &refRig{}
+	defer rig.close(ctx, e)
+	if err := rig.start(ctx, e, background+rounds+20); err != nil {
+		r.broken("%v", err)
+		return []Result{r}
+	}
+	for range background {
+		for _, p := range rig.plugins {
+			if _, _, err := rig.add(ctx, p); err != nil {
+				r.broken("background pod: %v", err)
+				return []Result{r}
+			}
+		}
+	}
+	if err := rig.rounds(ctx, rounds); err != nil {
+		r.broken("%v", err)
+		return []Result{r}
+	}
+	for _, b := range checkBindings([]*agent{rig.a}) {
+		r.broken("%s", b)
+	}
+	simCheck(&r, rig.sn.Sim)
+	return refRows(r, rig.plugins, start)
+}
+
+// refRig is the reference scenario's simulated node, datapath, agent and
+// plugins, and the pods alive on it; close undoes them in reverse order.
+type refRig struct {
+	sn      *simnode.Node
+	dp      *linux.Datapath
+	a       *agent
+	plugins []*refPlugin
+	alive   []refPod
+	seq     int
+}
+
+// refPod is a pod alive through one of the plugins.
+type refPod struct {
+	p   *refPlugin
+	pod cnirun.Pod
+}
+
+// start builds the plugins, brings the node, its datapath and the agent (with
+// a pool of up to maxIdle, so that it is never the question) up, and gives
+// each reference plugin a host namespace of its own.
+func (g *refRig) start(ctx context.Context, e env, maxIdle int) error {
 	dir := filepath.Join(e.workDir, "reference")
 	pluginDir := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(pluginDir, 0o755); err != nil {
-		r.broken("%v", err)
-		return []Result{r}
+		return err
 	}
 	e.progress("reference: building containernetworking/plugins %s (cached after the first run)", refPluginsVersion)
 	if err := buildRefPlugins(ctx, pluginDir); err != nil {
-		r.broken("%v", err)
-		return []Result{r}
+		return err
 	}
 	enidDir, err := cnirun.Plugin(filepath.Join(dir, "enid-bin"))
 	if err != nil {
-		r.broken("%v", err)
-		return []Result{r}
+		return err
 	}
 	if err := copyExec(filepath.Join(enidDir, "enid-cni"), filepath.Join(pluginDir, "enid-cni")); err != nil {
-		r.broken("%v", err)
-		return []Result{r}
+		return err
 	}
-
 	sn, err := simnode.Start(simnode.Options{Datapath: true, Name: "enidref", InstanceType: memType, Logger: e.log,
 		Sim: ecssim.Config{
 			VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-ref", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.16.0/20")}},
 			Zones:     []string{"cn-hangzhou-h"},
 		}})
 	if err != nil {
-		r.broken("simulated node: %v", err)
-		return []Result{r}
+		return fmt.Errorf("simulated node: %w", err)
 	}
-	defer sn.Close()
-	dp, err := linux.New(e.log, sn.NodeNS())
-	if err != nil {
-		r.broken("datapath: %v", err)
-		return []Result{r}
+	g.sn = sn
+	if g.dp, err = linux.New(e.log, sn.NodeNS()); err != nil {
+		return fmt.Errorf("datapath: %w", err)
 	}
-	defer dp.Close()
 	cacheDir := filepath.Join(dir, "cni-cache")
 	// The pool holds the background pods, the measured ones and the
 	// addresses in cooldown after each DEL: it is never the question.
-	pool := fmt.Sprintf("  minIdle: 10\n  maxIdle: %d\n  batch: 10\n", background+rounds+20)
-	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(dir, "agent"), sim: sn.Sim, instanceID: sn.Instance.ID, nodeName: "ref",
-		config: configYAML(sn.Sim, sn.Instance.Zone, pool, ""), datapath: dp, log: e.log,
+	pool := fmt.Sprintf("  minIdle: 10\n  maxIdle: %d\n  batch: 10\n", maxIdle)
+	g.a, err = startAgent(ctx, agentOptions{dir: filepath.Join(dir, "agent"), sim: sn.Sim, instanceID: sn.Instance.ID, nodeName: "ref",
+		config: configYAML(sn.Sim, sn.Instance.Zone, pool, ""), datapath: g.dp, log: e.log,
 		hints: desired.HintSources{CNIResultsDir: filepath.Join(cacheDir, "results")}})
 	if err != nil {
-		r.broken("start agent: %v", err)
-		return []Result{r}
+		return fmt.Errorf("start agent: %w", err)
 	}
-	defer a.Stop()
-	if err := a.waitPool(ctx, time.Minute, func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= 10 }); err != nil {
-		r.broken("agent never warmed its pool: %v", err)
-		return []Result{r}
+	if err := g.a.waitPool(ctx, time.Minute, func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= 10 }); err != nil {
+		return fmt.Errorf("agent never warmed its pool: %w", err)
 	}
-
-	plugins := []*refPlugin{{name: "enid-cni", hostNS: sn.NodeNS()}, {name: "ptp+host-local"}, {name: "bridge+host-local"}}
+	g.plugins = []*refPlugin{{name: "enid-cni", hostNS: sn.NodeNS()}, {name: "ptp+host-local"}, {name: "bridge+host-local"}}
 	confs := [][]byte{cnirun.Conflist(filepath.Join(dir, "agent", "run"), time.Minute),
 		refConflist("refptp", map[string]any{"type": "ptp", "ipMasq": false, "ipam": hostLocal(dir, "refptp", "10.91.0.0/16")}),
 		refConflist("refbridge", map[string]any{"type": "bridge", "bridge": "refbr0", "isGateway": true, "ipMasq": false,
 			"ipam": hostLocal(dir, "refbridge", "10.92.0.0/16")})}
-	for i, p := range plugins {
+	for i, p := range g.plugins {
 		if p.hostNS == "" {
 			path, _, err := sn.Topology.NewPodNS("refhost" + fmt.Sprint(i))
 			if err != nil {
-				r.broken("host netns for %s: %v", p.name, err)
-				return []Result{r}
+				return fmt.Errorf("host netns for %s: %w", p.name, err)
 			}
 			p.hostNS = path // removed with the topology
 		}
 		if p.rt, err = cnirun.New(pluginDir, cacheDir, confs[i]); err != nil {
-			r.broken("%s: %v", p.name, err)
-			return []Result{r}
+			return fmt.Errorf("%s: %w", p.name, err)
 		}
 	}
+	return nil
+}
 
-	type live struct {
-		p   *refPlugin
-		pod cnirun.Pod
-	}
-	var alive []live
-	defer func() {
-		// The background pods (and any left by a failure), in parallel:
-		// their namespaces go with the topology.
-		var wg sync.WaitGroup
-		for _, l := range alive {
-			wg.Go(func() {
-				if err := inHost(l.p.hostNS, func() error { return l.p.rt.Del(context.WithoutCancel(ctx), l.pod) }); err != nil {
-					e.log.Warn("reference: DEL at the end", "plugin", l.p.name, "pod", l.pod.Name, "err", err)
-				}
-			})
-		}
-		wg.Wait()
-	}()
-	seq := 0
-	add := func(p *refPlugin) (cnirun.Pod, time.Duration, error) {
-		seq++
-		name := fmt.Sprintf("r%d", seq)
-		path, _, err := sn.Topology.NewPodNS("ref" + name)
-		if err != nil {
-			return cnirun.Pod{}, 0, err
-		}
-		pod := cnirun.Pod{ContainerID: containerID("ref/" + name), NetNS: path, IfName: "eth0", Namespace: "bench", Name: name, UID: "uid-" + name}
-		var took time.Duration
-		err = inHost(p.hostNS, func() error {
-			t := time.Now()
-			_, err := p.rt.Add(ctx, pod)
-			took = time.Since(t)
-			return err
-		})
-		if err != nil {
-			return pod, took, fmt.Errorf("%s ADD %s: %w", p.name, name, err)
-		}
-		alive = append(alive, live{p, pod})
-		return pod, took, nil
-	}
-	del := func(p *refPlugin, pod cnirun.Pod) (time.Duration, error) {
-		var took time.Duration
-		err := inHost(p.hostNS, func() error {
-			t := time.Now()
-			err := p.rt.Del(ctx, pod)
-			took = time.Since(t)
-			return err
-		})
-		if err != nil {
-			return took, fmt.Errorf("%s DEL %s: %w", p.name, pod.Name, err)
-		}
-		alive = slices.DeleteFunc(alive, func(l live) bool { return l.pod.ContainerID == pod.ContainerID })
-		if err := sn.Topology.DeletePodNS(pod.NetNS); err != nil {
-			return took, err
-		}
-		return took, nil
-	}
-
-	for range background {
-		for _, p := range plugins {
-			if _, _, err := add(p); err != nil {
-				r.broken("background pod: %v", err)
-				return []Result{r}
+// close deletes the pods still alive (the background ones, and any left
+// by a failure) in parallel, then stops the agent and removes the node.
+func (g *refRig) close(ctx context.Context, e env) {
+	var wg sync.WaitGroup
+	for _, l := range g.alive {
+		wg.Go(func() {
+			if err := inHost(l.p.hostNS, func() error { return l.p.rt.Del(context.WithoutCancel(ctx), l.pod) }); err != nil {
+				e.log.Warn("reference: DEL at the end", "plugin", l.p.name, "pod", l.pod.Name, "err", err)
 			}
-		}
+		})
 	}
-	// Each measured pod lives podLife before its DEL, as pods do: a DEL
-	// right after its ADD would meet a runtime (and an agent) that has not
-	// yet settled on the pod.
+	wg.Wait()
+	if g.a != nil {
+		g.a.Stop()
+	}
+	if g.dp != nil {
+		g.dp.Close()
+	}
+	if g.sn != nil {
+		g.sn.Close()
+	}
+}
+
+// add creates a pod namespace and ADDs it through p, timing the ADD.
+func (g *refRig) add(ctx context.Context, p *refPlugin) (cnirun.Pod, time.Duration, error) {
+	g.seq++
+	name := fmt.Sprintf("r%d", g.seq)
+	path, _, err := g.sn.Topology.NewPodNS("ref" + name)
+	if err != nil {
+		return cnirun.Pod{}, 0, err
+	}
+	pod := cnirun.Pod{ContainerID: containerID("ref/" + name), NetNS: path, IfName: "eth0", Namespace: "bench", Name: name, UID: "uid-" + name}
+	var took time.Duration
+	err = inHost(p.hostNS, func() error {
+		t := time.Now()
+		_, err := p.rt.Add(ctx, pod)
+		took = time.Since(t)
+		return err
+	})
+	if err != nil {
+		return pod, took, fmt.Errorf("%s ADD %s: %w", p.name, name, err)
+	}
+	g.alive = append(g.alive, refPod{p, pod})
+	return pod, took, nil
+}
+
+// del DELs pod through p, timing the DEL, and removes its namespace.
+func (g *refRig) del(ctx context.Context, p *refPlugin, pod cnirun.Pod) (time.Duration, error) {
+	var took time.Duration
+	err := inHost(p.hostNS, func() error {
+		t := time.Now()
+		err := p.rt.Del(ctx, pod)
+		took = time.Since(t)
+		return err
+	})
+	if err != nil {
+		return took, fmt.Errorf("%s DEL %s: %w", p.name, pod.Name, err)
+	}
+	g.alive = slices.DeleteFunc(g.alive, func(l refPod) bool { return l.pod.ContainerID == pod.ContainerID })
+	if err := g.sn.Topology.DeletePodNS(pod.NetNS); err != nil {
+		return took, err
+	}
+	return took, nil
+}
+
+// rounds runs the measured rounds: each ADDs one pod per plugin (the
+// order rotating) and DELs the previous round's. Each measured pod lives
+// podLife before its DEL, as pods do: a DEL right after its ADD would meet
+// a runtime (and an agent) that has not yet settled on the pod.
+func (g *refRig) rounds(ctx context.Context, rounds int) error {
 	type round struct {
 		order []*refPlugin
 		pods  []cnirun.Pod
 		added time.Time
 	}
+	plugins := g.plugins
 	var prev *round
 	for i := 0; i <= rounds; i++ {
 		var cur *round
 		if i < rounds {
 			cur = &round{order: append(slices.Clone(plugins[i%len(plugins):]), plugins[:i%len(plugins)]...), added: time.Now()}
 			for _, p := range cur.order {
-				pod, took, err := add(p)
+				pod, took, err := g.add(ctx, p)
 				if err != nil {
-					r.broken("%v", err)
-					return []Result{r}
+					return err
 				}
 				cur.pods = append(cur.pods, pod)
 				p.adds = append(p.adds, took)
@@ -232,15 +266,14 @@ func runReference(ctx context.Context, e env) []Result {
 				time.Sleep(wait)
 			}
 			for j, p := range prev.order {
-				took, err := del(p, prev.pods[j])
+				took, err := g.del(ctx, p, prev.pods[j])
 				if err != nil {
-					r.broken("%v", err)
-					return []Result{r}
+					return err
 				}
 				p.dels = append(p.dels, took)
 				if p == plugins[0] {
 					p.measuredDEL++
-					if _, err := a.status.Read(prev.pods[j].ContainerID, prev.pods[j].IfName); errors.Is(err, fs.ErrNotExist) {
+					if _, err := g.a.status.Read(prev.pods[j].ContainerID, prev.pods[j].IfName); errors.Is(err, fs.ErrNotExist) {
 						p.goneAtDEL++
 					}
 				}
@@ -248,11 +281,12 @@ func runReference(ctx context.Context, e env) []Result {
 		}
 		prev = cur
 	}
-	for _, b := range checkBindings([]*agent{a}) {
-		r.broken("%s", b)
-	}
-	simCheck(&r, sn.Sim)
+	return nil
+}
 
+// refRows makes one result row per plugin from r (its setup and
+// problems), enid-cni's first with the verdict.
+func refRows(r Result, plugins []*refPlugin, start time.Time) []Result {
 	msOf := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	enid := plugins[0]
 	for _, p := range plugins {

@@ -30,6 +30,70 @@ func runWarm(ctx context.Context, e env) []Result {
 	}
 	start := time.Now()
 	defer func() { r.Elapsed = Seconds(time.Since(start)) }()
+	w := &warmRig{}
+	defer w.close()
+	if err := w.start(ctx, e); err != nil {
+		r.broken("%v", err)
+		return []Result{r}
+	}
+	// The plugin's own cost: exec, config parse and one read of the
+	// heartbeat (CNI STATUS), timed before the ADDs.
+	var execs []time.Duration
+	for range max(20, n/10) {
+		t := time.Now()
+		if err := w.rt.Status(ctx); err != nil {
+			r.broken("CNI STATUS: %v", err)
+			return []Result{r}
+		}
+		execs = append(execs, time.Since(t))
+	}
+	adds, agentTimes, err := w.addPods(ctx, n)
+	if err != nil {
+		r.broken("%v", err)
+		return []Result{r}
+	}
+	for _, b := range checkBindings([]*agent{w.a}) {
+		r.broken("%s", b)
+	}
+	for _, p := range w.pods {
+		if err := w.rt.Del(ctx, p.pod); err != nil {
+			r.broken("DEL %s: %v", p.pod.Name, err)
+			return []Result{r}
+		}
+	}
+	simCheck(&r, w.sn.Sim)
+	floors, err := w.floor(ctx)
+	if err != nil {
+		r.broken("%v", err)
+		return []Result{r}
+	}
+	reportWarm(&r, adds, floors, execs, agentTimes)
+	return []Result{r}
+}
+
+// warmRig is the warm scenario's simulated node, datapath, agent and CNI
+// runtime, and the pods made on it; close undoes what start and the pods
+// made, in reverse order.
+type warmRig struct {
+	sn      *simnode.Node
+	dp      *linux.Datapath
+	a       *agent
+	stopped bool
+	rt      *cnirun.Runtime
+	pods    []warmPod
+}
+
+// warmPod is one pod the warm scenario added, with what its ADD gave.
+type warmPod struct {
+	pod   cnirun.Pod
+	ip    netip.Addr
+	mac   string
+	clean func()
+}
+
+// start brings the node, the datapath and the agent up, waits for a warm
+// pool and builds the plugin.
+func (w *warmRig) start(ctx context.Context, e env) error {
 	dir := filepath.Join(e.workDir, "warm")
 	sn, err := simnode.Start(simnode.Options{Datapath: true, Name: "enidbench", InstanceType: memType, Logger: e.log,
 		Sim: ecssim.Config{
@@ -37,100 +101,81 @@ func runWarm(ctx context.Context, e env) []Result {
 			Zones:     []string{"cn-hangzhou-h"},
 		}})
 	if err != nil {
-		r.broken("simulated node: %v", err)
-		return []Result{r}
+		return fmt.Errorf("simulated node: %w", err)
 	}
-	defer sn.Close()
-	dp, err := linux.New(e.log, sn.NodeNS())
+	w.sn = sn
+	if w.dp, err = linux.New(e.log, sn.NodeNS()); err != nil {
+		return fmt.Errorf("datapath: %w", err)
+	}
+	w.a, err = startAgent(ctx, agentOptions{dir: dir, sim: sn.Sim, instanceID: sn.Instance.ID, nodeName: "warm",
+		config: configYAML(sn.Sim, sn.Instance.Zone, "", ""), datapath: w.dp, log: e.log})
 	if err != nil {
-		r.broken("datapath: %v", err)
-		return []Result{r}
+		return fmt.Errorf("start agent: %w", err)
 	}
-	defer dp.Close()
-	a, err := startAgent(ctx, agentOptions{dir: dir, sim: sn.Sim, instanceID: sn.Instance.ID, nodeName: "warm",
-		config: configYAML(sn.Sim, sn.Instance.Zone, "", ""), datapath: dp, log: e.log})
-	if err != nil {
-		r.broken("start agent: %v", err)
-		return []Result{r}
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			a.Stop()
-		}
-	}()
-	if err := a.waitPool(ctx, time.Minute, func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= 2 }); err != nil {
-		r.broken("agent never warmed its pool: %v", err)
-		return []Result{r}
+	if err := w.a.waitPool(ctx, time.Minute, func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= 2 }); err != nil {
+		return fmt.Errorf("agent never warmed its pool: %w", err)
 	}
 	pluginDir, err := cnirun.Plugin(filepath.Join(dir, "bin"))
 	if err != nil {
-		r.broken("%v", err)
-		return []Result{r}
+		return err
 	}
-	rt, err := cnirun.New(pluginDir, filepath.Join(dir, "cni-cache"), cnirun.Conflist(filepath.Join(dir, "run"), time.Minute))
-	if err != nil {
-		r.broken("%v", err)
-		return []Result{r}
-	}
+	w.rt, err = cnirun.New(pluginDir, filepath.Join(dir, "cni-cache"), cnirun.Conflist(filepath.Join(dir, "run"), time.Minute))
+	return err
+}
 
-	type done struct {
-		pod   cnirun.Pod
-		ip    netip.Addr
-		mac   string
-		clean func()
+// stop stops the agent once.
+func (w *warmRig) stop() {
+	if w.a != nil && !w.stopped {
+		w.stopped = true
+		// The run is judged from the statuses and the simulator, not from
+		// how the agent ended (as before the split).
+		w.a.Stop()
 	}
-	var pods []done
-	defer func() {
-		for _, p := range pods {
-			if p.clean != nil {
-				p.clean()
-			}
+}
+
+func (w *warmRig) close() {
+	for _, p := range w.pods {
+		if p.clean != nil {
+			p.clean()
 		}
-	}()
-	// The plugin's own cost: exec, config parse and one read of the
-	// heartbeat (CNI STATUS), timed before the ADDs.
-	var execs []time.Duration
-	for range max(20, n/10) {
-		t := time.Now()
-		if err := rt.Status(ctx); err != nil {
-			r.broken("CNI STATUS: %v", err)
-			return []Result{r}
-		}
-		execs = append(execs, time.Since(t))
 	}
-	var adds []time.Duration
-	// agentTimes are from the entry's Created (the plugin's clock) to the
-	// status's Updated (the agent's): the agent's share of each ADD.
-	var agentTimes []time.Duration
+	w.stop()
+	if w.dp != nil {
+		w.dp.Close()
+	}
+	if w.sn != nil {
+		w.sn.Close()
+	}
+}
+
+// addPods adds n pods one after the other through the plugin and returns
+// each ADD's time and the agent's share of it: from the entry's Created
+// (the plugin's clock) to the status's Updated (the agent's).
+func (w *warmRig) addPods(ctx context.Context, n int) (adds, agentTimes []time.Duration, err error) {
 	for i := range n {
 		name := fmt.Sprintf("w%d", i)
-		ns, clean, err := sn.Topology.NewPodNS("bench" + name)
+		ns, clean, err := w.sn.Topology.NewPodNS("bench" + name)
 		if err != nil {
-			r.broken("pod netns: %v", err)
-			return []Result{r}
+			return nil, nil, fmt.Errorf("pod netns: %w", err)
 		}
 		p := cnirun.Pod{ContainerID: containerID("warm/" + name), NetNS: ns, IfName: "eth0", Namespace: "bench", Name: name, UID: "uid-" + name}
-		pods = append(pods, done{pod: p, clean: clean})
+		w.pods = append(w.pods, warmPod{pod: p, clean: clean})
 		t := time.Now()
-		res, err := rt.Add(ctx, p)
+		res, err := w.rt.Add(ctx, p)
 		adds = append(adds, time.Since(t))
 		if err != nil {
-			r.broken("ADD %s: %v", name, err)
-			return []Result{r}
+			return nil, nil, fmt.Errorf("ADD %s: %w", name, err)
 		}
 		if len(res.IPs) == 0 {
-			r.broken("ADD %s returned no IP", name)
-			return []Result{r}
+			return nil, nil, fmt.Errorf("ADD %s returned no IP", name)
 		}
 		ip, _ := netip.AddrFromSlice(res.IPs[0].Address.IP.To4())
-		st, err := a.status.Read(p.ContainerID, "eth0")
+		st, err := w.a.status.Read(p.ContainerID, "eth0")
 		if err != nil {
-			r.broken("status of %s: %v", name, err)
-			return []Result{r}
+			return nil, nil, fmt.Errorf("status of %s: %w", name, err)
 		}
-		pods[len(pods)-1].ip, pods[len(pods)-1].mac = ip, st.ENIMAC
-		if en, err := a.entries.Read(desired.Key{ContainerID: p.ContainerID, IfName: "eth0"}); err == nil {
+		w.pods[len(w.pods)-1].ip, w.pods[len(w.pods)-1].mac = ip, st.ENIMAC
+		if en, err := w.a.entries.Read(desired.Key{ContainerID: p.ContainerID, IfName: "eth0"}); err == nil {
 			agentTimes = append(agentTimes, st.Updated.Sub(en.Created))
 		}
 		// Let the pool refill between pods, as it would between pod
@@ -138,50 +183,45 @@ func runWarm(ctx context.Context, e env) []Result {
 		// counted too (they show in p99).
 		time.Sleep(5 * time.Millisecond)
 	}
-	for _, b := range checkBindings([]*agent{a}) {
-		r.broken("%s", b)
-	}
-	for _, p := range pods {
-		if err := rt.Del(ctx, p.pod); err != nil {
-			r.broken("DEL %s: %v", p.pod.Name, err)
-			return []Result{r}
-		}
-	}
-	simCheck(&r, sn.Sim)
-	// Stop the agent before the floor so that it does not tear down the
-	// floor's pods (they have no entries).
-	a.Stop()
-	stopped = true
-	node, err := dp.Observe(ctx)
+	return adds, agentTimes, nil
+}
+
+// floor stops the agent (so that it does not tear down the floor's pods,
+// which have no entries) and times linux.EnsurePod alone for each pod's
+// address and ENI.
+func (w *warmRig) floor(ctx context.Context) ([]time.Duration, error) {
+	w.stop()
+	node, err := w.dp.Observe(ctx)
 	if err != nil {
-		r.broken("observe the node: %v", err)
-		return []Result{r}
+		return nil, fmt.Errorf("observe the node: %w", err)
 	}
 	tables := map[string]int{}
 	for _, d := range node.ENIDevices {
 		tables[d.MAC] = d.Table
 	}
 	var floors []time.Duration
-	for i, p := range pods {
-		ns, clean, err := sn.Topology.NewPodNS(fmt.Sprintf("benchf%d", i))
+	for i, p := range w.pods {
+		ns, clean, err := w.sn.Topology.NewPodNS(fmt.Sprintf("benchf%d", i))
 		if err != nil {
-			r.broken("pod netns: %v", err)
-			return []Result{r}
+			return nil, fmt.Errorf("pod netns: %w", err)
 		}
-		pods[i].clean = chain(p.clean, clean)
+		w.pods[i].clean = chain(p.clean, clean)
 		key := observed.AttachmentKey{ContainerID: containerID("floor/" + p.pod.Name), IfName: "eth0"}
 		t := time.Now()
-		_, _, err = dp.EnsurePod(ctx, linux.PodSpec{Key: key, NetNS: ns, IfName: "eth0", IPv4: p.ip, ENIMAC: p.mac, Table: tables[p.mac]})
+		_, _, err = w.dp.EnsurePod(ctx, linux.PodSpec{Key: key, NetNS: ns, IfName: "eth0", IPv4: p.ip, ENIMAC: p.mac, Table: tables[p.mac]})
 		floors = append(floors, time.Since(t))
 		if err != nil {
-			r.broken("floor EnsurePod %s: %v", p.pod.Name, err)
-			return []Result{r}
+			return nil, fmt.Errorf("floor EnsurePod %s: %w", p.pod.Name, err)
 		}
-		if _, err := dp.TeardownPod(ctx, key, ns); err != nil {
-			r.broken("floor TeardownPod %s: %v", p.pod.Name, err)
-			return []Result{r}
+		if _, err := w.dp.TeardownPod(ctx, key, ns); err != nil {
+			return nil, fmt.Errorf("floor TeardownPod %s: %w", p.pod.Name, err)
 		}
 	}
+	return floors, nil
+}
+
+// reportWarm adds the warm scenario's figures and verdict to r.
+func reportWarm(r *Result, adds, floors, execs, agentTimes []time.Duration) {
 	slices.Sort(adds)
 	slices.Sort(execs)
 	slices.Sort(agentTimes)
@@ -201,7 +241,6 @@ func runWarm(ctx context.Context, e env) []Result {
 	r.add("p50 ratio", pct(adds, 50).Seconds()/pct(floors, 50).Seconds(), "x")
 	r.judge("p99 <= 2x floor p99; p50 < 10 ms", ratio <= 2 && pct(adds, 50) < 10*time.Millisecond)
 	r.note("the floor is linux.EnsurePod alone (veth, addresses, routes, rules) with each ADD's address and ENI, the agent stopped; ADD adds the plugin's exec, the entry write, the agent's wake-up, plan and status publish, and the plugin's status poll")
-	return []Result{r}
 }
 
 func chain(fs ...func()) func() {

@@ -20,7 +20,6 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
 
-	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/observed"
 )
 
@@ -38,7 +37,7 @@ type Config struct {
 	Credentials credentials.CredentialsProvider
 	// RateLimit bounds the calls this client makes: QPS/Burst for all calls
 	// together and PerAction for single actions. A QPS <= 0 means no limit.
-	RateLimit desired.RateLimit
+	RateLimit RateLimit
 	// Retry bounds how retryable failures are retried.
 	Retry RetryPolicy
 	// CallTimeout bounds one attempt of one call (default 10s).

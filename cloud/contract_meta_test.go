@@ -14,13 +14,12 @@ import (
 
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
-	"github.com/enidnet/enid/desired"
 )
 
 func TestContractRAMRoleCredentials(t *testing.T) {
 	e := newSimEnv(t, ecssim.Config{MetadataRequireToken: true}, "", nil)
 	md := cloud.NewMetadata(e.sim.MetadataURL(e.inst.ID), nil)
-	p, err := cloud.CredentialsFrom(desiredRAMRole(), nil, md)
+	p, err := cloud.CredentialsFrom(ramRole(), nil, md)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +38,8 @@ func TestContractRAMRoleCredentials(t *testing.T) {
 	}
 }
 
-func desiredRAMRole() desired.Credentials {
-	return desired.Credentials{Source: desired.CredentialsRAMRole}
+func ramRole() cloud.CredentialsConfig {
+	return cloud.CredentialsConfig{Source: cloud.CredentialsRAMRole}
 }
 
 func TestContractMetadata(t *testing.T) {

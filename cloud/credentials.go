@@ -11,7 +11,6 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"sigs.k8s.io/yaml"
 
-	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/internal/fileread"
 )
 
@@ -34,19 +33,19 @@ const (
 //   - "": env when EnvAccessKeyID is set, otherwise ram-role.
 //
 // env is how the caller reads the environment (os.Getenv in cmd/).
-func CredentialsFrom(c desired.Credentials, env func(string) string, md *Metadata) (credentials.CredentialsProvider, error) {
+func CredentialsFrom(c CredentialsConfig, env func(string) string, md *Metadata) (credentials.CredentialsProvider, error) {
 	if env == nil {
 		env = func(string) string { return "" }
 	}
 	src := c.Source
 	if src == "" {
-		src = desired.CredentialsRAMRole
+		src = CredentialsRAMRole
 		if env(EnvAccessKeyID) != "" {
-			src = desired.CredentialsEnv
+			src = CredentialsEnv
 		}
 	}
 	switch src {
-	case desired.CredentialsEnv:
+	case CredentialsEnv:
 		id, secret, token := env(EnvAccessKeyID), env(EnvAccessKeySecret), env(EnvSecurityToken)
 		if id == "" || secret == "" {
 			return nil, fmt.Errorf("credentials from env: %s and %s must both be set", EnvAccessKeyID, EnvAccessKeySecret)
@@ -55,9 +54,9 @@ func CredentialsFrom(c desired.Credentials, env func(string) string, md *Metadat
 			return credentials.NewStaticSTSCredentialsProvider(id, secret, token), nil
 		}
 		return credentials.NewStaticAKCredentialsProvider(id, secret), nil
-	case desired.CredentialsFile:
+	case CredentialsFile:
 		return NewFileCredentials(c.File)
-	case desired.CredentialsRAMRole:
+	case CredentialsRAMRole:
 		if md == nil {
 			return nil, errors.New("credentials from ram role: no metadata client")
 		}

@@ -8,8 +8,6 @@ import (
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/enidnet/enid/desired"
 )
 
 func creds(t *testing.T, p credentials.CredentialsProvider) credentials.Credentials {
@@ -27,7 +25,7 @@ func envOf(m map[string]string) func(string) string {
 }
 
 func TestCredentialsFromEnv(t *testing.T) {
-	p, err := CredentialsFrom(desired.Credentials{Source: desired.CredentialsEnv},
+	p, err := CredentialsFrom(CredentialsConfig{Source: CredentialsEnv},
 		envOf(map[string]string{EnvAccessKeyID: "id", EnvAccessKeySecret: "secret"}), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +34,7 @@ func TestCredentialsFromEnv(t *testing.T) {
 		t.Errorf("static keys (-want +got):\n%s", diff)
 	}
 	// Source "" picks env when the key id is there; STS with a token.
-	p, err = CredentialsFrom(desired.Credentials{},
+	p, err = CredentialsFrom(CredentialsConfig{},
 		envOf(map[string]string{EnvAccessKeyID: "id", EnvAccessKeySecret: "secret", EnvSecurityToken: "sts"}), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -44,10 +42,10 @@ func TestCredentialsFromEnv(t *testing.T) {
 	if diff := cmp.Diff(credentials.Credentials{AccessKeyId: "id", AccessKeySecret: "secret", SecurityToken: "sts"}, creds(t, p)); diff != "" {
 		t.Errorf("sts keys (-want +got):\n%s", diff)
 	}
-	if _, err := CredentialsFrom(desired.Credentials{Source: desired.CredentialsEnv}, envOf(map[string]string{EnvAccessKeyID: "id"}), nil); err == nil {
+	if _, err := CredentialsFrom(CredentialsConfig{Source: CredentialsEnv}, envOf(map[string]string{EnvAccessKeyID: "id"}), nil); err == nil {
 		t.Error("env without a secret: no error")
 	}
-	if _, err := CredentialsFrom(desired.Credentials{Source: "vault"}, nil, nil); err == nil {
+	if _, err := CredentialsFrom(CredentialsConfig{Source: "vault"}, nil, nil); err == nil {
 		t.Error("unknown source: no error")
 	}
 }
@@ -61,7 +59,7 @@ func TestCredentialsFromFile(t *testing.T) {
 		}
 	}
 	write("accessKeyID: id1\naccessKeySecret: s1\n")
-	p, err := CredentialsFrom(desired.Credentials{Source: desired.CredentialsFile, File: path}, nil, nil)
+	p, err := CredentialsFrom(CredentialsConfig{Source: CredentialsFile, File: path}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +75,7 @@ func TestCredentialsFromFile(t *testing.T) {
 	if _, err := p.GetCredentials(); err == nil {
 		t.Error("file with an unknown key: no error")
 	}
-	if _, err := CredentialsFrom(desired.Credentials{Source: desired.CredentialsFile, File: filepath.Join(t.TempDir(), "none")}, nil, nil); err == nil {
+	if _, err := CredentialsFrom(CredentialsConfig{Source: CredentialsFile, File: filepath.Join(t.TempDir(), "none")}, nil, nil); err == nil {
 		t.Error("missing file: no error")
 	}
 }
@@ -115,14 +113,14 @@ func TestCredentialsFromRAMRole(t *testing.T) {
 	}
 
 	// Through CredentialsFrom, with the metadata base URL injected.
-	p2, err := CredentialsFrom(desired.Credentials{Source: desired.CredentialsRAMRole, RoleName: "enid-role"}, nil, md)
+	p2, err := CredentialsFrom(CredentialsConfig{Source: CredentialsRAMRole, RoleName: "enid-role"}, nil, md)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := creds(t, p2); got.AccessKeyId != "k2" {
 		t.Errorf("CredentialsFrom ram-role: %+v", got)
 	}
-	if _, err := CredentialsFrom(desired.Credentials{Source: desired.CredentialsRAMRole}, nil, nil); err == nil {
+	if _, err := CredentialsFrom(CredentialsConfig{Source: CredentialsRAMRole}, nil, nil); err == nil {
 		t.Error("ram-role without metadata: no error")
 	}
 }

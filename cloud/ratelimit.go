@@ -4,8 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-
-	"github.com/enidnet/enid/desired"
 )
 
 // bucket is a token bucket: rate tokens per second, holding at most burst.
@@ -55,7 +53,7 @@ type limiter struct {
 	perAction map[string]*bucket // read-only after newLimiter
 }
 
-func newLimiter(rl desired.RateLimit) *limiter {
+func newLimiter(rl RateLimit) *limiter {
 	l := &limiter{all: newBucket(rl.QPS, rl.Burst), perAction: map[string]*bucket{}}
 	for action, r := range rl.PerAction {
 		l.perAction[action] = newBucket(r.QPS, r.Burst)

@@ -3,8 +3,6 @@ package cloud
 import (
 	"testing"
 	"time"
-
-	"github.com/enidnet/enid/desired"
 )
 
 func TestBucketReserve(t *testing.T) {
@@ -41,7 +39,7 @@ func TestBucketReserve(t *testing.T) {
 func TestRateLimitPacesCalls(t *testing.T) {
 	srv := newFaultServer(t, func(string, int) (int, string) { return 200, okDelete })
 	cfg := fastConfig(srv.endpoint())
-	cfg.RateLimit = desired.RateLimit{QPS: 100, Burst: 1, PerAction: map[string]desired.ActionRate{
+	cfg.RateLimit = RateLimit{QPS: 100, Burst: 1, PerAction: map[string]ActionRate{
 		"DetachNetworkInterface": {QPS: 20, Burst: 1},
 	}}
 	c := newTestClient(t, cfg)

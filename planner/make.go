@@ -174,15 +174,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	b.plan.Complete = o.Complete
 	b.plan.NodeName = opt.NodeName
 	b.plan.InstanceID = o.Instance.ID
-	b.plan.Problems = append(b.plan.Problems, o.Problems...)
-	for _, p := range d.ConfigProblems {
-		b.plan.Problems = append(b.plan.Problems, "config: "+p)
-	}
-	for _, id := range o.UnknownVSwitches {
-		// Named by the config or by an observed ENI; skipped either way,
-		// and the others serve.
-		b.plan.Problems = append(b.plan.Problems, "vSwitch "+id+" does not exist (DescribeVSwitches): skipped")
-	}
+	b.noteProblems(d, o)
 	b.mem.prune(b.now)
 
 	for _, v := range o.VSwitches {
@@ -192,6 +184,47 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	for _, dev := range o.Node.ENIDevices {
 		b.devices[dev.MAC] = dev
 	}
+	b.classifyENIs(o)
+	b.excl = d.Config.Mode == desired.ModeExclusiveENI
+	b.indexAddrs()
+	// Forget leak stamps of ENIs that are no longer Available.
+	for id := range b.mem.LeakedSince {
+		if !slices.ContainsFunc(b.avail, func(e *observed.ENI) bool { return e.ID == id }) {
+			delete(b.mem.LeakedSince, id)
+		}
+	}
+
+	b.newPods(d, o)
+	b.indexEntryFacts(d)
+	b.kernel = sortedBy(o.Node.Pods, kernelKey)
+	b.pubs = sortedBy(o.Node.Published, pubKey)
+	// Join pods with their kernel state and published status in one walk
+	// over the sorted lists.
+	b.kernelPod = make([]*podState, len(b.kernel))
+	join(b.pods, b.kernel, kernelKey, func(p *podState, j int) { p.kn, b.kernelPod[j] = &b.kernel[j], p })
+	b.pubPod = make([]*podState, len(b.pubs))
+	join(b.pods, b.pubs, pubKey, func(p *podState, j int) { p.pub, b.pubPod[j] = &b.pubs[j], p })
+	return b
+}
+
+// noteProblems copies the observation's and the config's problems into the
+// plan.
+func (b *builder) noteProblems(d desired.State, o observed.State) {
+	b.plan.Problems = append(b.plan.Problems, o.Problems...)
+	for _, p := range d.ConfigProblems {
+		b.plan.Problems = append(b.plan.Problems, "config: "+p)
+	}
+	for _, id := range o.UnknownVSwitches {
+		// Named by the config or by an observed ENI; skipped either way,
+		// and the others serve.
+		b.plan.Problems = append(b.plan.Problems, "vSwitch "+id+" does not exist (DescribeVSwitches): skipped")
+	}
+}
+
+// classifyENIs counts the instance's attached ENIs and sorts the owned
+// secondary ones into usable (in use here, by device index), in flight
+// (attaching) and available, and indexes the usable ones.
+func (b *builder) classifyENIs(o observed.State) {
 	inst := o.Instance.ID
 	for i := range o.ENIs {
 		e := &o.ENIs[i]
@@ -221,7 +254,6 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	slices.SortFunc(b.usable, func(x, y *eniState) int {
 		return cmp.Or(cmp.Compare(x.eni.DeviceIndex, y.eni.DeviceIndex), cmp.Compare(x.eni.ID, y.eni.ID))
 	})
-	b.excl = d.Config.Mode == desired.ModeExclusiveENI
 	for i, s := range b.usable {
 		// Route tables are keyed on the device index (docs/design.md, "The
 		// route table of an ENI"): ECS gives each attachment of an
@@ -238,14 +270,11 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		b.byID[s.eni.ID] = s
 		b.byMAC[s.eni.MAC] = s
 	}
-	b.indexAddrs()
-	// Forget leak stamps of ENIs that are no longer Available.
-	for id := range b.mem.LeakedSince {
-		if !slices.ContainsFunc(b.avail, func(e *observed.ENI) bool { return e.ID == id }) {
-			delete(b.mem.LeakedSince, id)
-		}
-	}
+}
 
+// newPods makes one podState per entry (one allocation), sorted by key
+// with duplicates dropped, and sizes the plan's lists.
+func (b *builder) newPods(d desired.State, o observed.State) {
 	// One allocation for all pods; sorted by key, duplicates dropped.
 	arr := make([]podState, len(d.Entries))
 	b.pods = make([]*podState, 0, len(d.Entries))
@@ -265,6 +294,12 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	b.plan.Statuses = make([]PodStatus, 0, len(b.pods)+len(d.EntryProblems))
 	// Actions are large: grow the slice at most a few times.
 	b.plan.Actions = make([]Action, 0, 8+len(o.Node.Pods)/4+len(b.pods)/4)
+}
+
+// indexEntryFacts indexes what keeps or ends attachments without a live
+// entry: entry problems, deletion records, the runtime's records and sticky
+// reservations.
+func (b *builder) indexEntryFacts(d desired.State) {
 	for _, ep := range d.EntryProblems {
 		if ep.ContainerID != "" {
 			if b.problemKeys == nil {
@@ -291,15 +326,6 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 			b.stickyHolders[r.Key] = true
 		}
 	}
-	b.kernel = sortedBy(o.Node.Pods, kernelKey)
-	b.pubs = sortedBy(o.Node.Published, pubKey)
-	// Join pods with their kernel state and published status in one walk
-	// over the sorted lists.
-	b.kernelPod = make([]*podState, len(b.kernel))
-	join(b.pods, b.kernel, kernelKey, func(p *podState, j int) { p.kn, b.kernelPod[j] = &b.kernel[j], p })
-	b.pubPod = make([]*podState, len(b.pubs))
-	join(b.pods, b.pubs, pubKey, func(p *podState, j int) { p.pub, b.pubPod[j] = &b.pubs[j], p })
-	return b
 }
 
 func cmpKey(a, b observed.AttachmentKey) int {

@@ -36,23 +36,7 @@ func (b *builder) shared() {
 	b.rememberSticky()
 	pp := b.policy()
 
-	// Count the pool.
-	// Every holder holds one address of the stack's first family.
-	var used, sticky, gone int
-	for _, s := range b.addrIdx {
-		h := s.h
-		if h == nil || s.ip.Is4() != b.v4 {
-			continue
-		}
-		switch h.kind {
-		case holdLive, holdKeep:
-			used++
-		case holdSticky:
-			sticky++
-		case holdStale:
-			gone++
-		}
-	}
+	used, sticky, gone := b.countHeld()
 	total, idle := 0, 0
 	for _, e := range b.usable {
 		total += b.units(e.eni)
@@ -111,7 +95,35 @@ func (b *builder) shared() {
 	}
 	b.leaks()
 
-	// Tell each waiting pod what it waits for.
+	b.tellWaiting(waiting, sources, blocked, cooling+gone)
+	b.podActions()
+}
+
+// countHeld counts the addresses held by live (or kept) attachments, by
+// sticky reservations and by gone attachments. Every holder holds one
+// address of the stack's first family.
+func (b *builder) countHeld() (used, sticky, gone int) {
+	for _, s := range b.addrIdx {
+		h := s.h
+		if h == nil || s.ip.Is4() != b.v4 {
+			continue
+		}
+		switch h.kind {
+		case holdLive, holdKeep:
+			used++
+		case holdSticky:
+			sticky++
+		case holdStale:
+			gone++
+		}
+	}
+	return used, sticky, gone
+}
+
+// tellWaiting gives each waiting pod the status that says what it waits
+// for: the growth source that serves it, else why none does (cooling is
+// the number of addresses cooling down or held by gone attachments).
+func (b *builder) tellWaiting(waiting []*podState, sources []source, blocked *PodStatus, cooling int) {
 	si := 0
 	for _, p := range waiting {
 		for si < len(sources) && sources[si].units == 0 {
@@ -127,7 +139,7 @@ func (b *builder) shared() {
 			st := *b.incompleteStatus()
 			st.Key, st.Revision, st.IfName = p.key, p.entry.Revision, p.key.IfName
 			p.status = &st
-		case cooling+gone > 0 && (blocked == nil || blocked.Phase != PhasePending):
+		case cooling > 0 && (blocked == nil || blocked.Phase != PhasePending):
 			p.status = b.waitStatus(p, ReasonWaitingCooldown, "free addresses are cooling down after release")
 		case blocked != nil:
 			st := *blocked
@@ -137,7 +149,6 @@ func (b *builder) shared() {
 			p.status = b.waitStatus(p, ReasonWaitingForIPs, "waiting for addresses")
 		}
 	}
-	b.podActions()
 }
 
 // markUrgent marks the cloud actions from index first on: a waiting pod

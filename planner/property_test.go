@@ -160,6 +160,9 @@ func checkPlan(t *testing.T, w *plannertest.World, o observed.State, p planner.P
 	for _, e := range o.ENIs {
 		enis[e.ID] = e
 	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("invalid plan (Plan.Validate):\n%v\n%s", err, p.Render())
+	}
 	for i, a := range p.Actions {
 		if a.ID != i {
 			t.Fatalf("action %d has ID %d", i, a.ID)

@@ -40,6 +40,10 @@ func TestScripts(t *testing.T) {
 			if errs := sc.Validate(b); len(errs) > 0 {
 				t.Errorf("%s: plan JSON does not match the schema:\n%s", d.Pos, strings.Join(errs, "\n"))
 			}
+			// And every action must say what its kind needs (docs/plan.md).
+			if err := last.Validate(); err != nil {
+				t.Errorf("%s: invalid plan:\n%v", d.Pos, err)
+			}
 			return out
 		})
 	})

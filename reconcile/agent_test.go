@@ -293,12 +293,22 @@ func TestAgentRestartKeepsBindings(t *testing.T) {
 	stop = w.start(NewNoDatapathMust(t))
 	defer stop()
 	// The new agent publishes again only what differs: wait for its first
-	// heartbeat, then for a quiet plan.
+	// heartbeat, then for two passes of its own after that (what one pass
+	// dispatches is done and seen by the next) with a fresh plan empty, so
+	// that any cloud change the restart would make has been made.
 	w.waitFor("the restarted agent to be ready", 10*time.Second, func() bool {
 		a, err := status.ReadAgent(w.paths.AgentFile)
 		return err == nil && a.Ready && a.Started.After(time.Now().Add(-10*time.Second)) && !a.Stopped
 	})
-	time.Sleep(300 * time.Millisecond)
+	passes := func() float64 { return gauge(t, w.agent.Metrics(), "enid_reconcile_passes_total") }
+	atReady := passes()
+	w.waitFor("two passes of the restarted agent and an empty plan", 10*time.Second, func() bool {
+		if passes() < atReady+2 {
+			w.agent.Wake() // a converged agent runs no pass by itself
+			return false
+		}
+		return w.steady()
+	})
 	w.waitFor("all pods ready after restart", 10*time.Second, ready)
 	for k, a := range w.statuses() {
 		if a.IPs[0].Address != before[k] {

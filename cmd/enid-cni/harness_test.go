@@ -54,7 +54,7 @@ func buildAndRun(m *testing.M) int {
 // and libcni's cache, a network list naming them, and libcni to drive the
 // plugin binary as a runtime does.
 type node struct {
-	t        *testing.T
+	t        testing.TB
 	dir      string
 	entries  *desired.EntryStore
 	statuses *status.Store
@@ -62,7 +62,7 @@ type node struct {
 	cni      *libcni.CNIConfig
 }
 
-func newNode(t *testing.T) *node {
+func newNode(t testing.TB) *node {
 	t.Helper()
 	dir := t.TempDir()
 	n := &node{
@@ -132,7 +132,7 @@ func (n *node) heartbeat(at time.Time, ready bool, reason string) {
 }
 
 // newNetNS creates a pod netns the test owns and removes.
-func newNetNS(t *testing.T) ns.NetNS {
+func newNetNS(t testing.TB) ns.NetNS {
 	t.Helper()
 	roottest.Need(t)
 	netns, err := testutils.NewNS()
@@ -249,7 +249,7 @@ func (a *testAgent) run(ctx context.Context) {
 
 // readyIn answers Ready with ip (gateway gw) and, when setup is set,
 // creates the interface in the pod's netns the way the agent would.
-func readyIn(t *testing.T, ip, gw string, setup bool) answerFunc {
+func readyIn(t testing.TB, ip, gw string, setup bool) answerFunc {
 	return func(e desired.Entry) *status.Attachment {
 		st := &status.Attachment{
 			ContainerID: e.ContainerID, IfName: e.IfName, Revision: e.Revision, Phase: status.Ready,

@@ -22,7 +22,7 @@ import (
 
 	"github.com/enidnet/enid/internal/cnirun"
 	"github.com/enidnet/enid/internal/simnode"
-	"github.com/enidnet/enid/linux/linuxtest"
+	"github.com/enidnet/enid/internal/simvpc"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -73,8 +73,12 @@ a datapath (statuses and cloud calls only).`,
 	return cmd
 }
 
-// demoConfig is the pool the demo runs with: small, so settling is visible.
-const demoPool = `pool:
+// demoPool is the pool the demo runs with: small, so settling is visible.
+// It is a drop-in over the simulator's config, as an operator would write
+// one.
+const demoPool = `apiVersion: enid.dev/v1alpha1
+kind: AgentConfig
+pool:
   minIdle: 2
   maxIdle: 4
   batch: 5
@@ -84,7 +88,10 @@ resyncPeriod: 30s
 `
 
 // demoExclusivePool keeps one spare ENI: each pod takes a whole ENI.
-const demoExclusivePool = `pool:
+const demoExclusivePool = `apiVersion: enid.dev/v1alpha1
+kind: AgentConfig
+mode: exclusive-eni
+pool:
   minIdle: 1
   maxIdle: 1
   releaseDelay: 2s
@@ -92,12 +99,33 @@ const demoExclusivePool = `pool:
 resyncPeriod: 30s
 `
 
+// demo is one run of `enid demo`: the simulated node, the agent's flags
+// pointing at it, and what the steps share.
+type demo struct {
+	out              io.Writer
+	root             bool
+	sn               *simnode.Node
+	f                nodeFlags
+	planCmd          *cobra.Command
+	agentFile        string
+	minIdle, maxIdle int
+}
+
+// demoPod is one pod the demo creates, with what its ADD gave.
+type demoPod struct {
+	pod     cnirun.Pod
+	ip      netip.Addr
+	took    time.Duration
+	err     error
+	cleanup func()
+}
+
+func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
+func (d *demo) step(title string)              { d.say("\n== %s", title) }
+
 func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose bool, mode string) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	step := func(title string) { say("\n== %s", title) }
-
 	if workDir == "" {
 		workDir, err = os.MkdirTemp("", "enid-demo-")
 		if err != nil {
@@ -105,61 +133,21 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 		}
 		defer os.RemoveAll(workDir)
 	}
-	root := os.Geteuid() == 0
-	step("Starting the ECS simulator")
-	sn, err := simnode.Start(simnode.Options{Datapath: root, Name: "eniddemo"})
+	d := &demo{out: out, root: os.Geteuid() == 0}
+	d.step("Starting the ECS simulator")
+	d.sn, err = simnode.Start(simnode.Options{Datapath: d.root, Name: "eniddemo"})
 	if err != nil {
 		return err
 	}
-	defer sn.Close()
-	say("instance %s (%s) in %s, primary ENI %s", sn.Instance.ID, sn.Instance.InstanceType, sn.Instance.Zone, sn.Instance.PrimaryENI)
-	if root {
-		say("running as root: the node is network namespace %s; attached ENIs appear there as veths", sn.NodeNS())
-	} else {
-		say("not running as root: no datapath. Pods get addresses and statuses, but no kernel state and no pings.")
-	}
-	for k, v := range sn.Env() {
-		os.Setenv(k, v)
-	}
-
-	f := nodeFlags{
-		configFile: filepath.Join(workDir, "etc", "config.yaml"), configDir: filepath.Join(workDir, "etc", "config.d"),
-		runDir: filepath.Join(workDir, "run"), stateDir: filepath.Join(workDir, "state"),
-		nodeName: "demo-node", instanceID: sn.Instance.ID, datapath: "none", logLevel: "info",
-	}
-	if root {
-		f.datapath, f.nodeNetNS = "linux", sn.NodeNS()
-	}
-	if err := os.MkdirAll(f.configDir, 0o755); err != nil {
+	defer d.sn.Close()
+	if err := d.configure(ctx, workDir, mode); err != nil {
 		return err
 	}
-	cfg, minIdle, maxIdle := sn.ConfigYAML()+demoPool, 2, 4
-	if mode == "exclusive-eni" {
-		minIdle, maxIdle = 1, 1
-		cfg = strings.Replace(sn.ConfigYAML(), "mode: shared-eni", "mode: exclusive-eni", 1) + demoExclusivePool
-	}
-	if err := os.WriteFile(f.configFile, []byte(cfg), 0o644); err != nil {
-		return err
-	}
-	say("config %s:\n%s", f.configFile, indent(cfg))
-
-	planCmd := &cobra.Command{}
-	planCmd.SetContext(ctx)
-	planCmd.SetErr(out)
-	showPlan := func(title string) error {
-		step(title)
-		p, err := makePlan(planCmd, &f)
-		if err != nil {
-			return err
-		}
-		fmt.Fprint(out, p.Render())
-		return nil
-	}
-	if err := showPlan("$ enid plan   (before the agent starts: what it would do)"); err != nil {
+	if err := d.showPlan("$ enid plan   (before the agent starts: what it would do)"); err != nil {
 		return err
 	}
 
-	step("Starting the agent")
+	d.step("Starting the agent")
 	logOut := io.Discard
 	if verbose {
 		logOut = out
@@ -168,163 +156,257 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	agentDone := make(chan error, 1)
 	// The demo never talks to a Kubernetes API server.
-	go func() { agentDone <- runAgent(agentCtx, planCmd, &f, &kubeFlags{}, true, "", log) }()
+	go func() { agentDone <- runAgent(agentCtx, d.planCmd, &d.f, &kubeFlags{}, true, "", log) }()
 	defer func() {
 		stopAgent()
 		if aerr := <-agentDone; aerr != nil && err == nil {
 			err = aerr
 		}
 	}()
-	agentFile := filepath.Join(f.runDir, "agent.json")
-	if err := waitFor(ctx, 30*time.Second, func() (bool, error) {
-		select {
-		case err := <-agentDone:
-			agentDone <- err
-			return false, fmt.Errorf("the agent stopped: %v", err)
-		default:
-		}
-		a, err := status.ReadAgent(agentFile)
-		return err == nil && a.Ready && a.Pool.Idle >= minIdle, nil
-	}); err != nil {
-		return fmt.Errorf("agent did not warm its pool: %w", err)
+	if err := d.waitWarm(ctx, agentDone); err != nil {
+		return err
 	}
-	a, _ := status.ReadAgent(agentFile) // read just above
-	say("agent ready: pool of %d IPs on %d ENI(s), %d idle", a.Pool.Total, a.Pool.ENIs, a.Pool.Idle)
-	if err := showPlan("$ enid plan   (converged)"); err != nil {
+	if err := d.showPlan("$ enid plan   (converged)"); err != nil {
 		return err
 	}
 
-	step(fmt.Sprintf("Creating %d pods through enid-cni (CNI ADD, in parallel)", n))
+	d.step(fmt.Sprintf("Creating %d pods through enid-cni (CNI ADD, in parallel)", n))
+	rt, err := d.cniRuntime(workDir)
+	if err != nil {
+		return err
+	}
+	pods, err := d.newPods(n)
+	defer func() {
+		for _, p := range pods {
+			if p.cleanup != nil {
+				p.cleanup()
+			}
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	if err := d.addPods(ctx, rt, pods); err != nil {
+		return err
+	}
+	if d.root {
+		d.step("Pinging through the simulated VPC")
+		if err := d.ping(ctx, pods); err != nil {
+			return err
+		}
+	}
+
+	d.step("$ enid status")
+	if err := printStatusFrom(out, d.f.runDir); err != nil {
+		return err
+	}
+	if err := d.showPlan("$ enid plan   (with the pods running)"); err != nil {
+		return err
+	}
+
+	d.step("Deleting the pods (CNI DEL)")
+	for _, p := range pods {
+		if err := rt.Del(ctx, p.pod); err != nil {
+			return fmt.Errorf("DEL %s: %w", p.pod.Name, err)
+		}
+	}
+	if err := d.waitSettled(ctx, len(pods)); err != nil {
+		return err
+	}
+	if err := d.showPlan("$ enid plan   (settled)"); err != nil {
+		return err
+	}
+
+	d.step("Cloud calls the simulator answered")
+	printCounters(out, d.sn.Sim.Counters())
+	d.say("\nDone. Everything ran on the simulator; nothing left this machine.")
+	return nil
+}
+
+// configure points the agent's flags at the simulated node and writes its
+// config: the simulator's as the main file, the demo's pool (and mode) as a
+// drop-in. The cloud endpoints, region and keys are passed in the flags'
+// environment, not set in the process's.
+func (d *demo) configure(ctx context.Context, workDir, mode string) error {
+	sn := d.sn
+	d.say("instance %s (%s) in %s, primary ENI %s", sn.Instance.ID, sn.Instance.InstanceType, sn.Instance.Zone, sn.Instance.PrimaryENI)
+	if d.root {
+		d.say("running as root: the node is network namespace %s; attached ENIs appear there as veths", sn.NodeNS())
+	} else {
+		d.say("not running as root: no datapath. Pods get addresses and statuses, but no kernel state and no pings.")
+	}
+	d.f = nodeFlags{
+		configFile: filepath.Join(workDir, "etc", "config.yaml"), configDir: filepath.Join(workDir, "etc", "config.d"),
+		runDir: filepath.Join(workDir, "run"), stateDir: filepath.Join(workDir, "state"),
+		nodeName: "demo-node", instanceID: sn.Instance.ID, datapath: "none", logLevel: "info",
+		env: sn.Env(),
+	}
+	if d.root {
+		d.f.datapath, d.f.nodeNetNS = "linux", sn.NodeNS()
+	}
+	d.agentFile = filepath.Join(d.f.runDir, "agent.json")
+	if err := os.MkdirAll(d.f.configDir, 0o755); err != nil {
+		return err
+	}
+	dropIn, dropInFile := demoPool, filepath.Join(d.f.configDir, "50-demo.yaml")
+	d.minIdle, d.maxIdle = 2, 4
+	if mode == "exclusive-eni" {
+		dropIn, d.minIdle, d.maxIdle = demoExclusivePool, 1, 1
+	}
+	for file, text := range map[string]string{d.f.configFile: sn.ConfigYAML(), dropInFile: dropIn} {
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	d.say("config %s:\n%s", d.f.configFile, indent(sn.ConfigYAML()))
+	d.say("drop-in %s:\n%s", dropInFile, indent(dropIn))
+	d.planCmd = &cobra.Command{}
+	d.planCmd.SetContext(ctx)
+	d.planCmd.SetErr(d.out)
+	return nil
+}
+
+// showPlan prints what `enid plan` prints now.
+func (d *demo) showPlan(title string) error {
+	d.step(title)
+	p, err := makePlan(d.planCmd, &d.f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(d.out, p.Render())
+	return nil
+}
+
+// waitWarm waits until the agent is ready with its pool warm, or it stops.
+func (d *demo) waitWarm(ctx context.Context, agentDone chan error) error {
+	if err := waitFor(ctx, 30*time.Second, func() (bool, error) {
+		select {
+		case err := <-agentDone:
+			agentDone <- err // for the caller's deferred wait
+			return false, fmt.Errorf("the agent stopped: %v", err)
+		default:
+		}
+		a, err := status.ReadAgent(d.agentFile)
+		return err == nil && a.Ready && a.Pool.Idle >= d.minIdle, nil
+	}); err != nil {
+		return fmt.Errorf("agent did not warm its pool: %w", err)
+	}
+	a, _ := status.ReadAgent(d.agentFile) // read just above
+	d.say("agent ready: pool of %d IPs on %d ENI(s), %d idle", a.Pool.Total, a.Pool.ENIs, a.Pool.Idle)
+	return nil
+}
+
+// cniRuntime builds enid-cni and a libcni runtime that calls it.
+func (d *demo) cniRuntime(workDir string) (*cnirun.Runtime, error) {
 	pluginDir, err := cnirun.Plugin(filepath.Join(workDir, "bin"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rt, err := cnirun.New(pluginDir, filepath.Join(workDir, "cni-cache"), cnirun.Conflist(f.runDir, 60*time.Second))
-	if err != nil {
-		return err
-	}
-	type podRun struct {
-		pod     cnirun.Pod
-		ip      netip.Addr
-		took    time.Duration
-		err     error
-		cleanup func()
-	}
-	runs := make([]podRun, n)
-	for i := range runs {
+	return cnirun.New(pluginDir, filepath.Join(workDir, "cni-cache"), cnirun.Conflist(d.f.runDir, 60*time.Second))
+}
+
+// newPods makes n pods, with a network namespace each when root. The pods
+// made so far are returned with an error, for their cleanup.
+func (d *demo) newPods(n int) ([]demoPod, error) {
+	pods := make([]demoPod, 0, n)
+	for i := range n {
 		id := make([]byte, 32)
 		if _, err := rand.Read(id); err != nil {
-			return err
+			return pods, err
 		}
 		p := cnirun.Pod{ContainerID: hex.EncodeToString(id), IfName: "eth0", Namespace: "default",
 			Name: fmt.Sprintf("web-%d", i), UID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i)}
 		nsName := fmt.Sprintf("eniddemo-pod%d", i)
-		if root {
-			path, cleanup, err := sn.Topology.NewPodNS(nsName)
+		var cleanup func()
+		if d.root {
+			path, c, err := d.sn.Topology.NewPodNS(nsName)
 			if err != nil {
-				return err
+				return pods, err
 			}
-			p.NetNS, runs[i].cleanup = path, cleanup
+			p.NetNS, cleanup = path, c
 		} else {
 			// Without root nothing enters the netns; the path only has to be
 			// absolute and stable.
 			p.NetNS = "/var/run/netns/" + nsName
 		}
-		runs[i].pod = p
+		pods = append(pods, demoPod{pod: p, cleanup: cleanup})
 	}
-	defer func() {
-		for _, r := range runs {
-			if r.cleanup != nil {
-				r.cleanup()
-			}
-		}
-	}()
+	return pods, nil
+}
+
+// addPods runs every pod's CNI ADD at once and prints what each got.
+func (d *demo) addPods(ctx context.Context, rt *cnirun.Runtime, pods []demoPod) error {
 	var wg sync.WaitGroup
-	for i := range runs {
+	for i := range pods {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			res, err := rt.Add(ctx, runs[i].pod)
-			runs[i].took, runs[i].err = time.Since(start), err
+			res, err := rt.Add(ctx, pods[i].pod)
+			pods[i].took, pods[i].err = time.Since(start), err
 			if err == nil && len(res.IPs) > 0 {
-				runs[i].ip = netip.MustParseAddr(res.IPs[0].Address.IP.String())
+				pods[i].ip = netip.MustParseAddr(res.IPs[0].Address.IP.String())
 			}
 		}()
 	}
 	wg.Wait()
-	for _, r := range runs {
-		if r.err != nil {
-			return fmt.Errorf("ADD %s: %w", r.pod.Name, r.err)
+	for _, p := range pods {
+		if p.err != nil {
+			return fmt.Errorf("ADD %s: %w", p.pod.Name, p.err)
 		}
-		say("  %-8s %-15s ready in %s", r.pod.Name, r.ip, r.took.Round(time.Millisecond))
+		d.say("  %-8s %-15s ready in %s", p.pod.Name, p.ip, p.took.Round(time.Millisecond))
 	}
+	return nil
+}
 
-	if root && n >= 1 {
-		step("Pinging through the simulated VPC")
-		ping := func(ns string, dst netip.Addr) error {
-			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			defer cancel()
-			return linuxtest.Ping(pctx, ns, dst)
-		}
-		failed := 0
-		for i, r := range runs {
-			dst := runs[(i+1)%n]
-			if n > 1 {
-				err := ping(r.pod.NetNS, dst.ip)
-				failed += min(1, countErr(err))
-				say("  %s -> %s (%s): %s", r.pod.Name, dst.pod.Name, dst.ip, okOr(err))
-			}
-			err := ping(sn.Topology.VPCNS, r.ip)
+// ping pings each pod from the next one and from the VPC router.
+func (d *demo) ping(ctx context.Context, pods []demoPod) error {
+	ping := func(ns string, dst netip.Addr) error {
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return simvpc.Ping(pctx, ns, dst)
+	}
+	failed := 0
+	for i, p := range pods {
+		dst := pods[(i+1)%len(pods)]
+		if len(pods) > 1 {
+			err := ping(p.pod.NetNS, dst.ip)
 			failed += min(1, countErr(err))
-			say("  vpc router -> %s (%s): %s", r.pod.Name, r.ip, okOr(err))
+			d.say("  %s -> %s (%s): %s", p.pod.Name, dst.pod.Name, dst.ip, okOr(err))
 		}
-		if failed > 0 {
-			return fmt.Errorf("%d pings failed", failed)
-		}
+		err := ping(d.sn.Topology.VPCNS, p.ip)
+		failed += min(1, countErr(err))
+		d.say("  vpc router -> %s (%s): %s", p.pod.Name, p.ip, okOr(err))
 	}
+	if failed > 0 {
+		return fmt.Errorf("%d pings failed", failed)
+	}
+	return nil
+}
 
-	step("$ enid status")
-	if err := printStatusFrom(out, f.runDir); err != nil {
-		return err
-	}
-	if err := showPlan("$ enid plan   (with the pods running)"); err != nil {
-		return err
-	}
-
-	step("Deleting the pods (CNI DEL)")
-	for _, r := range runs {
-		if err := rt.Del(ctx, r.pod); err != nil {
-			return fmt.Errorf("DEL %s: %w", r.pod.Name, err)
-		}
-	}
-	say("deleted %d pods; waiting for the pool to settle (releaseDelay 2s, maxIdle %d)", n, maxIdle)
+// waitSettled waits, printing the pool as it changes, until no address is
+// used or cooling down, idle is within maxIdle and the plan is empty.
+func (d *demo) waitSettled(ctx context.Context, deleted int) error {
+	d.say("deleted %d pods; waiting for the pool to settle (releaseDelay 2s, maxIdle %d)", deleted, d.maxIdle)
 	var last string
 	if err := waitFor(ctx, 60*time.Second, func() (bool, error) {
-		a, err := status.ReadAgent(agentFile)
+		a, err := status.ReadAgent(d.agentFile)
 		if err != nil {
 			return false, nil
 		}
 		line := fmt.Sprintf("  pool: %d IPs on %d ENI(s): %d used, %d idle, %d cooldown", a.Pool.Total, a.Pool.ENIs, a.Pool.Used, a.Pool.Idle, a.Pool.Cooldown)
 		if line != last {
-			say("%s", line)
+			d.say("%s", line)
 			last = line
 		}
-		if a.Pool.Used != 0 || a.Pool.Idle > maxIdle || a.Pool.Cooldown > 0 {
+		if a.Pool.Used != 0 || a.Pool.Idle > d.maxIdle || a.Pool.Cooldown > 0 {
 			return false, nil
 		}
-		p, err := makePlan(planCmd, &f)
+		p, err := makePlan(d.planCmd, &d.f)
 		return err == nil && p.Empty(), nil
 	}); err != nil {
 		return fmt.Errorf("the pool did not settle: %w", err)
 	}
-	if err := showPlan("$ enid plan   (settled)"); err != nil {
-		return err
-	}
-
-	step("Cloud calls the simulator answered")
-	printCounters(out, sn.Sim.Counters())
-	say("\nDone. Everything ran on the simulator; nothing left this machine.")
 	return nil
 }
 

@@ -41,6 +41,18 @@ type nodeFlags struct {
 	// labels are node labels for per-node overrides that match on them,
 	// laid over the Node object's when `enid run` has the Kubernetes API.
 	labels map[string]string
+	// env, when set, is the whole environment newCloud reads the cloud's
+	// endpoints, region and keys from instead of the process's: the demo
+	// passes its simulator's, rather than changing the process environment.
+	env map[string]string
+}
+
+// getenv reads the environment newCloud uses (see env).
+func (f *nodeFlags) getenv(key string) string {
+	if f.env != nil {
+		return f.env[key]
+	}
+	return os.Getenv(key)
 }
 
 func (f *nodeFlags) register(fs *pflag.FlagSet) {
@@ -107,16 +119,16 @@ type cloudSetup struct {
 // newCloud builds the cloud client from the config and the environment.
 func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.Logger, obs cloud.Observer) (cloudSetup, error) {
 	endpoint := cfg.Cloud.Endpoint
-	if v := os.Getenv(envECSEndpoint); v != "" {
+	if v := f.getenv(envECSEndpoint); v != "" {
 		endpoint = v
 	}
 	mdURL := cfg.Cloud.MetadataEndpoint
-	if v := os.Getenv(envMetadataEndpoint); v != "" {
+	if v := f.getenv(envMetadataEndpoint); v != "" {
 		mdURL = v
 	}
 	md := cloud.NewMetadata(mdURL, nil)
 	region := cfg.Cloud.Region
-	if v := os.Getenv(envRegion); v != "" && region == "" {
+	if v := f.getenv(envRegion); v != "" && region == "" {
 		region = v
 	}
 	if region == "" {
@@ -126,12 +138,12 @@ func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.L
 		}
 		region = r
 	}
-	creds, err := cloud.CredentialsFrom(cfg.Cloud.Credentials, os.Getenv, md)
+	creds, err := cloud.CredentialsFrom(cloudCredentials(cfg.Cloud.Credentials), f.getenv, md)
 	if err != nil {
 		return cloudSetup{}, fmt.Errorf("cloud.credentials: %w", err)
 	}
 	c, err := cloud.New(cloud.Config{Endpoint: endpoint, Region: region, Credentials: creds,
-		RateLimit: cfg.Cloud.RateLimit, Observer: obs, Logger: log,
+		RateLimit: cloudRateLimit(cfg.Cloud.RateLimit), Observer: obs, Logger: log,
 		// First poll 100ms after the call: with the client's 1.5x growth
 		// an attach that completes ~1s later is seen ~60ms after it with
 		// 5 describes (50ms first: ~400ms late with 7; go run ./bench -run burst).
@@ -182,4 +194,23 @@ func configErrorLines(err error) []string {
 		return ce.Strings()
 	}
 	return strings.Split(err.Error(), "\n")
+}
+
+// cloudRateLimit converts the config's rate limit to the client's own type
+// (package cloud does not import the config schema).
+func cloudRateLimit(r desired.RateLimit) cloud.RateLimit {
+	out := cloud.RateLimit{QPS: r.QPS, Burst: r.Burst}
+	if len(r.PerAction) > 0 {
+		out.PerAction = make(map[string]cloud.ActionRate, len(r.PerAction))
+		for action, a := range r.PerAction {
+			out.PerAction[action] = cloud.ActionRate{QPS: a.QPS, Burst: a.Burst}
+		}
+	}
+	return out
+}
+
+// cloudCredentials converts the config's credentials selection to the
+// client's own type; the source words are the same (TestCloudConfigConverts).
+func cloudCredentials(c desired.Credentials) cloud.CredentialsConfig {
+	return cloud.CredentialsConfig{Source: cloud.CredentialSource(c.Source), File: c.File, RoleName: c.RoleName}
 }

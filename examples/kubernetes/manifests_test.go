@@ -4,8 +4,9 @@
 // access the agent needs, every config the ConfigMaps carry decodes
 // strictly as an enid AgentConfig, and the files as the kubelet would project
 // them load with the agent's own loader (desired.LoadConfig), overrides
-// picking the nodes they are meant for. When kubectl is installed, the
-// kustomizations are rendered and the rendered output is checked too.
+// picking the nodes they are meant for. The kustomizations are rendered with
+// kubectl and the rendered output is checked too (skipped without kubectl,
+// except in CI: kube/kubetest/build.sh builds it beside kube-apiserver).
 package kubernetes_test
 
 import (
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/kube/kubetest"
 )
 
 // gitopsDir is the GitOps layout, relative to this package.
@@ -153,11 +155,21 @@ func TestOverlaysAddDropIns(t *testing.T) {
 
 // TestRenderedLayouts renders every kustomization with kubectl and checks
 // the result as a whole: this is where an overlay's drop-in meets the base's
-// volume items.
+// volume items. kubectl is the one on PATH, else the one
+// kube/kubetest/build.sh built; without either the test skips, except where
+// the Kubernetes tests are required (CI), where it fails: an overlay must
+// not go unchecked there.
 func TestRenderedLayouts(t *testing.T) {
 	kubectl, err := exec.LookPath("kubectl")
+	if err != nil && kubetest.BinDir() != "" {
+		kubectl, err = exec.LookPath(filepath.Join(kubetest.BinDir(), "kubectl"))
+	}
 	if err != nil {
-		t.Skip("kubectl not installed: the kustomizations were checked file by file only")
+		msg := "kubectl not installed nor built by kube/kubetest/build.sh: the kustomizations were checked file by file only"
+		if kubetest.Required() {
+			t.Fatal(msg + "; it is required here (CI=true or ENID_REQUIRE_KUBE=1)")
+		}
+		t.Skip(msg)
 	}
 	dirs := append([]string{".", filepath.Join(gitopsDir, "base")}, overlays(t)...)
 	for _, dir := range dirs {

@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/enidnet/enid/cloud/ecssim"
-	"github.com/enidnet/enid/linux/linuxtest"
+	"github.com/enidnet/enid/internal/simvpc"
 )
 
 // Options configure a simulated node.
@@ -38,7 +38,7 @@ type Node struct {
 	Sim      *ecssim.Server
 	Instance ecssim.InstanceInfo
 	// Topology is nil without a datapath.
-	Topology *linuxtest.Topology
+	Topology *simvpc.Topology
 	log      *slog.Logger
 	hookErrs chan error
 }
@@ -63,7 +63,7 @@ func Start(o Options) (*Node, error) {
 	}
 	n := &Node{Sim: sim, log: o.Logger}
 	if o.Datapath {
-		tp, err := linuxtest.New(o.Name)
+		tp, err := simvpc.New(o.Name)
 		if err != nil {
 			sim.Close()
 			return nil, fmt.Errorf("build the node's namespaces: %w", err)

@@ -1,6 +1,7 @@
 #!/bin/sh
-# build.sh builds kube-apiserver and etcd from the Go module proxy into a cache
-# directory, once per machine, for the tests in kube/kubetest. Prebuilt binaries
+# build.sh builds kube-apiserver, kubectl and etcd from the Go module proxy into a
+# cache directory, once per machine, for the tests in kube/kubetest and
+# examples/kubernetes (kubectl renders the kustomizations). Prebuilt binaries
 # cannot be downloaded in our CI, but both build from modules: kubernetes' own
 # go.mod replaces its staging modules with ./staging paths the module zip lacks,
 # so a wrapper module replaces each of them with the published v0.x release.
@@ -8,6 +9,7 @@
 # Usage: build.sh [DIR]   (default: $ENID_KUBE_BIN, else $XDG_CACHE_HOME/enid-kube,
 #                          else $HOME/.cache/enid-kube). Prints DIR on success.
 # Cost on a 2-core machine: ~5 min, ~3 GB peak RSS the first time; seconds after.
+# A binary already built for these versions is not built again.
 set -eu
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
@@ -16,8 +18,8 @@ DIR=${1:-${ENID_KUBE_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/enid-kube}}
 STAGING=v0.${K8S_VERSION#v1.}
 
 mkdir -p "$DIR"
-if [ -x "$DIR/kube-apiserver" ] && [ -x "$DIR/etcd" ] &&
-	[ "$(cat "$DIR/VERSION" 2>/dev/null)" = "$K8S_VERSION $ETCD_VERSION" ]; then
+built() { [ -x "$DIR/$1" ] && [ "$(cat "$DIR/VERSION" 2>/dev/null)" = "$K8S_VERSION $ETCD_VERSION" ]; }
+if built kube-apiserver && built kubectl && built etcd; then
 	echo "$DIR"
 	exit 0
 fi
@@ -25,7 +27,8 @@ fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-# kube-apiserver
+# kube-apiserver and kubectl
+if ! built kube-apiserver || ! built kubectl; then
 mkdir -p "$WORK/k8s"
 cd "$WORK/k8s"
 cat >go.mod <<EOM
@@ -40,7 +43,10 @@ cat >tools.go <<EOM
 
 package tools
 
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
 EOM
 GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
 [ -n "$GOMOD" ] || { echo "build.sh: cannot find kubernetes' go.mod" >&2; exit 1; }
@@ -51,10 +57,15 @@ go mod tidy
 MAJOR=${K8S_VERSION#v}; MAJOR=${MAJOR%%.*}
 MINOR=${K8S_VERSION#v*.}; MINOR=${MINOR%%.*}
 LD="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=$MAJOR -X k8s.io/component-base/version.gitMinor=$MINOR"
-nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver
-mv "$DIR/kube-apiserver.tmp" "$DIR/kube-apiserver"
+for cmd in kube-apiserver kubectl; do
+	built "$cmd" && continue
+	nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
+	mv "$DIR/$cmd.tmp" "$DIR/$cmd"
+done
+fi
 
 # etcd
+if ! built etcd; then
 mkdir -p "$WORK/etcd"
 cd "$WORK/etcd"
 cat >go.mod <<EOM
@@ -74,6 +85,7 @@ EOM
 go mod tidy
 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$DIR/etcd.tmp" go.etcd.io/etcd/server/v3
 mv "$DIR/etcd.tmp" "$DIR/etcd"
+fi
 
 echo "$K8S_VERSION $ETCD_VERSION" >"$DIR/VERSION"
 echo "$DIR"

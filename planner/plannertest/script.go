@@ -16,280 +16,401 @@ import (
 
 // Exec changes the world by one line of the compact text form used in
 // planner/testdata (see docs/plan.md, "Test scripts"): a verb, positional
-// words and key=value words.
+// words and key=value words. Each verb has its own handler (scriptVerbs).
 func (w *World) Exec(line string) error {
 	f := strings.Fields(line)
 	if len(f) == 0 || strings.HasPrefix(f[0], "#") {
 		return nil
 	}
-	verb, pos, kv := f[0], []string{}, map[string]string{}
+	verb, a := f[0], &scriptArgs{rest: strings.Join(f[1:], " "), kv: map[string]string{}}
 	for _, x := range f[1:] {
 		if k, v, ok := strings.Cut(x, "="); ok {
-			kv[k] = v
+			a.kv[k] = v
 		} else {
-			pos = append(pos, x)
+			a.pos = append(a.pos, x)
 		}
 	}
-	flag := func(s string) bool { return slices.Contains(pos, s) }
-	arg := func(i int) string {
-		if i < len(pos) {
-			return pos[i]
-		}
-		return ""
-	}
-	var err error
-	num := func(k string, def int) int {
-		v, ok := kv[k]
-		if !ok {
-			return def
-		}
-		n, e := strconv.Atoi(v)
-		if e != nil && err == nil {
-			err = fmt.Errorf("%s=%q: %w", k, v, e)
-		}
-		return n
-	}
-	dur := func(k string, def time.Duration) time.Duration {
-		v, ok := kv[k]
-		if !ok {
-			return def
-		}
-		d, e := time.ParseDuration(v)
-		if e != nil && err == nil {
-			err = fmt.Errorf("%s=%q: %w", k, v, e)
-		}
-		return d
-	}
-	addr := func(k string) netip.Addr {
-		v, ok := kv[k]
-		if !ok {
-			return netip.Addr{}
-		}
-		a, e := netip.ParseAddr(v)
-		if e != nil && err == nil {
-			err = fmt.Errorf("%s=%q: %w", k, v, e)
-		}
-		return a
-	}
-	addrs := func(k string) []netip.Addr {
-		var out []netip.Addr
-		for _, s := range list(kv[k]) {
-			a, e := netip.ParseAddr(s)
-			if e != nil && err == nil {
-				err = fmt.Errorf("%s: %w", k, e)
-			}
-			out = append(out, a)
-		}
-		return sorted(out)
-	}
-	key := func() observed.AttachmentKey {
-		return observed.AttachmentKey{ContainerID: arg(0), IfName: cmpOr(kv["if"], "eth0")}
-	}
-	cfg := &w.Desired.Config
-
-	switch verb {
-	case "instance":
-		w.Instance = observed.Instance{ID: arg(0), RegionID: "cn-test", ZoneID: kv["zone"], InstanceType: "ecs.test",
-			VPCID: "vpc-1", PrimaryENI: cmpOr(kv["primary"], "eni-primary"),
-			Limits: observed.Limits{ENIs: num("enis", 3), IPv4PerENI: num("ips", 10), IPv6PerENI: num("ipv6", 10)}}
-		w.ENIs = slices.DeleteFunc(w.ENIs, func(e observed.ENI) bool { return e.Type == observed.ENITypePrimary })
-		w.ENIs = append(w.ENIs, observed.ENI{ID: w.Instance.PrimaryENI, MAC: "00:16:3e:00:00:01", Status: observed.ENIInUse,
-			Type: observed.ENITypePrimary, InstanceID: w.Instance.ID, VSwitchID: "vsw-node", ZoneID: w.Instance.ZoneID,
-			PrimaryIP: netip.MustParseAddr("192.168.0.10")})
-	case "vswitch":
-		p, e := netip.ParsePrefix(kv["cidr"])
-		if e != nil {
-			return fmt.Errorf("vswitch cidr: %w", e)
-		}
-		v := observed.VSwitch{ID: arg(0), ZoneID: cmpOr(kv["zone"], w.Instance.ZoneID), VPCID: "vpc-1", CIDR: p,
-			AvailableIPs: num("free", (1<<(32-p.Bits()))-5)}
-		if s, ok := kv["cidr6"]; ok {
-			if v.IPv6CIDR, e = netip.ParsePrefix(s); e != nil {
-				return fmt.Errorf("vswitch cidr6: %w", e)
-			}
-		}
-		w.VSwitches = slices.DeleteFunc(w.VSwitches, func(x observed.VSwitch) bool { return x.ID == v.ID })
-		w.VSwitches = append(w.VSwitches, v)
-		slices.SortFunc(w.VSwitches, func(a, b observed.VSwitch) int { return strings.Compare(a.ID, b.ID) })
-	case "vswitch-free":
-		v := w.vswitch(arg(0))
-		if v == nil {
-			return fmt.Errorf("no vswitch %s", arg(0))
-		}
-		v.AvailableIPs = num("free", 0)
-	case "config":
-		if cfg.APIVersion == "" {
-			*cfg = desired.Config{APIVersion: desired.ConfigAPIVersion, Kind: desired.ConfigKind, Mode: desired.ModeSharedENI,
-				IPStack: desired.IPv4Only}
-			cfg.ENI.VSwitchPolicy = desired.VSwitchMostFree
-		}
-		applyConfig(cfg, kv, w.Instance.ZoneID, num, dur)
-	case "eni":
-		e := observed.ENI{ID: arg(0), MAC: cmpOr(kv["mac"], macOf(arg(0))), Status: observed.ENIStatus(cmpOr(kv["status"], "InUse")),
-			Type: observed.ENITypeSecondary, VSwitchID: kv["vsw"], IPv4: addrs("ips"), IPv6: addrs("ipv6"),
-			PrimaryIP: addr("primary"), DeviceIndex: num("dev", 0), SecurityGroups: []string{"sg-1"}, CreatedAt: w.Now}
-		if v := w.vswitch(e.VSwitchID); v != nil {
-			e.ZoneID, e.VPCID = v.ZoneID, v.VPCID
-		} else {
-			e.ZoneID = w.Instance.ZoneID
-		}
-		if !e.PrimaryIP.IsValid() {
-			e.PrimaryIP = netip.MustParseAddr("10.255.0." + strconv.Itoa(e.DeviceIndex+100+len(w.ENIs)))
-		}
-		if e.Status != observed.ENIAvailable {
-			e.InstanceID = cmpOr(kv["instance"], w.Instance.ID)
-		}
-		if flag("owned") {
-			e.Tags = map[string]string{observed.TagManagedBy: observed.TagManagedByValue, observed.TagOwner: cmpOr(kv["owner"], w.Instance.ID)}
-		} else {
-			e.Tags = map[string]string{"team": "other"}
-		}
-		w.Reserve(e.VSwitchID, append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6...)...)
-		w.ENIs = slices.DeleteFunc(w.ENIs, func(x observed.ENI) bool { return x.ID == e.ID })
-		w.ENIs = append(w.ENIs, e)
-		if flag("configured") {
-			w.Node.ENIDevices = append(w.Node.ENIDevices, observed.ENIDevice{MAC: e.MAC, Name: "eth" + strconv.Itoa(e.DeviceIndex),
-				Index: 10 + e.DeviceIndex, MTU: 1500, Up: true, Table: 1000 + e.DeviceIndex, Configured: true})
-		}
-	case "pod":
-		k := key()
-		e := desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: k.ContainerID, IfName: k.IfName,
-			NetNS: "/var/run/netns/" + k.ContainerID, PodNamespace: cmpOr(kv["ns"], "default"), PodName: cmpOr(kv["name"], k.ContainerID),
-			PodUID: kv["uid"], Revision: cmpOr(kv["rev"], "r1"), Created: w.Now}
-		if flag("sticky") {
-			e.Annotations = map[string]string{desired.AnnotationStickyIP: "true"}
-		}
-		w.Desired.Entries = slices.DeleteFunc(w.Desired.Entries, func(x desired.Entry) bool { return x.ContainerID == k.ContainerID && x.IfName == k.IfName })
-		w.Desired.Entries = append(w.Desired.Entries, e)
-		slices.SortFunc(w.Desired.Entries, func(a, b desired.Entry) int {
-			return strings.Compare(a.ContainerID+"_"+a.IfName, b.ContainerID+"_"+b.IfName)
-		})
-	case "rm-pod":
-		k := key()
-		w.Desired.Entries = slices.DeleteFunc(w.Desired.Entries, func(x desired.Entry) bool { return x.ContainerID == k.ContainerID && x.IfName == k.IfName })
-	case "kernel":
-		k := key()
-		pn := observed.PodNet{Key: k, HostVeth: "enid" + k.ContainerID, NetNS: "/var/run/netns/" + k.ContainerID,
-			IPv4: addr("ip"), IPv6: addr("ip6"), Exclusive: flag("exclusive"), Healthy: !flag("unhealthy")}
-		if pn.Exclusive {
-			pn.HostVeth = ""
-		}
-		if !pn.Healthy {
-			pn.Problems = []string{"route missing"}
-		}
-		if e := w.eni(kv["eni"]); e != nil {
-			pn.ENIMAC = e.MAC
-		}
-		w.Node.Pods = slices.DeleteFunc(w.Node.Pods, func(x observed.PodNet) bool { return x.Key == k })
-		w.Node.Pods = append(w.Node.Pods, pn)
-		for _, e := range w.Desired.Entries {
-			if e.ContainerID == k.ContainerID && e.IfName == k.IfName {
-				w.identity[k] = e.PodNamespace + "/" + e.PodName + "/" + e.IfName
-			}
-		}
-	case "rm-kernel":
-		k := key()
-		w.Node.Pods = slices.DeleteFunc(w.Node.Pods, func(x observed.PodNet) bool { return x.Key == k })
-	case "published":
-		k := key()
-		b := observed.Binding{Key: k, Revision: cmpOr(kv["rev"], "r1"), Phase: cmpOr(kv["phase"], "Ready"),
-			Reason: strings.ReplaceAll(kv["reason"], "_", " "), IPv4: addr("ip"), IPv6: addr("ip6"), ENIID: kv["eni"]}
-		w.Node.Published = slices.DeleteFunc(w.Node.Published, func(x observed.Binding) bool { return x.Key == k })
-		w.Node.Published = append(w.Node.Published, b)
-	case "admitted":
-		w.Desired.Hints.AdmittedPodUIDs = list(arg(0))
-	case "runtime":
-		w.Desired.Hints.RuntimeAttachments = append(w.Desired.Hints.RuntimeAttachments,
-			desired.RuntimeAttachment{Network: "enid", ContainerID: arg(0), IfName: cmpOr(kv["if"], "eth0")})
-	case "deleted":
-		// A deletion record: the runtime's CNI DEL (or GC) removed the entry.
-		w.Desired.Deleted = append(w.Desired.Deleted, desired.Key{ContainerID: arg(0), IfName: cmpOr(kv["if"], "eth0")})
-	case "entry-problem":
-		w.Desired.EntryProblems = append(w.Desired.EntryProblems, desired.EntryProblem{File: arg(0) + "_eth0.json",
-			ContainerID: arg(0), IfName: "eth0", Err: strings.ReplaceAll(kv["err"], "_", " ")})
-	case "config-problem":
-		w.Desired.ConfigProblems = append(w.Desired.ConfigProblems, strings.Join(f[1:], " "))
-	case "observe":
-		w.Complete = kv["complete"] != "false"
-		w.CloudFrom = time.Time{}
-		if _, ok := kv["cloud-from"]; ok && !w.Complete {
-			w.CloudFrom = w.Now.Add(-dur("cloud-from", 0))
-		}
-		w.Problems = nil
-		if p, ok := kv["problem"]; ok {
-			w.Problems = []string{strings.ReplaceAll(p, "_", " ")}
-		}
-	case "cooldown":
-		a, e := netip.ParseAddr(arg(0))
-		if e != nil {
-			return e
-		}
-		if w.Memory.Cooldowns == nil {
-			w.Memory.Cooldowns = map[netip.Addr]time.Time{}
-		}
-		w.Memory.Cooldowns[a] = w.Now.Add(dur("for", 30*time.Second))
-	case "sticky":
-		if w.Memory.Sticky == nil {
-			w.Memory.Sticky = map[string]planner.Reservation{}
-		}
-		r := planner.Reservation{Key: kv["key"], IPv4: addr("ip"), IPv6: addr("ip6"), ENIID: kv["eni"]}
-		if d := dur("for", 0); d > 0 {
-			r.Until = w.Now.Add(d)
-		}
-		w.Memory.Sticky[arg(0)] = r
-	case "exhausted":
-		w.Memory = w.Memory.MarkExhausted(arg(0), w.Now.Add(dur("for", 10*time.Minute)))
-	case "leaked":
-		if w.Memory.LeakedSince == nil {
-			w.Memory.LeakedSince = map[string]time.Time{}
-		}
-		w.Memory.LeakedSince[arg(0)] = w.Now.Add(-dur("ago", 0))
-	case "sent-creates":
-		// The executor started every create memory knows (the agent then
-		// crashed, or describes do not show the ENIs yet).
-		for _, r := range w.Memory.Tokens {
-			w.Memory = w.Memory.TokenSent(r.Token)
-		}
-	case "tick":
-		d, e := time.ParseDuration(arg(0))
-		if e != nil {
-			return e
-		}
-		w.Now = w.Now.Add(d)
-	default:
+	h, ok := scriptVerbs[verb]
+	if !ok {
 		return fmt.Errorf("unknown verb %q", verb)
 	}
-	return err
+	if err := h(w, a); err != nil {
+		return err
+	}
+	return a.err
+}
+
+// scriptVerbs maps each script verb to its handler.
+var scriptVerbs = map[string]func(*World, *scriptArgs) error{
+	"instance":       (*World).scriptInstance,
+	"vswitch":        (*World).scriptVSwitch,
+	"vswitch-free":   (*World).scriptVSwitchFree,
+	"config":         (*World).scriptConfig,
+	"eni":            (*World).scriptENI,
+	"pod":            (*World).scriptPod,
+	"rm-pod":         (*World).scriptRmPod,
+	"kernel":         (*World).scriptKernel,
+	"rm-kernel":      (*World).scriptRmKernel,
+	"published":      (*World).scriptPublished,
+	"admitted":       (*World).scriptAdmitted,
+	"runtime":        (*World).scriptRuntime,
+	"deleted":        (*World).scriptDeleted,
+	"entry-problem":  (*World).scriptEntryProblem,
+	"config-problem": (*World).scriptConfigProblem,
+	"observe":        (*World).scriptObserve,
+	"cooldown":       (*World).scriptCooldown,
+	"sticky":         (*World).scriptSticky,
+	"exhausted":      (*World).scriptExhausted,
+	"leaked":         (*World).scriptLeaked,
+	"sent-creates":   (*World).scriptSentCreates,
+	"tick":           (*World).scriptTick,
+}
+
+// scriptArgs are the words of one script line after its verb: positional
+// words, key=value words and the whole rest. Its getters parse values; the
+// first parse error is kept in err (Exec returns it).
+type scriptArgs struct {
+	pos  []string
+	kv   map[string]string
+	rest string
+	err  error
+}
+
+func (a *scriptArgs) flag(s string) bool { return slices.Contains(a.pos, s) }
+
+func (a *scriptArgs) arg(i int) string {
+	if i < len(a.pos) {
+		return a.pos[i]
+	}
+	return ""
+}
+
+// fail keeps the first parse error.
+func (a *scriptArgs) fail(k, v string, e error) {
+	if e != nil && a.err == nil {
+		a.err = fmt.Errorf("%s=%q: %w", k, v, e)
+	}
+}
+
+// value parses key k's value with parse, def when the line has no k.
+func value[T any](a *scriptArgs, k string, def T, parse func(string) (T, error)) T {
+	v, ok := a.kv[k]
+	if !ok {
+		return def
+	}
+	x, e := parse(v)
+	a.fail(k, v, e)
+	return x
+}
+
+func (a *scriptArgs) num(k string, def int) int { return value(a, k, def, strconv.Atoi) }
+
+func (a *scriptArgs) dur(k string, def time.Duration) time.Duration {
+	return value(a, k, def, time.ParseDuration)
+}
+
+func (a *scriptArgs) addr(k string) netip.Addr { return value(a, k, netip.Addr{}, netip.ParseAddr) }
+
+func (a *scriptArgs) addrs(k string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range list(a.kv[k]) {
+		ip, e := netip.ParseAddr(s)
+		a.fail(k, s, e)
+		out = append(out, ip)
+	}
+	return sorted(out)
+}
+
+// key is the attachment the line names: its first word and if= (eth0).
+func (a *scriptArgs) key() observed.AttachmentKey {
+	return observed.AttachmentKey{ContainerID: a.arg(0), IfName: cmpOr(a.kv["if"], "eth0")}
+}
+
+// scriptInstance sets the instance: `instance ID zone=Z [primary=ENI] [enis=N ips=N ipv6=N]` (limits).
+func (w *World) scriptInstance(a *scriptArgs) error {
+	w.Instance = observed.Instance{ID: a.arg(0), RegionID: "cn-test", ZoneID: a.kv["zone"], InstanceType: "ecs.test",
+		VPCID: "vpc-1", PrimaryENI: cmpOr(a.kv["primary"], "eni-primary"),
+		Limits: observed.Limits{ENIs: a.num("enis", 3), IPv4PerENI: a.num("ips", 10), IPv6PerENI: a.num("ipv6", 10)}}
+	w.ENIs = slices.DeleteFunc(w.ENIs, func(e observed.ENI) bool { return e.Type == observed.ENITypePrimary })
+	w.ENIs = append(w.ENIs, observed.ENI{ID: w.Instance.PrimaryENI, MAC: "00:16:3e:00:00:01", Status: observed.ENIInUse,
+		Type: observed.ENITypePrimary, InstanceID: w.Instance.ID, VSwitchID: "vsw-node", ZoneID: w.Instance.ZoneID,
+		PrimaryIP: netip.MustParseAddr("192.168.0.10")})
+	return nil
+}
+
+// scriptVSwitch adds or replaces a vSwitch: `vswitch ID cidr=P [cidr6=P] [zone=Z] [free=N]`.
+func (w *World) scriptVSwitch(a *scriptArgs) error {
+	p, e := netip.ParsePrefix(a.kv["cidr"])
+	if e != nil {
+		return fmt.Errorf("vswitch cidr: %w", e)
+	}
+	v := observed.VSwitch{ID: a.arg(0), ZoneID: cmpOr(a.kv["zone"], w.Instance.ZoneID), VPCID: "vpc-1", CIDR: p,
+		AvailableIPs: a.num("free", (1<<(32-p.Bits()))-5)}
+	if s, ok := a.kv["cidr6"]; ok {
+		if v.IPv6CIDR, e = netip.ParsePrefix(s); e != nil {
+			return fmt.Errorf("vswitch cidr6: %w", e)
+		}
+	}
+	w.VSwitches = slices.DeleteFunc(w.VSwitches, func(x observed.VSwitch) bool { return x.ID == v.ID })
+	w.VSwitches = append(w.VSwitches, v)
+	slices.SortFunc(w.VSwitches, func(a, b observed.VSwitch) int { return strings.Compare(a.ID, b.ID) })
+	return nil
+}
+
+// scriptVSwitchFree sets a vSwitch's free addresses: `vswitch-free ID free=N`.
+func (w *World) scriptVSwitchFree(a *scriptArgs) error {
+	v := w.vswitch(a.arg(0))
+	if v == nil {
+		return fmt.Errorf("no vswitch %s", a.arg(0))
+	}
+	v.AvailableIPs = a.num("free", 0)
+	return nil
+}
+
+// scriptConfig sets config keys over the script's defaults (see applyConfig).
+func (w *World) scriptConfig(a *scriptArgs) error {
+	cfg := &w.Desired.Config
+	if cfg.APIVersion == "" {
+		*cfg = desired.Config{APIVersion: desired.ConfigAPIVersion, Kind: desired.ConfigKind, Mode: desired.ModeSharedENI,
+			IPStack: desired.IPv4Only}
+		cfg.ENI.VSwitchPolicy = desired.VSwitchMostFree
+	}
+	applyConfig(cfg, a, w.Instance.ZoneID)
+	return nil
+}
+
+// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [ipv6=...] [dev=N] [status=S] [owned [owner=I]] [configured] ...`.
+func (w *World) scriptENI(a *scriptArgs) error {
+	e := observed.ENI{ID: a.arg(0), MAC: cmpOr(a.kv["mac"], macOf(a.arg(0))), Status: observed.ENIStatus(cmpOr(a.kv["status"], "InUse")),
+		Type: observed.ENITypeSecondary, VSwitchID: a.kv["vsw"], IPv4: a.addrs("ips"), IPv6: a.addrs("ipv6"),
+		PrimaryIP: a.addr("primary"), DeviceIndex: a.num("dev", 0), SecurityGroups: []string{"sg-1"}, CreatedAt: w.Now}
+	if v := w.vswitch(e.VSwitchID); v != nil {
+		e.ZoneID, e.VPCID = v.ZoneID, v.VPCID
+	} else {
+		e.ZoneID = w.Instance.ZoneID
+	}
+	if !e.PrimaryIP.IsValid() {
+		e.PrimaryIP = netip.MustParseAddr("10.255.0." + strconv.Itoa(e.DeviceIndex+100+len(w.ENIs)))
+	}
+	if e.Status != observed.ENIAvailable {
+		e.InstanceID = cmpOr(a.kv["instance"], w.Instance.ID)
+	}
+	if a.flag("owned") {
+		e.Tags = map[string]string{observed.TagManagedBy: observed.TagManagedByValue, observed.TagOwner: cmpOr(a.kv["owner"], w.Instance.ID)}
+	} else {
+		e.Tags = map[string]string{"team": "other"}
+	}
+	w.Reserve(e.VSwitchID, append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6...)...)
+	w.ENIs = slices.DeleteFunc(w.ENIs, func(x observed.ENI) bool { return x.ID == e.ID })
+	w.ENIs = append(w.ENIs, e)
+	if a.flag("configured") {
+		w.Node.ENIDevices = append(w.Node.ENIDevices, observed.ENIDevice{MAC: e.MAC, Name: "eth" + strconv.Itoa(e.DeviceIndex),
+			Index: 10 + e.DeviceIndex, MTU: 1500, Up: true, Table: 1000 + e.DeviceIndex, Configured: true})
+	}
+	return nil
+}
+
+// scriptPod adds or replaces a pod's entry: `pod CID [if=IF] [ns= name= uid= rev=] [sticky]`.
+func (w *World) scriptPod(a *scriptArgs) error {
+	k := a.key()
+	e := desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: k.ContainerID, IfName: k.IfName,
+		NetNS: "/var/run/netns/" + k.ContainerID, PodNamespace: cmpOr(a.kv["ns"], "default"), PodName: cmpOr(a.kv["name"], k.ContainerID),
+		PodUID: a.kv["uid"], Revision: cmpOr(a.kv["rev"], "r1"), Created: w.Now}
+	if a.flag("sticky") {
+		e.Annotations = map[string]string{desired.AnnotationStickyIP: "true"}
+	}
+	w.Desired.Entries = slices.DeleteFunc(w.Desired.Entries, func(x desired.Entry) bool { return x.ContainerID == k.ContainerID && x.IfName == k.IfName })
+	w.Desired.Entries = append(w.Desired.Entries, e)
+	slices.SortFunc(w.Desired.Entries, func(a, b desired.Entry) int {
+		return strings.Compare(a.ContainerID+"_"+a.IfName, b.ContainerID+"_"+b.IfName)
+	})
+	return nil
+}
+
+// scriptRmPod removes a pod's entry.
+func (w *World) scriptRmPod(a *scriptArgs) error {
+	k := a.key()
+	w.Desired.Entries = slices.DeleteFunc(w.Desired.Entries, func(x desired.Entry) bool { return x.ContainerID == k.ContainerID && x.IfName == k.IfName })
+	return nil
+}
+
+// scriptKernel adds or replaces a pod's kernel state: `kernel CID [ip= ip6= eni=] [exclusive] [unhealthy]`.
+func (w *World) scriptKernel(a *scriptArgs) error {
+	k := a.key()
+	pn := observed.PodNet{Key: k, HostVeth: "enid" + k.ContainerID, NetNS: "/var/run/netns/" + k.ContainerID,
+		IPv4: a.addr("ip"), IPv6: a.addr("ip6"), Exclusive: a.flag("exclusive"), Healthy: !a.flag("unhealthy")}
+	if pn.Exclusive {
+		pn.HostVeth = ""
+	}
+	if !pn.Healthy {
+		pn.Problems = []string{"route missing"}
+	}
+	if e := w.eni(a.kv["eni"]); e != nil {
+		pn.ENIMAC = e.MAC
+	}
+	w.Node.Pods = slices.DeleteFunc(w.Node.Pods, func(x observed.PodNet) bool { return x.Key == k })
+	w.Node.Pods = append(w.Node.Pods, pn)
+	for _, e := range w.Desired.Entries {
+		if e.ContainerID == k.ContainerID && e.IfName == k.IfName {
+			w.identity[k] = e.PodNamespace + "/" + e.PodName + "/" + e.IfName
+		}
+	}
+	return nil
+}
+
+// scriptRmKernel removes a pod's kernel state.
+func (w *World) scriptRmKernel(a *scriptArgs) error {
+	k := a.key()
+	w.Node.Pods = slices.DeleteFunc(w.Node.Pods, func(x observed.PodNet) bool { return x.Key == k })
+	return nil
+}
+
+// scriptPublished adds or replaces a pod's published status: `published CID [rev= phase= reason= ip= ip6= eni=]`.
+func (w *World) scriptPublished(a *scriptArgs) error {
+	k := a.key()
+	b := observed.Binding{Key: k, Revision: cmpOr(a.kv["rev"], "r1"), Phase: cmpOr(a.kv["phase"], "Ready"),
+		Reason: strings.ReplaceAll(a.kv["reason"], "_", " "), IPv4: a.addr("ip"), IPv6: a.addr("ip6"), ENIID: a.kv["eni"]}
+	w.Node.Published = slices.DeleteFunc(w.Node.Published, func(x observed.Binding) bool { return x.Key == k })
+	w.Node.Published = append(w.Node.Published, b)
+	return nil
+}
+
+// scriptAdmitted sets the pod UIDs the kubelet admitted.
+func (w *World) scriptAdmitted(a *scriptArgs) error {
+	w.Desired.Hints.AdmittedPodUIDs = list(a.arg(0))
+	return nil
+}
+
+// scriptRuntime adds an attachment the runtime's libcni cache records.
+func (w *World) scriptRuntime(a *scriptArgs) error {
+	w.Desired.Hints.RuntimeAttachments = append(w.Desired.Hints.RuntimeAttachments,
+		desired.RuntimeAttachment{Network: "enid", ContainerID: a.arg(0), IfName: cmpOr(a.kv["if"], "eth0")})
+	return nil
+}
+
+// scriptDeleted adds a deletion record: the runtime's CNI DEL (or GC) removed the entry.
+func (w *World) scriptDeleted(a *scriptArgs) error {
+	// A deletion record: the runtime's CNI DEL (or GC) removed the entry.
+	w.Desired.Deleted = append(w.Desired.Deleted, desired.Key{ContainerID: a.arg(0), IfName: cmpOr(a.kv["if"], "eth0")})
+	return nil
+}
+
+// scriptEntryProblem adds an entry file that could not be read.
+func (w *World) scriptEntryProblem(a *scriptArgs) error {
+	w.Desired.EntryProblems = append(w.Desired.EntryProblems, desired.EntryProblem{File: a.arg(0) + "_eth0.json",
+		ContainerID: a.arg(0), IfName: "eth0", Err: strings.ReplaceAll(a.kv["err"], "_", " ")})
+	return nil
+}
+
+// scriptConfigProblem adds a config problem (the rest of the line).
+func (w *World) scriptConfigProblem(a *scriptArgs) error {
+	w.Desired.ConfigProblems = append(w.Desired.ConfigProblems, a.rest)
+	return nil
+}
+
+// scriptObserve sets how complete the observation is: `observe [complete=false] [cloud-from=D] [problem=TEXT]`.
+func (w *World) scriptObserve(a *scriptArgs) error {
+	w.Complete = a.kv["complete"] != "false"
+	w.CloudFrom = time.Time{}
+	if _, ok := a.kv["cloud-from"]; ok && !w.Complete {
+		w.CloudFrom = w.Now.Add(-a.dur("cloud-from", 0))
+	}
+	w.Problems = nil
+	if p, ok := a.kv["problem"]; ok {
+		w.Problems = []string{strings.ReplaceAll(p, "_", " ")}
+	}
+	return nil
+}
+
+// scriptCooldown puts an address in cooldown: `cooldown IP [for=D]`.
+func (w *World) scriptCooldown(a *scriptArgs) error {
+	ip, e := netip.ParseAddr(a.arg(0))
+	if e != nil {
+		return e
+	}
+	if w.Memory.Cooldowns == nil {
+		w.Memory.Cooldowns = map[netip.Addr]time.Time{}
+	}
+	w.Memory.Cooldowns[ip] = w.Now.Add(a.dur("for", 30*time.Second))
+	return nil
+}
+
+// scriptSticky adds a sticky reservation: `sticky NAME key=K ip=IP [ip6=] [eni=] [for=D]`.
+func (w *World) scriptSticky(a *scriptArgs) error {
+	if w.Memory.Sticky == nil {
+		w.Memory.Sticky = map[string]planner.Reservation{}
+	}
+	r := planner.Reservation{Key: a.kv["key"], IPv4: a.addr("ip"), IPv6: a.addr("ip6"), ENIID: a.kv["eni"]}
+	if d := a.dur("for", 0); d > 0 {
+		r.Until = w.Now.Add(d)
+	}
+	w.Memory.Sticky[a.arg(0)] = r
+	return nil
+}
+
+// scriptExhausted marks a vSwitch exhausted: `exhausted ID [for=D]`.
+func (w *World) scriptExhausted(a *scriptArgs) error {
+	w.Memory = w.Memory.MarkExhausted(a.arg(0), w.Now.Add(a.dur("for", 10*time.Minute)))
+	return nil
+}
+
+// scriptLeaked records since when an ENI looks leaked: `leaked ID [ago=D]`.
+func (w *World) scriptLeaked(a *scriptArgs) error {
+	if w.Memory.LeakedSince == nil {
+		w.Memory.LeakedSince = map[string]time.Time{}
+	}
+	w.Memory.LeakedSince[a.arg(0)] = w.Now.Add(-a.dur("ago", 0))
+	return nil
+}
+
+// scriptSentCreates marks every create memory knows as started (the agent then crashed, or describes do not show the ENIs yet).
+func (w *World) scriptSentCreates(a *scriptArgs) error {
+	// The executor started every create memory knows (the agent then
+	// crashed, or describes do not show the ENIs yet).
+	for _, r := range w.Memory.Tokens {
+		w.Memory = w.Memory.TokenSent(r.Token)
+	}
+	return nil
+}
+
+// scriptTick advances the clock: `tick D`.
+func (w *World) scriptTick(a *scriptArgs) error {
+	d, e := time.ParseDuration(a.arg(0))
+	if e != nil {
+		return e
+	}
+	w.Now = w.Now.Add(d)
+	return nil
 }
 
 // applyConfig sets the config keys of a "config" line.
-func applyConfig(c *desired.Config, kv map[string]string, zone string, num func(string, int) int, dur func(string, time.Duration) time.Duration) {
-	if v, ok := kv["mode"]; ok {
+func applyConfig(c *desired.Config, a *scriptArgs, zone string) {
+	if v, ok := a.kv["mode"]; ok {
 		c.Mode = map[string]desired.Mode{"shared": desired.ModeSharedENI, "exclusive": desired.ModeExclusiveENI}[v]
 	}
-	if v, ok := kv["stack"]; ok {
+	if v, ok := a.kv["stack"]; ok {
 		c.IPStack = desired.IPStack(v)
 	}
-	c.Pool.MinIdle = num("minIdle", c.Pool.MinIdle)
-	c.Pool.MaxIdle = num("maxIdle", c.Pool.MaxIdle)
-	c.Pool.MinTotal = num("minTotal", c.Pool.MinTotal)
-	c.Pool.Batch = num("batch", c.Pool.Batch)
-	c.Pool.ReleaseDelay = desired.Duration(dur("delay", c.Pool.ReleaseDelay.D()))
-	c.Pool.Cooldown = desired.Duration(dur("cooldown", c.Pool.Cooldown.D()))
-	c.Pool.SpreadWindow = desired.Duration(dur("spread", c.Pool.SpreadWindow.D()))
-	c.StickyIPHold = desired.Duration(dur("hold", c.StickyIPHold.D()))
-	c.ENI.MaxENIs = num("maxENIs", c.ENI.MaxENIs)
-	c.ENI.MTU = num("mtu", c.ENI.MTU)
-	if v, ok := kv["vswitches"]; ok {
+	c.Pool.MinIdle = a.num("minIdle", c.Pool.MinIdle)
+	c.Pool.MaxIdle = a.num("maxIdle", c.Pool.MaxIdle)
+	c.Pool.MinTotal = a.num("minTotal", c.Pool.MinTotal)
+	c.Pool.Batch = a.num("batch", c.Pool.Batch)
+	c.Pool.ReleaseDelay = desired.Duration(a.dur("delay", c.Pool.ReleaseDelay.D()))
+	c.Pool.Cooldown = desired.Duration(a.dur("cooldown", c.Pool.Cooldown.D()))
+	c.Pool.SpreadWindow = desired.Duration(a.dur("spread", c.Pool.SpreadWindow.D()))
+	c.StickyIPHold = desired.Duration(a.dur("hold", c.StickyIPHold.D()))
+	c.ENI.MaxENIs = a.num("maxENIs", c.ENI.MaxENIs)
+	c.ENI.MTU = a.num("mtu", c.ENI.MTU)
+	if v, ok := a.kv["vswitches"]; ok {
 		c.ENI.VSwitches = map[string][]string{zone: list(v)}
 	}
-	if v, ok := kv["policy"]; ok {
+	if v, ok := a.kv["policy"]; ok {
 		c.ENI.VSwitchPolicy = desired.VSwitchPolicy(v)
 	}
-	if v, ok := kv["sg"]; ok {
+	if v, ok := a.kv["sg"]; ok {
 		c.ENI.SecurityGroups = list(v)
 	}
-	if v, ok := kv["tags"]; ok {
+	if v, ok := a.kv["tags"]; ok {
 		c.ENI.Tags = map[string]string{}
 		for _, t := range list(v) {
 			k, val, _ := strings.Cut(t, ":")

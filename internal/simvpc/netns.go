@@ -1,9 +1,12 @@
-// Package linuxtest builds throwaway network topologies for tests, the
-// demo and benchmarks of package linux: a "vpc" namespace playing the VPC
-// router, a "node" namespace playing the host, ENIs plugged between them as
-// veth pairs, pod namespaces, and an ICMP echo helper. Everything lives in
-// namespaces it creates under /run/netns and removes again. It needs root.
-package linuxtest
+// Package simvpc builds throwaway network topologies for the demo, the
+// simulated node (internal/simnode), benchmarks and tests: a "vpc"
+// namespace playing the VPC router, a "node" namespace playing the host,
+// ENIs plugged between them as veth pairs, pod namespaces, and an ICMP echo
+// helper. Everything lives in namespaces it creates under /run/netns and
+// removes again. It needs root. It is linked into the enid binary (enid
+// demo), so it imports no test package: the testing.TB helpers are in
+// linux/linuxtest.
+package simvpc
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package linuxtest_test
+package simvpc_test
 
 import (
 	"context"

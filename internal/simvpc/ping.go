@@ -1,4 +1,4 @@
-package linuxtest
+package simvpc
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package linuxtest
+package simvpc
 
 import (
 	"errors"
@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -78,32 +77,6 @@ func New(name string) (*Topology, error) {
 		return nil, errors.Join(fmt.Errorf("vpc address: %w", err), tp.Close())
 	}
 	return tp, nil
-}
-
-// NewTopology is New for tests: it fails t on error and removes the
-// topology when the test ends.
-func NewTopology(t testing.TB) *Topology {
-	t.Helper()
-	name := strings.ToLower(t.Name())
-	name = strings.Map(func(r rune) rune {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			return r
-		}
-		return -1
-	}, name)
-	if len(name) > 20 {
-		name = name[:20]
-	}
-	tp, err := New("enidt" + name)
-	if err != nil {
-		t.Fatalf("new topology: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := tp.Close(); err != nil {
-			t.Errorf("close topology: %v", err)
-		}
-	})
-	return tp
 }
 
 // Close removes the pod namespaces, the node and the vpc namespace (and so

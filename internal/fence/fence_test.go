@@ -1,0 +1,136 @@
+// Package fence holds the dependency check of the whole module: for every
+// package, which enid packages and which third-party modules it may import,
+// and why (DESIGN.md's package table, made executable). A package added to
+// the module must be given a row here; an import outside its row fails.
+// Finer fences stay beside their packages: planner/fence_test.go (no I/O in
+// the planner), cmd/enid-cni/fence_test.go (no SDK or netlink in the plugin)
+// and kube/fence_test.go (client-go only in kube).
+package fence
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/enidnet/enid/"
+
+// rule is what one package may import besides the standard library: enid
+// packages (module-relative) and third-party import path prefixes.
+type rule struct {
+	enid []string
+	ext  []string
+	why  string
+}
+
+var (
+	sdk     = []string{"github.com/aliyun/alibaba-cloud-sdk-go/"}
+	netlink = []string{"github.com/vishvananda/netlink", "github.com/vishvananda/netns", "golang.org/x/sys/unix"}
+	cniLibs = []string{"github.com/containernetworking/cni/", "github.com/containernetworking/plugins/pkg/ns"}
+	k8s     = []string{"k8s.io/"}
+)
+
+var rules = map[string]rule{
+	"observed": {why: "the observed-state types: the bottom floor, stdlib only"},
+	"desired": {enid: []string{"internal/fileread"}, ext: []string{"sigs.k8s.io/yaml", "github.com/fsnotify/fsnotify", "golang.org/x/sys/unix"},
+		why: "config and entries: files, YAML and a watcher; no cloud, no netlink"},
+	"planner":             {enid: []string{"desired", "observed"}, why: "pure: desired + observed in, a plan out (planner/fence_test.go forbids I/O too)"},
+	"planner/plannertest": {enid: []string{"desired", "observed", "planner"}, why: "the planner's script harness: as pure as the planner"},
+	"cloud": {enid: []string{"observed", "internal/fileread"}, ext: append(slices.Clone(sdk), "sigs.k8s.io/yaml"),
+		why: "the only door to the cloud API: the SDK and the observed types; its config types are its own (not desired's); YAML for the credentials file"},
+	"cloud/ecssim": {why: "the simulator speaks HTTP the real SDK talks to: stdlib only, it shares no code with the client it tests"},
+	"linux":        {enid: []string{"observed", "internal/netnsid"}, ext: netlink, why: "the datapath: netlink and namespaces, reporting observed types"},
+	"kube":         {ext: k8s, why: "the only client-go user, with types of its own"},
+	"reconcile": {enid: []string{"cloud", "desired", "observed", "planner", "linux", "reconcile/status", "internal/fileread", "internal/netnsid"},
+		ext: []string{"github.com/prometheus/client_golang/prometheus"}, why: "the loop joins the floors below it (never kube: cmd/enid wires it through interfaces)"},
+	"reconcile/status": {enid: []string{"internal/fileread"}, why: "file formats the plugin reads too: stdlib only"},
+	"cmd/enid-cni": {enid: []string{"desired", "reconcile/status", "internal/netnsid"}, ext: cniLibs,
+		why: "the plugin runs once per CNI call: small, no SDK, no netlink, no loop"},
+	"cmd/enid": {enid: []string{"cloud", "cloud/ecssim", "desired", "observed", "planner", "linux", "kube", "reconcile", "reconcile/status",
+		"internal/cnirun", "internal/simnode", "internal/simvpc"},
+		ext: []string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/prometheus/client_golang/prometheus/promhttp", "k8s.io/klog/v2"},
+		why: "the CLI wires everything; never a test helper (TestBinariesLinkNoTestCode)"},
+	"internal/fileread": {why: "bounded, non-blocking reads: a leaf"},
+	"internal/netnsid":  {why: "namespace identity: a leaf"},
+	"internal/roottest": {why: "test helper: skip or fail without root"},
+	"internal/cnirun":   {ext: []string{"github.com/containernetworking/cni/"}, why: "drives enid-cni through the real libcni (demo, bench, e2e)"},
+	"internal/simvpc":   {ext: netlink, why: "the simulated VPC's namespaces, linked by enid demo: no test package"},
+	"internal/simnode":  {enid: []string{"cloud/ecssim", "internal/simvpc"}, why: "a simulated node: the simulator plus its namespaces"},
+	"linux/linuxtest":   {enid: []string{"internal/simvpc"}, why: "test helpers over simvpc"},
+	"kube/kubetest":     {ext: k8s, why: "test helper: a real kube-apiserver for tests"},
+	"bench": {enid: []string{"cloud", "cloud/ecssim", "desired", "observed", "linux", "reconcile", "reconcile/status", "internal/cnirun", "internal/simnode"},
+		ext: []string{"github.com/containernetworking/plugins/pkg/ns"}, why: "the benchmark harness wires a real agent as enid run does"},
+	"e2e":                 {why: "tests only"},
+	"examples/kubernetes": {why: "tests only"},
+	"internal/fence":      {why: "this test"},
+}
+
+// goList runs the go command of the toolchain running the test.
+func goList(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), append([]string{"list"}, args...)...)
+	cmd.Dir = "../.."
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// TestImports checks every package's own (non-test) imports against its
+// row, and that every row names a package that exists.
+func TestImports(t *testing.T) {
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(goList(t, "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...")), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module)
+		seen[pkg] = true
+		r, ok := rules[pkg]
+		if !ok {
+			t.Errorf("package %s has no row in internal/fence's rules: add what it may import and why", pkg)
+			continue
+		}
+		for _, imp := range f[1:] {
+			if rel, ok := strings.CutPrefix(imp, module); ok {
+				if !slices.Contains(r.enid, rel) {
+					t.Errorf("%s imports %s, which its row does not allow (%s)", pkg, rel, r.why)
+				}
+				continue
+			}
+			if !strings.Contains(strings.Split(imp, "/")[0], ".") {
+				continue // the standard library
+			}
+			if !slices.ContainsFunc(r.ext, func(p string) bool { return imp == p || strings.HasPrefix(imp, strings.TrimSuffix(p, "/")+"/") }) {
+				t.Errorf("%s imports %s, which its row does not allow (%s)", pkg, imp, r.why)
+			}
+		}
+	}
+	if len(seen) < 10 {
+		t.Fatalf("go list found only %d packages: the check would prove nothing", len(seen))
+	}
+	for pkg := range rules {
+		if !seen[pkg] {
+			t.Errorf("internal/fence has a row for %s, which does not exist", pkg)
+		}
+	}
+}
+
+// TestBinariesLinkNoTestCode keeps test code out of what runs on a node:
+// the binaries link neither package testing nor a test-helper package.
+func TestBinariesLinkNoTestCode(t *testing.T) {
+	for _, bin := range []string{"./cmd/enid", "./cmd/enid-cni"} {
+		deps := strings.Fields(goList(t, "-deps", bin))
+		if len(deps) < 10 {
+			t.Fatalf("go list -deps %s returned %d packages: the check would prove nothing", bin, len(deps))
+		}
+		for _, d := range deps {
+			if d == "testing" || strings.HasPrefix(d, "testing/") ||
+				(strings.HasPrefix(d, module) && strings.HasSuffix(d, "test")) {
+				t.Errorf("%s links %s", bin, d)
+			}
+		}
+	}
+}
