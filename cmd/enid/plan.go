@@ -34,7 +34,7 @@ problem and exits 1.
 Exit codes with --detailed-exitcode: 0 no changes, 2 changes, 1 error.
 Without it: 0 unless there is an error.`,
 		Example: `  enid plan
-  enid plan --output json | jq .summary
+  enid plan --output json | jq '{cloudCalls, nodeChanges, pool}'
   enid plan --config ./candidate/config.yaml --config-dir ./candidate/config.d --detailed-exitcode`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

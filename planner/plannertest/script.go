@@ -205,7 +205,7 @@ func (w *World) scriptENI(a *scriptArgs) error {
 	w.ENIs = append(w.ENIs, e)
 	if a.flag("configured") {
 		w.Node.ENIDevices = append(w.Node.ENIDevices, observed.ENIDevice{MAC: e.MAC, Name: "eth" + strconv.Itoa(e.DeviceIndex),
-			Index: 10 + e.DeviceIndex, MTU: 1500, Up: true, Table: 1000 + e.DeviceIndex, Configured: true})
+			Index: 10 + e.DeviceIndex, MTU: 1500, Up: true, Table: planner.Table(e.DeviceIndex), Configured: true})
 	}
 	return nil
 }

@@ -35,8 +35,8 @@ type Agent struct {
 	// Heartbeat is.
 	Stopped bool        `json:"stopped,omitempty"`
 	Pool    PoolSummary `json:"pool"`
-	// LastErrors are the most recent distinct errors, newest first, for
-	// operators (bounded by the agent).
+	// LastErrors are the most recent errors (the last 10), oldest first,
+	// repeats kept, for operators.
 	LastErrors []string `json:"lastErrors,omitempty"`
 	// Pods counts attachment statuses by phase.
 	Pods map[Phase]int `json:"pods,omitempty"`

@@ -60,8 +60,9 @@ type Attachment struct {
 	Phase    Phase  `json:"phase"`
 	// Reason is a human-readable explanation; required when Failed.
 	Reason string `json:"reason,omitempty"`
-	// ReasonCode is a stable, machine-readable CamelCase word for Reason
-	// (e.g. "VSwitchExhausted", "InvalidEntry").
+	// ReasonCode is a stable, machine-readable kebab-case code for Reason,
+	// one of the planner's reason codes (e.g. "vswitch-exhausted",
+	// "entry-invalid"; docs/plan.schema.json lists them).
 	ReasonCode string `json:"reasonCode,omitempty"`
 	// IPs are the pod's addresses: ip/32 or ip/128 in shared mode, the
 	// address within its vSwitch prefix in exclusive mode. At least one
