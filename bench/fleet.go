@@ -131,7 +131,10 @@ func summarizeRollouts(rs []Result) Result {
 // on one simulator with an account rate limit of qps, gives every node
 // pods, and, with rollout, lands a config change (minIdle 2 -> 8) on all
 // nodes at once. The join result compares the join with its bound when
-// the nodes join all at once.
+// the nodes join all at once. It is long (about 120 lines) because it is the
+// scenario's script with the deferred clean-up of all it starts in one
+// place; the parts that stand alone are functions (newFleetSim, quietPods,
+// fleet.rollout).
 func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout bool) (join, roll Result) {
 	perNode := e.sizes.fleetPods
 	joinRate := qps / fleetJoinCalls
@@ -155,29 +158,11 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 		return fail(&join, "%v", err)
 	}
 	defer os.RemoveAll(dir)
-	cfg := ecssim.Config{
-		VPCCIDR:          "10.0.0.0/8",
-		Zones:            []string{fleetZone},
-		VSwitches:        []ecssim.VSwitchConfig{{ID: "vsw-fleet", Zone: fleetZone, CIDR: netip.MustParsePrefix("10.0.0.0/12")}},
-		AccountRateLimit: ecssim.RateLimit{QPS: qps, Burst: int(qps)},
-	}
-	e.model.apply(&cfg)
-	sim, err := ecssim.New(cfg)
+	sim, ids, err := newFleetSim(e, n, qps)
 	if err != nil {
-		return fail(&join, "simulator: %v", err)
+		return fail(&join, "%v", err)
 	}
 	defer sim.Close()
-	ids := make([]string, n)
-	for i := range ids {
-		inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: burstType, Zone: fleetZone})
-		if err != nil {
-			return fail(&join, "add instance %d: %v", i, err)
-		}
-		ids[i] = inst.ID
-	}
-	if err := sim.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
-		return fail(&join, "start simulator: %v", err)
-	}
 	poolYAML := func(minIdle int) string {
 		return fmt.Sprintf("  minIdle: %d\n  maxIdle: %d\n  spreadWindow: %s\n", minIdle, fleetMaxIdle, spread)
 	}
@@ -265,117 +250,8 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 		return join, roll
 	}
 
-	// Let the joins' last calls land.
-	settled := func(extra int) func(status.Agent) bool {
-		return func(h status.Agent) bool {
-			return h.Ready && h.Pool.Idle >= fleetMinIdleBefore && h.Pool.Used == perNode+extra
-		}
-	}
-	if err := waitAll(ctx, agents, 2*time.Minute, settled(0)); err != nil {
-		return fail(&roll, "the fleet did not settle after joining: %v", err)
-	}
-	// A quiet fleet's new pods, on every tenth node: how fast a pod is
-	// Ready when nothing else happens, to hold the rollout's pods to.
-	var quiet []time.Duration
-	var sample []int
-	for i := 0; i < n; i += 10 {
-		sample = append(sample, i)
-	}
-	qpods := make([]pod, len(sample))
-	for k, i := range sample {
-		p, err := agents[i].addPod("quiet", "", time.Now())
-		if err != nil {
-			return fail(&roll, "%v", err)
-		}
-		qpods[k] = p
-		agents[i].Wake()
-	}
-	for k, i := range sample {
-		d, err := readyAfter(ctx, agents[i], qpods[k])
-		if err != nil {
-			return fail(&roll, "quiet pod: %v", err)
-		}
-		quiet = append(quiet, d)
-		pods[i] = append(pods[i], qpods[k])
-	}
-	if err := waitAll(ctx, agents, 2*time.Minute, func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= fleetMinIdleBefore }); err != nil {
-		return fail(&roll, "the fleet did not settle after the quiet pods: %v", err)
-	}
-	time.Sleep(time.Second)
-	before := sim.Dump()
-	sim.ResetCounters()
-	rollStart := time.Now()
-	// Stage the new config beside each node's, then land it everywhere
-	// with one rename per node, as a ConfigMap volume's symlink swap does.
-	newCfg := []byte(cfgAfter)
-	for _, a := range agents {
-		if err := os.WriteFile(a.configFile()+".new", newCfg, 0o644); err != nil {
-			return fail(&roll, "stage config: %v", err)
-		}
-	}
-	t0 = time.Now()
-	for _, a := range agents {
-		if err := os.Rename(a.configFile()+".new", a.configFile()); err != nil {
-			return fail(&roll, "land config: %v", err)
-		}
-		a.Wake()
-	}
-	landed := time.Since(t0)
-	newPods := make([]pod, n)
-	for i, a := range agents {
-		p, err := a.addPod("new", "", time.Now())
-		if err != nil {
-			return fail(&roll, "%v", err)
-		}
-		newPods[i] = p
-		pods[i] = append(pods[i], p)
-		a.Wake()
-	}
-	podsWritten := time.Since(t0)
-	err = waitEach(ctx, agents, 5*time.Minute, func(i int, h status.Agent) bool {
-		return h.Pool.Idle >= fleetMinIdleAfter && h.Pool.Used == len(pods[i])
-	})
-	converge := time.Since(t0)
-	_, rollFailed, rerr := waitFleetReady(ctx, agents, pods, time.Minute)
-	var during []time.Duration
-	for i, a := range agents {
-		if d, err := readyAfter(ctx, a, newPods[i]); err == nil {
-			during = append(during, d)
-		}
-	}
-	counters = sim.Counters()
-	calls = countCalls(counters)
-	need, what := necessaryCalls(before, sim.Dump(), ids)
-	// The bucket starts full: its burst is free, the rest comes at qps;
-	// the last call still takes a mutation's latency.
-	bound := time.Duration(float64(max(0, need-int(qps)))/qps*float64(time.Second)) + e.model.mutation
-	roll.add("converged", converge.Seconds(), "s")
-	roll.add("bound", bound.Seconds(), "s")
-	ratio := converge.Seconds() / bound.Seconds()
-	roll.add("ratio", ratio, "x")
-	roll.add("calls", float64(calls.total), "calls")
-	roll.add("necessary", float64(need), "calls")
-	roll.add("throttled", float64(calls.throttled), "calls")
-	roll.add("pods failed", float64(rollFailed), "pods")
-	roll.add("new pod Ready p99, quiet fleet", ms99(quiet), "ms")
-	roll.add("new pod Ready p99, during rollout", ms99(during), "ms")
-	roll.add("config landed on all", landed.Seconds(), "s")
-	roll.add("new pods written", podsWritten.Seconds(), "s")
-	roll.note("the bound is the necessary calls (%s) beyond the bucket's burst of %.0f at %.0f calls/s, plus one call's latency", what, qps, qps)
-	roll.note("new pod Ready: from the entry's write to the Ready status's publication; quiet: %d pods on every tenth node of the settled fleet before the rollout; during: one pod on every node written as the config lands", len(quiet))
-	roll.note("calls: %s", callBreakdown(counters))
-	roll.Elapsed = Seconds(time.Since(rollStart))
-	if err != nil {
-		roll.broken("the fleet did not converge: %v", err)
-	}
-	if rerr != nil {
-		roll.broken("%v", rerr)
-	}
-	for _, b := range checkBindings(agents) {
-		roll.broken("%s", b)
-	}
-	simCheck(&roll, sim)
-	roll.judge("no pod fails; ratio <= 1.2", rollFailed == 0 && err == nil && ratio <= 1.2)
+	f := fleet{n: n, perNode: perNode, qps: qps, sim: sim, ids: ids, agents: agents, pods: pods, cfgAfter: cfgAfter}
+	f.rollout(ctx, e, &roll)
 	return join, roll
 }
 
@@ -502,4 +378,176 @@ func necessaryCalls(before, after ecssim.State, instances []string) (int, string
 		}
 	}
 	return assigns + 3*creates, fmt.Sprintf("%d assigns, %d new ENIs x 3", assigns, creates)
+}
+
+// fleet is a joined fleet, for its rollout.
+type fleet struct {
+	n, perNode int
+	qps        float64
+	sim        *ecssim.Server
+	ids        []string
+	agents     []*agent
+	pods       [][]pod // by node; the rollout adds its pods
+	cfgAfter   string  // the config the rollout lands
+}
+
+// rollout lands cfgAfter on every node at once, with one new pod per node,
+// and records in roll how long the fleet took to converge against the
+// bound, what it called, and how fast new pods were Ready quiet and during
+// the rollout.
+func (f *fleet) rollout(ctx context.Context, e env, roll *Result) {
+	n, perNode, qps, sim, ids, agents, pods, cfgAfter := f.n, f.perNode, f.qps, f.sim, f.ids, f.agents, f.pods, f.cfgAfter
+	// Let the joins' last calls land.
+	if err := waitAll(ctx, agents, 2*time.Minute, func(h status.Agent) bool {
+		return h.Ready && h.Pool.Idle >= fleetMinIdleBefore && h.Pool.Used == perNode
+	}); err != nil {
+		roll.broken("the fleet did not settle after joining: %v", err)
+		return
+	}
+	quiet, err := f.quietPods(ctx)
+	if err != nil {
+		roll.broken("quiet pod: %v", err)
+		return
+	}
+	if err := waitAll(ctx, agents, 2*time.Minute, func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= fleetMinIdleBefore }); err != nil {
+		roll.broken("the fleet did not settle after the quiet pods: %v", err)
+		return
+	}
+	time.Sleep(time.Second)
+	before := sim.Dump()
+	sim.ResetCounters()
+	rollStart := time.Now()
+	// Stage the new config beside each node's, then land it everywhere
+	// with one rename per node, as a ConfigMap volume's symlink swap does.
+	newCfg := []byte(cfgAfter)
+	for _, a := range agents {
+		if err := os.WriteFile(a.configFile()+".new", newCfg, 0o644); err != nil {
+			roll.broken("stage config: %v", err)
+			return
+		}
+	}
+	t0 := time.Now()
+	for _, a := range agents {
+		if err := os.Rename(a.configFile()+".new", a.configFile()); err != nil {
+			roll.broken("land config: %v", err)
+			return
+		}
+		a.Wake()
+	}
+	landed := time.Since(t0)
+	newPods := make([]pod, n)
+	for i, a := range agents {
+		p, err := a.addPod("new", "", time.Now())
+		if err != nil {
+			roll.broken("%v", err)
+			return
+		}
+		newPods[i] = p
+		pods[i] = append(pods[i], p)
+		a.Wake()
+	}
+	podsWritten := time.Since(t0)
+	err = waitEach(ctx, agents, 5*time.Minute, func(i int, h status.Agent) bool {
+		return h.Pool.Idle >= fleetMinIdleAfter && h.Pool.Used == len(pods[i])
+	})
+	converge := time.Since(t0)
+	_, rollFailed, rerr := waitFleetReady(ctx, agents, pods, time.Minute)
+	var during []time.Duration
+	for i, a := range agents {
+		if d, err := readyAfter(ctx, a, newPods[i]); err == nil {
+			during = append(during, d)
+		}
+	}
+	counters := sim.Counters()
+	calls := countCalls(counters)
+	need, what := necessaryCalls(before, sim.Dump(), ids)
+	// The bucket starts full: its burst is free, the rest comes at qps;
+	// the last call still takes a mutation's latency.
+	bound := time.Duration(float64(max(0, need-int(qps)))/qps*float64(time.Second)) + e.model.mutation
+	roll.add("converged", converge.Seconds(), "s")
+	roll.add("bound", bound.Seconds(), "s")
+	ratio := converge.Seconds() / bound.Seconds()
+	roll.add("ratio", ratio, "x")
+	roll.add("calls", float64(calls.total), "calls")
+	roll.add("necessary", float64(need), "calls")
+	roll.add("throttled", float64(calls.throttled), "calls")
+	roll.add("pods failed", float64(rollFailed), "pods")
+	roll.add("new pod Ready p99, quiet fleet", ms99(quiet), "ms")
+	roll.add("new pod Ready p99, during rollout", ms99(during), "ms")
+	roll.add("config landed on all", landed.Seconds(), "s")
+	roll.add("new pods written", podsWritten.Seconds(), "s")
+	roll.note("the bound is the necessary calls (%s) beyond the bucket's burst of %.0f at %.0f calls/s, plus one call's latency", what, qps, qps)
+	roll.note("new pod Ready: from the entry's write to the Ready status's publication; quiet: %d pods on every tenth node of the settled fleet before the rollout; during: one pod on every node written as the config lands", len(quiet))
+	roll.note("calls: %s", callBreakdown(counters))
+	roll.Elapsed = Seconds(time.Since(rollStart))
+	if err != nil {
+		roll.broken("the fleet did not converge: %v", err)
+	}
+	if rerr != nil {
+		roll.broken("%v", rerr)
+	}
+	for _, b := range checkBindings(agents) {
+		roll.broken("%s", b)
+	}
+	simCheck(roll, sim)
+	roll.judge("no pod fails; ratio <= 1.2", rollFailed == 0 && err == nil && ratio <= 1.2)
+}
+
+// quietPods adds a pod on every tenth node of the settled fleet and
+// returns how fast each was Ready: how fast a pod is Ready when nothing
+// else happens, to hold the rollout's pods to.
+func (f *fleet) quietPods(ctx context.Context) ([]time.Duration, error) {
+	var sample []int
+	for i := 0; i < f.n; i += 10 {
+		sample = append(sample, i)
+	}
+	qpods := make([]pod, len(sample))
+	for k, i := range sample {
+		p, err := f.agents[i].addPod("quiet", "", time.Now())
+		if err != nil {
+			return nil, err
+		}
+		qpods[k] = p
+		f.agents[i].Wake()
+	}
+	var quiet []time.Duration
+	for k, i := range sample {
+		d, err := readyAfter(ctx, f.agents[i], qpods[k])
+		if err != nil {
+			return nil, err
+		}
+		quiet = append(quiet, d)
+		f.pods[i] = append(f.pods[i], qpods[k])
+	}
+	return quiet, nil
+}
+
+// newFleetSim starts the fleet's simulator: n instances in one zone and
+// vSwitch, the account's rate limit at qps, the latency model of e.
+func newFleetSim(e env, n int, qps float64) (*ecssim.Server, []string, error) {
+	cfg := ecssim.Config{
+		VPCCIDR:          "10.0.0.0/8",
+		Zones:            []string{fleetZone},
+		VSwitches:        []ecssim.VSwitchConfig{{ID: "vsw-fleet", Zone: fleetZone, CIDR: netip.MustParsePrefix("10.0.0.0/12")}},
+		AccountRateLimit: ecssim.RateLimit{QPS: qps, Burst: int(qps)},
+	}
+	e.model.apply(&cfg)
+	sim, err := ecssim.New(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("simulator: %w", err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: burstType, Zone: fleetZone})
+		if err != nil {
+			sim.Close()
+			return nil, nil, fmt.Errorf("add instance %d: %w", i, err)
+		}
+		ids[i] = inst.ID
+	}
+	if err := sim.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
+		sim.Close()
+		return nil, nil, fmt.Errorf("start simulator: %w", err)
+	}
+	return sim, ids, nil
 }

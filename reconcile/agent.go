@@ -239,6 +239,13 @@ func (a *Agent) wake() {
 
 // Run runs the loop until ctx is done, then waits (up to ShutdownGrace) for
 // running actions and writes a final heartbeat saying the agent stopped.
+//
+// It is long (about 130 lines) on purpose: it is the one place that says
+// what wakes the loop. Each source (the desired-state watcher, the hint
+// watcher, the node's netlink watch, the heartbeat, timers, a finished
+// cloud read) is started next to the select case that reads it, with its
+// deferred end; split up, the wake-up sources would be read in one place
+// and started in others.
 func (a *Agent) Run(ctx context.Context) error {
 	unlock, err := lockStateDir(a.cfg.Paths.StateDir)
 	if err != nil {
@@ -414,6 +421,11 @@ func (a *Agent) shutdown(cancelActions context.CancelFunc, stopBeat func()) erro
 
 // pass is one level-triggered round: read desired, take observed from the
 // cache (refreshing it in full when due), plan, dispatch, publish.
+//
+// It is long (about 130 lines) on purpose: it is the round in order, each
+// step a call or a few lines (instance, desired, config, full observation,
+// node re-read, hints, memory marks, plan, dispatch, bookkeeping,
+// readiness), and the order is what a reader of the loop needs to see.
 func (a *Agent) pass(ctx context.Context) {
 	a.metrics.passes.Inc()
 	now := a.now()
