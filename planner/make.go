@@ -107,6 +107,7 @@ type eniState struct {
 	configureID int // ConfigureENI action ID, -1 when none
 	gw, gw6     netip.Addr
 	bits        int // vSwitch prefix length
+	bits6       int // vSwitch IPv6 prefix length (0: no IPv6 CIDR)
 }
 
 func (e *eniState) table() int { return Table(e.eni.DeviceIndex) }
@@ -241,7 +242,7 @@ func (b *builder) classifyENIs(o observed.State) {
 			if v, ok := b.vsw[e.VSwitchID]; ok {
 				s.gw, s.bits = v.Gateway(), v.CIDR.Bits()
 				if v.IPv6CIDR.IsValid() {
-					s.gw6 = v.GatewayV6()
+					s.gw6, s.bits6 = v.GatewayV6(), v.IPv6CIDR.Bits()
 				}
 			}
 			b.usable = append(b.usable, s)

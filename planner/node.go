@@ -135,6 +135,9 @@ func (b *builder) podActions() {
 			}
 			if exclusive {
 				a.Prefix = prefixOf(p, e)
+				if gw6.IsValid() {
+					a.PrefixV6 = prefixV6Of(p, e)
+				}
 			} else {
 				a.Pod.Table = e.table()
 				if e.configureID >= 0 {
@@ -247,9 +250,21 @@ func address(st *PodStatus, e *eniState, exclusive bool) {
 		st.PrefixBitsV6, st.GatewayV6 = 128, podGatewayV6
 		if exclusive && e.gw6.IsValid() {
 			st.GatewayV6 = e.gw6
+			if e.bits6 > 0 {
+				st.PrefixBitsV6 = e.bits6
+			}
 		}
 		st.Routes = append(st.Routes, PodRoute{Dst: defaultV6, GW: st.GatewayV6})
 	}
+}
+
+// prefixV6Of is an exclusive pod's IPv6 address with the vSwitch's IPv6
+// prefix length (zero without either).
+func prefixV6Of(p *podState, e *eniState) netip.Prefix {
+	if !p.ipv6.IsValid() || e.bits6 == 0 {
+		return netip.Prefix{}
+	}
+	return netip.PrefixFrom(p.ipv6, e.bits6)
 }
 
 func prefixOf(p *podState, e *eniState) netip.Prefix {

@@ -223,6 +223,9 @@ type Action struct {
 	MTU       int        `json:"mtu,omitempty"`
 	// Prefix is the pod address with the vSwitch prefix length (MoveENI).
 	Prefix netip.Prefix `json:"prefix,omitzero"`
+	// PrefixV6 is the pod's IPv6 address with the vSwitch's IPv6 prefix
+	// length (MoveENI on a dual-stack or IPv6 node).
+	PrefixV6 netip.Prefix `json:"prefixV6,omitzero"`
 	// Pod is the attachment for SetupPod, TeardownPod, MoveENI, ReturnENI.
 	Pod *PodTarget `json:"pod,omitempty"`
 	// Status is what PublishStatus writes; nil means remove the status file

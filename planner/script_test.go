@@ -84,6 +84,13 @@ func run(t *testing.T, w *plannertest.World, last *planner.Plan, d *datadriven.T
 				out.WriteString("\n")
 			}
 		}
+		if d.HasArg("prefixes") {
+			for _, a := range last.Actions {
+				if a.Kind == planner.MoveENI {
+					fmt.Fprintf(&out, "MoveENI %s prefix=%v gateway=%v prefixV6=%v gatewayV6=%v\n", a.Target, a.Prefix, a.Gateway, a.PrefixV6, a.GatewayV6)
+				}
+			}
+		}
 		if d.HasArg("urgent") {
 			out.WriteString("urgent:")
 			for _, a := range last.Actions {

@@ -40,6 +40,7 @@ func (a Action) Validate() error {
 	deny(a.Kind != UnassignIPs && a.Kind != AssignIPs && (len(a.IPv4) > 0 || len(a.IPv6) > 0), "explicit addresses")
 	deny(a.Kind != CreateENI && a.Kind != AssignIPs && (a.IPv4Count != 0 || a.IPv6Count != 0), "address counts")
 	deny(a.Kind != MoveENI && a.Prefix.IsValid(), "Prefix")
+	deny(a.Kind != MoveENI && a.PrefixV6.IsValid(), "PrefixV6")
 	switch a.Kind {
 	case CreateENI:
 		need(a.VSwitchID != "", "VSwitchID")
@@ -82,7 +83,8 @@ func (a Action) Validate() error {
 			need(a.Pod != nil && (a.Pod.IPv4.IsValid() || a.Pod.IPv6.IsValid()), "a pod address")
 		}
 		if a.Kind == MoveENI {
-			need(a.Prefix.IsValid(), "Prefix")
+			need(a.Prefix.IsValid() || a.PrefixV6.IsValid(), "Prefix or PrefixV6")
+			need(!a.PrefixV6.IsValid() || a.GatewayV6.IsValid(), "GatewayV6 with PrefixV6")
 		}
 	case PublishStatus:
 		if a.Status != nil {

@@ -254,3 +254,29 @@ func TestExecutorStatuses(t *testing.T) {
 		t.Fatalf("status ips %+v routes %+v: want exactly the plan's 10.0.0.9/20 via %s and route %s via %s", st.IPs, st.Routes, gw, dst, gw)
 	}
 }
+
+// TestExecutorMoveENIDualStack: a MoveENI carries the pod's IPv6 prefix
+// and gateway to the datapath, so the node holds both addresses and the
+// planner does not plan the move again (it did, after each full
+// observation, when only the IPv4 prefix reached the datapath).
+func TestExecutorMoveENIDualStack(t *testing.T) {
+	r := newExecutorRig(t)
+	e := r.attached(t)
+	key := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
+	v4, v6 := netip.MustParseAddr("10.0.0.9"), netip.MustParseAddr("2408:4000:1::9")
+	a := planner.Action{ID: 0, Kind: planner.MoveENI, Target: key.String(), ENIID: e.ID, MAC: e.MAC,
+		Prefix: netip.PrefixFrom(v4, 24), Gateway: netip.MustParseAddr("10.0.0.253"),
+		PrefixV6: netip.PrefixFrom(v6, 64), GatewayV6: netip.MustParseAddr("2408:4000:1::fffd"),
+		Pod: &planner.PodTarget{Key: key, NetNS: "/var/run/netns/c1", IfName: "eth0", IPv4: v4, IPv6: v6, ENIID: e.ID, ENIMAC: e.MAC}}
+	if err := a.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r.run(planner.Plan{Actions: []planner.Action{a}})
+	n, err := r.dp.Observe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Pods) != 1 || n.Pods[0].IPv4 != v4 || n.Pods[0].IPv6 != v6 || !n.Pods[0].Exclusive {
+		t.Fatalf("node pods after MoveENI: %+v, want c1 exclusive with %s and %s", n.Pods, v4, v6)
+	}
+}
