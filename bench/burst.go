@@ -67,23 +67,12 @@ func burstOnce(ctx context.Context, e env, round int) Result {
 	r := Result{Scenario: "cold burst", Setup: fmt.Sprintf("%d pods at once on a fresh %s node (default pool, no datapath); %s", n, burstType, e.model)}
 	start := time.Now()
 	defer func() { r.Elapsed = Seconds(time.Since(start)) }()
-	cfg := ecssim.Config{}
-	e.model.apply(&cfg)
-	sim, err := ecssim.New(cfg)
+	sim, inst, err := startOneNodeSim(e)
 	if err != nil {
-		r.broken("simulator: %v", err)
+		r.broken("%v", err)
 		return r
 	}
 	defer sim.Close()
-	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: burstType})
-	if err != nil {
-		r.broken("add instance: %v", err)
-		return r
-	}
-	if err := sim.Start("127.0.0.1:0", "127.0.0.1:0"); err != nil {
-		r.broken("start simulator: %v", err)
-		return r
-	}
 	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, fmt.Sprintf("burst%d", round)), sim: sim, instanceID: inst.ID,
 		nodeName: "burst", config: configYAML(sim, inst.Zone, "", ""), log: e.log})
 	if err != nil {
@@ -232,4 +221,24 @@ func instanceType(st ecssim.State, instance string) ecssim.InstanceType {
 		}
 	}
 	return ecssim.InstanceType{}
+}
+
+// startOneNodeSim starts a simulator with the latency model of e and one
+// burstType instance.
+func startOneNodeSim(e env) (*ecssim.Server, ecssim.InstanceInfo, error) {
+	cfg := ecssim.Config{}
+	e.model.apply(&cfg)
+	sim, err := ecssim.New(cfg)
+	if err != nil {
+		return nil, ecssim.InstanceInfo{}, fmt.Errorf("simulator: %w", err)
+	}
+	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: burstType})
+	if err == nil {
+		err = sim.Start("127.0.0.1:0", "127.0.0.1:0")
+	}
+	if err != nil {
+		sim.Close()
+		return nil, ecssim.InstanceInfo{}, fmt.Errorf("simulator: %w", err)
+	}
+	return sim, inst, nil
 }

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/reconcile/status"
 )
@@ -94,22 +93,12 @@ func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, st
 		Setup: fmt.Sprintf("%d pod starts in %s (Poisson %.0f/s, mean life %s, seed %d) on %s; pool minIdle %d, maxIdle %d, batch %d; releaseDelay %s, cooldown %s, resync %s (time constants / %d); %s",
 			starts, e.sizes.churnTime, churnRate, churnLifeMean, churnSeed, burstType, s.minIdle, s.maxIdle, s.batch,
 			releaseDelay, cooldown, desired.DefaultResyncPeriod/churnCompress, churnCompress, e.model)}
-	cfg := ecssim.Config{}
-	e.model.apply(&cfg)
-	sim, err := ecssim.New(cfg)
+	sim, inst, err := startOneNodeSim(e)
 	if err != nil {
-		r.broken("simulator: %v", err)
+		r.broken("%v", err)
 		return r
 	}
 	defer sim.Close()
-	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: burstType})
-	if err == nil {
-		err = sim.Start("127.0.0.1:0", "127.0.0.1:0")
-	}
-	if err != nil {
-		r.broken("simulator: %v", err)
-		return r
-	}
 	pool := fmt.Sprintf("  minIdle: %d\n  maxIdle: %d\n  batch: %d\n  releaseDelay: %s\n  cooldown: %s\n",
 		s.minIdle, s.maxIdle, s.batch, releaseDelay, cooldown)
 	extra := fmt.Sprintf("resyncPeriod: %s\n", desired.DefaultResyncPeriod/churnCompress)

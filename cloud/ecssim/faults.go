@@ -85,7 +85,7 @@ type Settings struct {
 func (s *Server) SetSettings(st Settings) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.run = runtimeSettings(st)
+	s.run = st
 	s.oneShot = nil
 	s.bucket.set(st.AccountRateLimit, s.now())
 }
@@ -94,7 +94,7 @@ func (s *Server) SetSettings(st Settings) {
 func (s *Server) CurrentSettings() Settings {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Settings(s.run)
+	return s.run
 }
 
 // admit decides, with mu held, whether a call proceeds: it applies the

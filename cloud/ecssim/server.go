@@ -33,7 +33,7 @@ type Server struct {
 	busy     map[string]bool        // "eni/<id>", "instance/<id>" a mutation holds (Settings.Conflicts)
 	keys     map[string]credential  // access key id -> secret (+ STS token)
 	hooks    Hooks
-	run      runtimeSettings // faults, latency, rate limit: settable at run time
+	run      Settings // faults, latency, rate limit: settable at run time (SetSettings)
 	oneShot  []Fault
 	bucket   bucket
 	rng      *rand.Rand
@@ -54,15 +54,6 @@ type Server struct {
 	mdLn   net.Listener
 }
 
-// runtimeSettings are the behaviours the control API may change.
-type runtimeSettings struct {
-	Faults           Faults
-	Latency          Latency
-	AccountRateLimit RateLimit
-	StaleReads       time.Duration
-	Conflicts        bool
-	MetadataFaults   MetadataFaults
-}
 
 // credential is an accepted access key.
 type credential struct {
@@ -96,7 +87,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, now: cfg.Clock,
 		stale: map[string]staleENI{}, tokens: map[string]tokenRecord{}, busy: map[string]bool{}, keys: map[string]credential{},
-		run: runtimeSettings{Faults: cfg.Faults, Latency: cfg.Latency, AccountRateLimit: cfg.AccountRateLimit, StaleReads: cfg.StaleReads,
+		run: Settings{Faults: cfg.Faults, Latency: cfg.Latency, AccountRateLimit: cfg.AccountRateLimit, StaleReads: cfg.StaleReads,
 			Conflicts: cfg.Conflicts, MetadataFaults: cfg.MetadataFaults},
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		counters: map[string]map[string]int{}, mdTokens: map[string]time.Time{}, nonces: map[string]time.Time{},

@@ -44,35 +44,19 @@ func createNS(prefix string) (string, error) {
 	if err := f.Close(); err != nil {
 		return "", fmt.Errorf("create netns mount point: %w", err)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("get current netns: %w", err)
-			return
-		}
-		defer func() { _ = orig.Close() }() // read-only descriptor
+	err = onThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("unshare: %w", err)
-			return
+			return fmt.Errorf("unshare: %w", err)
 		}
+		return nil
+	}, func() error {
 		self := fmt.Sprintf("/proc/%d/task/%d/ns/net", os.Getpid(), unix.Gettid())
-		merr := unix.Mount(self, path, "none", unix.MS_BIND, "")
-		if err := netns.Set(orig); err != nil {
-			// Stay locked: the thread exits with this goroutine.
-			errc <- errors.Join(merr, fmt.Errorf("return to original netns: %w", err))
-			return
+		if err := unix.Mount(self, path, "none", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind mount netns: %w", err)
 		}
-		runtime.UnlockOSThread()
-		if merr != nil {
-			merr = fmt.Errorf("bind mount netns: %w", merr)
-		}
-		errc <- merr
-	}()
-	if err := <-errc; err != nil {
+		return nil
+	})
+	if err != nil {
 		_ = os.Remove(path) // best effort: the mount failed, the file is ours
 		return "", fmt.Errorf("create netns %s: %w", path, err)
 	}
@@ -123,24 +107,38 @@ func inNS(path string, fn func() error) error {
 		return fmt.Errorf("open netns %s: %w", path, err)
 	}
 	defer func() { _ = target.Close() }() // read-only descriptor
+	return onThread(func() error {
+		if err := netns.Set(target); err != nil {
+			return fmt.Errorf("enter netns %s: %w", path, err)
+		}
+		return nil
+	}, fn)
+}
+
+// onThread runs enter, then fn, on a fresh goroutine locked to its OS
+// thread, and returns the thread to the namespace it started in. If enter
+// fails the thread is unlocked unchanged; if the thread cannot return, it
+// stays locked and dies with the goroutine, so no other goroutine ever runs
+// in the wrong namespace. fn must not start goroutines.
+func onThread(enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		orig, err := netns.Get()
 		if err != nil {
 			runtime.UnlockOSThread()
-			errc <- err
+			errc <- fmt.Errorf("get current netns: %w", err)
 			return
 		}
 		defer func() { _ = orig.Close() }() // read-only descriptor
-		if err := netns.Set(target); err != nil {
+		if err := enter(); err != nil {
 			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("enter netns %s: %w", path, err)
+			errc <- err
 			return
 		}
 		ferr := fn()
 		if err := netns.Set(orig); err != nil {
-			errc <- errors.Join(ferr, err)
+			errc <- errors.Join(ferr, fmt.Errorf("return to original netns: %w", err))
 			return
 		}
 		runtime.UnlockOSThread()

@@ -205,11 +205,7 @@ func routeIPs(h *netlink.Handle, l netlink.Link, mac net.HardwareAddr, ips []net
 		if !ip.IsValid() {
 			continue
 		}
-		fam := unix.AF_INET
-		if ip.Is6() {
-			fam = unix.AF_INET6
-		}
-		r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}, Scope: netlink.SCOPE_LINK}
+		r, fam := hostRoute(l, ip)
 		if err := h.RouteReplace(r); err != nil {
 			return fmt.Errorf("route %s: %w", ip, err)
 		}
@@ -276,11 +272,7 @@ func (tp *Topology) UnrouteIPs(mac string, ips ...netip.Addr) error {
 			if !ip.IsValid() {
 				continue
 			}
-			fam := unix.AF_INET
-			if ip.Is6() {
-				fam = unix.AF_INET6
-			}
-			r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}, Scope: netlink.SCOPE_LINK}
+			r, fam := hostRoute(l, ip)
 			if err := h.RouteDel(r); err != nil && !errors.Is(err, unix.ESRCH) && !errors.Is(err, unix.ENOENT) {
 				return fmt.Errorf("unroute %s: %w", ip, err)
 			}
@@ -318,4 +310,14 @@ func (tp *Topology) UnplugENI(mac string) error {
 	delete(tp.plugs, p.mac.String())
 	tp.mu.Unlock()
 	return nil
+}
+
+// hostRoute is the link-scope route of one address to l, and the address's
+// family.
+func hostRoute(l netlink.Link, ip netip.Addr) (*netlink.Route, int) {
+	fam := unix.AF_INET
+	if ip.Is6() {
+		fam = unix.AF_INET6
+	}
+	return &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}, Scope: netlink.SCOPE_LINK}, fam
 }
