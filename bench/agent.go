@@ -17,6 +17,7 @@ import (
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile"
 	"github.com/enidnet/enid/reconcile/status"
 )
@@ -137,7 +138,7 @@ func (a *agent) heartbeat() (status.Agent, bool) {
 
 // waitPool waits until the heartbeat satisfies cond.
 func (a *agent) waitPool(ctx context.Context, timeout time.Duration, cond func(status.Agent) bool) error {
-	return poll(ctx, timeout, 10*time.Millisecond, func() (bool, error) {
+	return poll.Until(ctx, timeout, 10*time.Millisecond, func() (bool, error) {
 		select {
 		case err := <-a.done:
 			a.done <- err
@@ -193,28 +194,6 @@ func (a *agent) podStatus(p pod) (status.Attachment, status.Phase) {
 func containerID(name string) string {
 	h := sha256.Sum256([]byte(name))
 	return hex.EncodeToString(h[:])
-}
-
-// poll calls cond every interval until it holds, fails, or timeout passes.
-func poll(ctx context.Context, timeout, interval time.Duration, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(interval):
-		}
-	}
 }
 
 // configYAML is a shared-ENI config over the simulator's vSwitches of zone

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -250,7 +251,7 @@ func (c *churnPods) replay(ctx context.Context, r *Result, events []churnEvent, 
 // waitLive waits up to 30 s for the pods still running to be Ready and
 // returns how many are not.
 func (c *churnPods) waitLive(ctx context.Context) int {
-	_ = poll(ctx, 30*time.Second, 20*time.Millisecond, func() (bool, error) { // a timeout is counted just below
+	_ = poll.Until(ctx, 30*time.Second, 20*time.Millisecond, func() (bool, error) { // a timeout is counted just below
 		c.checkReady()
 		for _, l := range c.pods {
 			if l.ready == 0 {

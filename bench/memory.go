@@ -15,6 +15,7 @@ import (
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -149,7 +150,7 @@ func (p *enidProc) stop() {
 // waitAgent waits until the agent's heartbeat satisfies cond, failing when
 // the process exits.
 func (p *enidProc) waitAgent(ctx context.Context, cond func(status.Agent) bool) error {
-	return poll(ctx, 2*time.Minute, 20*time.Millisecond, func() (bool, error) {
+	return poll.Until(ctx, 2*time.Minute, 20*time.Millisecond, func() (bool, error) {
 		select {
 		case err := <-p.exited:
 			p.exited <- err
@@ -181,7 +182,7 @@ func memPodsReady(ctx context.Context, runDir string, n int) (int, error) {
 		pods = append(pods, want{en.Key(), rev})
 	}
 	notReady := 0
-	err := poll(ctx, 2*time.Minute, 50*time.Millisecond, func() (bool, error) {
+	err := poll.Until(ctx, 2*time.Minute, 50*time.Millisecond, func() (bool, error) {
 		notReady = 0
 		for _, p := range pods {
 			st, err := statuses.Read(p.key.ContainerID, p.key.IfName)

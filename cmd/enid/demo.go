@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/enidnet/enid/internal/cnirun"
+	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/internal/simnode"
 	"github.com/enidnet/enid/internal/simvpc"
 	"github.com/enidnet/enid/reconcile/status"
@@ -470,22 +470,5 @@ func printCounters(out io.Writer, c map[string]map[string]int) {
 
 // waitFor polls cond every 100ms until it holds, fails, or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("timed out")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return poll.Until(ctx, timeout, 100*time.Millisecond, cond)
 }
