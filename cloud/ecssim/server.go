@@ -54,7 +54,6 @@ type Server struct {
 	mdLn   net.Listener
 }
 
-
 // credential is an accepted access key.
 type credential struct {
 	secret  string
