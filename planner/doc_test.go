@@ -1,7 +1,6 @@
 package planner_test
 
 import (
-	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -59,21 +58,7 @@ func reasonCodes(t *testing.T) []string {
 // name as a status's reason exists.
 func TestReasonCodesDocumented(t *testing.T) {
 	codes := reasonCodes(t)
-	b, err := os.ReadFile("../docs/plan.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var schema struct {
-		Defs struct {
-			ReasonCode struct {
-				Enum []string `json:"enum"`
-			} `json:"reasonCode"`
-		} `json:"$defs"`
-	}
-	if err := json.Unmarshal(b, &schema); err != nil {
-		t.Fatal(err)
-	}
-	enum := slices.Sorted(slices.Values(schema.Defs.ReasonCode.Enum))
+	enum := loadSchema(t).ReasonCodes()
 	if !slices.Equal(enum, codes) {
 		t.Errorf("docs/plan.schema.json's reasonCode enum differs from the planner's ReasonCode constants:\nschema  %v\nplanner %v", enum, codes)
 	}

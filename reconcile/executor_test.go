@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +19,7 @@ import (
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
+	"github.com/enidnet/enid/planner/plannertest"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -214,14 +214,8 @@ func TestExecutorStatuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var schema struct {
-		Defs struct {
-			ReasonCode struct {
-				Enum []string `json:"enum"`
-			} `json:"reasonCode"`
-		} `json:"$defs"`
-	}
-	if err := json.Unmarshal(b, &schema); err != nil {
+	schema, err := plannertest.NewSchema(b)
+	if err != nil {
 		t.Fatal(err)
 	}
 	key := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
@@ -232,7 +226,7 @@ func TestExecutorStatuses(t *testing.T) {
 		if rerr != nil {
 			t.Fatal(rerr)
 		}
-		if !slices.Contains(schema.Defs.ReasonCode.Enum, st.ReasonCode) {
+		if !slices.Contains(schema.ReasonCodes(), st.ReasonCode) {
 			t.Errorf("after %v: reason code %q is not in docs/plan.schema.json", err, st.ReasonCode)
 		}
 	}

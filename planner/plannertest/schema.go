@@ -134,3 +134,19 @@ func (s *Schema) check(path string, v any, sc map[string]any, errs *[]string) {
 		}
 	}
 }
+
+// ReasonCodes returns the schema's reasonCode enum ($defs.reasonCode),
+// sorted: every reason code a plan or a status may carry.
+func (s *Schema) ReasonCodes() []string {
+	defs, _ := s.root["$defs"].(map[string]any)
+	rc, _ := defs["reasonCode"].(map[string]any)
+	enum, _ := rc["enum"].([]any)
+	var out []string
+	for _, v := range enum {
+		if c, ok := v.(string); ok {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
