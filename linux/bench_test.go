@@ -1,8 +1,11 @@
 package linux_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/enidnet/enid/linux"
 )
 
 // BenchmarkPodSetupTeardown measures one shared-mode EnsurePod plus
@@ -12,20 +15,7 @@ func BenchmarkPodSetupTeardown(b *testing.B) {
 	e := newEnv(b, 1)
 	ctx := ctxT(b)
 	s := e.podSpec(b, 0, 30)
-	var setup, teardown time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		if _, _, err := e.dp.EnsurePod(ctx, s); err != nil {
-			b.Fatal(err)
-		}
-		t1 := time.Now()
-		if _, err := e.dp.TeardownPod(ctx, s.Key, s.NetNS); err != nil {
-			b.Fatal(err)
-		}
-		setup, teardown = setup+t1.Sub(t0), teardown+time.Since(t1)
-	}
-	b.ReportMetric(float64(setup.Nanoseconds())/float64(b.N), "setup-ns/op")
-	b.ReportMetric(float64(teardown.Nanoseconds())/float64(b.N), "teardown-ns/op")
+	setupTeardown(ctx, b, e, s)
 }
 
 // BenchmarkPodEnsureConverged measures EnsurePod on an attachment that is
@@ -83,6 +73,12 @@ func BenchmarkPodSetupTeardownFull(b *testing.B) {
 		}
 	}
 	s := e.podSpec(b, 0, 95)
+	setupTeardown(ctx, b, e, s)
+}
+
+// setupTeardown sets s up and tears it down once per iteration, and
+// reports the two halves' mean times.
+func setupTeardown(ctx context.Context, b *testing.B, e *env, s linux.PodSpec) {
 	var setup, teardown time.Duration
 	for b.Loop() {
 		t0 := time.Now()
