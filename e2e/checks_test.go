@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -76,15 +77,7 @@ type ruleAddr struct {
 // nodeKernel reads enid's links, rules and host routes in the node netns.
 func (n *node) nodeKernel() kernel {
 	n.t.Helper()
-	ns, err := netns.GetFromPath(n.sn.NodeNS())
-	if err != nil {
-		n.t.Fatalf("open node netns: %v", err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		n.t.Fatalf("netlink in node netns: %v", err)
-	}
+	h := nsHandle(n.t, n.sn.NodeNS())
 	defer h.Close()
 	k := kernel{hostRoutes: map[netip.Addr][]string{}}
 	links, err := h.LinkList()
@@ -139,15 +132,7 @@ func (n *node) nodeKernel() kernel {
 // podAddrs lists the global addresses inside a pod's namespace.
 func (n *node) podAddrs(path string) []netip.Addr {
 	n.t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		n.t.Fatalf("open pod netns %s: %v", path, err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		n.t.Fatal(err)
-	}
+	h := nsHandle(n.t, path)
 	defer h.Close()
 	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
@@ -297,4 +282,20 @@ func (n *node) checkPlanEmpty() {
 	if code, out, stderr := n.plan(ctx, "--detailed-exitcode"); code != 0 {
 		n.t.Errorf("settled, but enid plan --detailed-exitcode exits %d:\n%s%s", code, out, stderr)
 	}
+}
+
+// nsHandle opens a route netlink handle inside the namespace at path; the
+// caller closes it.
+func nsHandle(t testing.TB, path string) *netlink.Handle {
+	t.Helper()
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		t.Fatalf("open netns %s: %v", path, err)
+	}
+	defer ns.Close() // the handle keeps its own socket in the namespace
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatalf("netlink in %s: %v", path, err)
+	}
+	return h
 }

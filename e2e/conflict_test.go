@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile/status"
@@ -22,15 +21,7 @@ func TestForeignInterfaceFailsPod(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	bad, good := n.newPod("foreign"), n.newPod("good")
-	ns, err := netns.GetFromPath(bad.NetNS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := nsHandle(t, bad.NetNS)
 	defer h.Close()
 	// A veth pair with both ends in the pod (dummy links need a module
 	// that CI machines may lack).
@@ -40,7 +31,7 @@ func TestForeignInterfaceFailsPod(t *testing.T) {
 	n.startAgent()
 	n.waitReady(30 * time.Second)
 	start := time.Now()
-	_, err = n.add(ctx, bad)
+	_, err := n.add(ctx, bad)
 	if err == nil {
 		t.Fatal("ADD into a namespace holding a foreign eth0 succeeded")
 	}

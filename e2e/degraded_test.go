@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/internal/cnirun"
@@ -146,15 +145,7 @@ func TestNodeNetNSRefused(t *testing.T) {
 // nodeRoutes renders every route and address of the namespace.
 func nodeRoutes(t *testing.T, path string) string {
 	t.Helper()
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := nsHandle(t, path)
 	defer h.Close()
 	var b strings.Builder
 	routes, err := h.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{}, 0)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/enidnet/enid/linux"
@@ -40,15 +39,7 @@ func TestNodeDriftRepaired(t *testing.T) {
 	host := &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(32, 32)}
 	withNode := func(fn func(h *netlink.Handle) error) {
 		t.Helper()
-		fd, err := netns.GetFromPath(n.sn.NodeNS())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer fd.Close()
-		h, err := netlink.NewHandleAt(fd, unix.NETLINK_ROUTE)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := nsHandle(t, n.sn.NodeNS())
 		defer h.Close()
 		if err := fn(h); err != nil {
 			t.Fatal(err)
