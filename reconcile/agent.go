@@ -140,10 +140,10 @@ type Agent struct {
 	// desiredDirty says the files of desired state changed since they were
 	// last read into desired (the file watcher, Wake, a full observation);
 	// other passes (actions done, retries, timers) plan from desired as read.
-	// entryMap and entryFP are desired's entries by key and fingerprint.
+	// It starts set: nothing is read yet. entryMap and entryFP are
+	// desired's entries by key and fingerprint.
 	desiredDirty atomic.Bool
 	desired      desired.State
-	loaded       bool
 	entryMap     map[observed.AttachmentKey]desired.Entry
 	entryFP      uint64
 
@@ -212,6 +212,7 @@ func New(cfg Config) (*Agent, error) {
 		trigger: make(chan struct{}, 1), fetchC: make(chan *fetch, 1),
 		planning: newPlanning(cfg)}
 	a.exec = newExecutor(cfg.Cloud, cfg.Datapath, a.statuses, &a.cache, cfg.InstanceID, a.log, a.metrics, a.now, a.wake, cfg.Parallelism, cfg.WaitForDevice)
+	a.desiredDirty.Store(true) // nothing read yet
 	if cfg.Kube != nil {
 		a.exec.published = a.reportPod
 	}
@@ -448,7 +449,7 @@ func (a *Agent) pass(ctx context.Context) {
 	// reports every one: a pass for any other reason (an action done, a
 	// retry, a timer) plans from desired as last read, and costs nothing in
 	// proportion to the pods on the node until it plans.
-	if a.desiredDirty.Swap(false) || !a.loaded {
+	if a.desiredDirty.Swap(false) {
 		a.loadDesired()
 	}
 	d := a.desired
@@ -573,7 +574,7 @@ func (a *Agent) loadDesired() {
 		m[e.Key()] = e
 		h.Write([]byte(e.Key().String() + "\n"))
 	}
-	a.desired, a.entryMap, a.entryFP, a.loaded = d, m, h.Sum64(), true
+	a.desired, a.entryMap, a.entryFP = d, m, h.Sum64()
 }
 
 // vanishedWithoutDel reports whether the node holds an attachment (kernel
