@@ -148,11 +148,15 @@ func (w *world) planNow() string {
 // quiet reports whether the node is converged for good: the plan is empty
 // and no timer (cooldown, release delay, ...) is pending.
 func (w *world) quiet() bool {
-	p, cfg, err := w.plan()
+	// One instant for both: a deadline that passes between planning and
+	// asking for the next one (a cooldown ending) would otherwise leave a
+	// plan made before it and no timer after it.
+	now := time.Now()
+	p, cfg, err := w.planAt(func() time.Time { return now })
 	if err != nil || !p.Empty() {
 		return false
 	}
-	_, pending := p.Memory.NextDeadline(cfg, planner.Options{Now: time.Now()})
+	_, pending := p.Memory.NextDeadline(cfg, planner.Options{Now: now})
 	return !pending
 }
 
@@ -164,12 +168,15 @@ func (w *world) steady() bool {
 }
 
 // plan plans from a fresh observation, as `enid plan` does.
-func (w *world) plan() (planner.Plan, desired.Config, error) {
+func (w *world) plan() (planner.Plan, desired.Config, error) { return w.planAt(nil) }
+
+// planAt is plan at the time now gives (nil: the clock).
+func (w *world) planAt(now func() time.Time) (planner.Plan, desired.Config, error) {
 	dp := w.dp
 	if dp == nil {
 		dp = NewNoDatapathMust(w.t)
 	}
-	r, err := PlanOnce(context.Background(), Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp}, nil)
+	r, err := PlanOnce(context.Background(), Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Now: now}, nil)
 	return r.Plan, r.Desired.Config, err
 }
 
