@@ -108,6 +108,9 @@ type CreateENIRequest struct {
 	IPv4Count int
 	// IPv6Count is the number of IPv6 addresses.
 	IPv6Count int
+	// IPv4PrefixCount is the number of /28 IPv4 prefixes (Ipv4PrefixCount);
+	// each takes one private-address slot of the ENI like an address.
+	IPv4PrefixCount int
 	// ClientToken makes the call idempotent (see ClientToken).
 	ClientToken string
 	Description string

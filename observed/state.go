@@ -113,6 +113,10 @@ type ENI struct {
 	PrimaryIP netip.Addr
 	// IPv4 holds the secondary private IPv4 addresses, sorted.
 	IPv4 []netip.Addr
+	// IPv4Prefixes holds the /28 IPv4 prefixes assigned to the ENI
+	// (Ipv4PrefixSets), sorted. Each of their 16 addresses can be a pod
+	// address; each prefix takes one of the ENI's private-address slots.
+	IPv4Prefixes []netip.Prefix
 	// IPv6 holds the IPv6 addresses, sorted.
 	IPv6           []netip.Addr
 	SecurityGroups []string
@@ -129,15 +133,37 @@ func (e ENI) Owned(instanceID string) bool {
 		e.Tags[TagManagedBy] == TagManagedByValue && e.Tags[TagOwner] == instanceID
 }
 
-// HasIP reports whether ip is one of the ENI's secondary addresses.
+// HasIP reports whether ip is one of the ENI's secondary addresses or an
+// address inside one of its IPv4 prefixes.
 func (e ENI) HasIP(ip netip.Addr) bool {
 	if ip.Is4() {
 		_, ok := slices.BinarySearchFunc(e.IPv4, ip, netip.Addr.Compare)
+		if ok {
+			return true
+		}
+		_, ok = e.PrefixOf(ip)
 		return ok
 	}
 	_, ok := slices.BinarySearchFunc(e.IPv6, ip, netip.Addr.Compare)
 	return ok
 }
+
+// PrefixOf returns the ENI's IPv4 prefix that holds ip, if any.
+func (e ENI) PrefixOf(ip netip.Addr) (netip.Prefix, bool) {
+	for _, p := range e.IPv4Prefixes {
+		if p.Contains(ip) {
+			return p, true
+		}
+	}
+	return netip.Prefix{}, false
+}
+
+// IPv4PrefixBits is the length of an ENI's IPv4 prefix: ECS assigns /28s,
+// 16 addresses each.
+const IPv4PrefixBits = 28
+
+// IPv4PrefixSize is the number of addresses in one IPv4 prefix.
+const IPv4PrefixSize = 1 << (32 - IPv4PrefixBits)
 
 // VSwitch is a VPC vSwitch (subnet).
 type VSwitch struct {

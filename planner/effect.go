@@ -29,6 +29,8 @@ type Result struct {
 	// IPv4 and IPv6 are the addresses AssignIPs got (either may be empty
 	// when only one family's call ran).
 	IPv4, IPv6 []netip.Addr
+	// IPv4Prefixes are the prefixes an AssignIPs with IPv4PrefixCount got.
+	IPv4Prefixes []netip.Prefix
 	// HostVeth is the host side of the pod's veth (SetupPod, MoveENI).
 	HostVeth string
 	// DeviceName names a device ConfigureENI finds for the first time.
@@ -85,8 +87,17 @@ func Apply(st observed.State, a Action, r Result) observed.State {
 		return teardownPod(st, a)
 	case PublishStatus:
 		return publishStatus(st, a)
+	case UpdateENI:
+		return updateENI(st, a)
 	}
 	return st
+}
+
+// updateENI: the ENI has the new security groups, sorted as observed.
+func updateENI(st observed.State, a Action) observed.State {
+	return editENI(st, a.ENIID, func(e *observed.ENI) {
+		e.SecurityGroups = slices.Sorted(slices.Values(a.SecurityGroups))
+	})
 }
 
 // createENI: the new ENI exists, and its vSwitch has 1+len(IPv4) fewer

@@ -48,6 +48,7 @@ func TestEffectsNeverModifyTheirInput(t *testing.T) {
 		{planner.Action{Kind: planner.MoveENI, Pod: pod}, planner.Result{}},
 		{planner.Action{Kind: planner.TeardownPod, Pod: &planner.PodTarget{Key: key}}, planner.Result{}},
 		{planner.Action{Kind: planner.PublishStatus, Target: key.String()}, planner.Result{}},
+		{planner.Action{Kind: planner.UpdateENI, ENIID: "eni-1", SecurityGroups: []string{"sg-new"}}, planner.Result{}},
 	} {
 		got := planner.Apply(planner.Before(st, c.a), c.a, c.r)
 		after, err := json.Marshal(st)

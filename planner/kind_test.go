@@ -24,6 +24,7 @@ func TestActionKinds(t *testing.T) {
 		{planner.MoveENI, '+', false, false},
 		{planner.ReturnENI, '-', false, true},
 		{planner.PublishStatus, '~', false, false},
+		{planner.UpdateENI, '~', true, false},
 	} {
 		if got := tc.kind.Symbol(); got != tc.symbol {
 			t.Errorf("%s.Symbol() = %q, want %q", tc.kind, got, tc.symbol)

@@ -95,6 +95,10 @@ const (
 	MoveENI       ActionKind = "MoveENI"
 	ReturnENI     ActionKind = "ReturnENI"
 	PublishStatus ActionKind = "PublishStatus"
+	// UpdateENI changes an existing ENI in place: today its security
+	// groups (ModifyNetworkInterfaceAttribute with SecurityGroups, the
+	// complete new set). Its addresses and pods stay.
+	UpdateENI ActionKind = "UpdateENI"
 )
 
 // Symbol is the rune the rendered plan prints before the action: '+'
@@ -112,7 +116,7 @@ func (k ActionKind) Symbol() rune {
 // Cloud reports whether the action is an ECS API call.
 func (k ActionKind) Cloud() bool {
 	switch k {
-	case CreateENI, AttachENI, AssignIPs, UnassignIPs, DetachENI, DeleteENI:
+	case CreateENI, AttachENI, AssignIPs, UnassignIPs, DetachENI, DeleteENI, UpdateENI:
 		return true
 	}
 	return false
@@ -212,6 +216,12 @@ type Action struct {
 	// IPv4 and IPv6 are explicit addresses (UnassignIPs).
 	IPv4 []netip.Addr `json:"ipv4,omitempty"`
 	IPv6 []netip.Addr `json:"ipv6,omitempty"`
+	// IPv4PrefixCount is how many /28 IPv4 prefixes CreateENI or AssignIPs
+	// asks the cloud to choose (at most 10 per call). An AssignIPs sets
+	// either IPv4Count or IPv4PrefixCount, never both.
+	IPv4PrefixCount int `json:"ipv4PrefixCount,omitempty"`
+	// IPv4Prefixes are explicit /28 prefixes (UnassignIPs): released whole.
+	IPv4Prefixes []netip.Prefix `json:"ipv4Prefixes,omitempty"`
 	// ClientToken makes the cloud call idempotent; it is derived from
 	// stable identity, so a replayed action has the same token.
 	ClientToken string `json:"clientToken,omitempty"`

@@ -10,6 +10,9 @@ import (
 // unassign call.
 const maxAddressesPerCall = 10
 
+// maxSecurityGroups is ECS's limit of security groups on one ENI.
+const maxSecurityGroups = 10
+
 // Validate checks that the action carries what its kind needs and nothing
 // that belongs to another kind: the table "Actions and ordering" of
 // docs/plan.md as code. The planner's script and property tests run it on
@@ -41,6 +44,7 @@ func (a Action) Validate() error {
 	deny(a.Kind != CreateENI && a.Kind != AssignIPs && (a.IPv4Count != 0 || a.IPv6Count != 0), "address counts")
 	deny(a.Kind != MoveENI && a.Prefix.IsValid(), "Prefix")
 	deny(a.Kind != MoveENI && a.PrefixV6.IsValid(), "PrefixV6")
+	deny(a.Kind != CreateENI && a.Kind != UpdateENI && len(a.SecurityGroups) > 0, "SecurityGroups")
 	switch a.Kind {
 	case CreateENI:
 		need(a.VSwitchID != "", "VSwitchID")
@@ -86,6 +90,10 @@ func (a Action) Validate() error {
 			need(a.Prefix.IsValid() || a.PrefixV6.IsValid(), "Prefix or PrefixV6")
 			need(!a.PrefixV6.IsValid() || a.GatewayV6.IsValid(), "GatewayV6 with PrefixV6")
 		}
+	case UpdateENI:
+		existingENI()
+		need(len(a.SecurityGroups) > 0 && len(a.SecurityGroups) <= maxSecurityGroups,
+			fmt.Sprintf("SecurityGroups (1 to %d, the complete new set)", maxSecurityGroups))
 	case PublishStatus:
 		if a.Status != nil {
 			need(a.Target == a.Status.Key.String(), "Target naming Status.Key")
