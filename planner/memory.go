@@ -54,7 +54,16 @@ type Memory struct {
 	// ENI shows, to when that was first seen: within UnseenGrace the pod
 	// waits rather than being bound anew (describes lag an assign).
 	Unseen map[netip.Addr]time.Time `json:"unseen,omitempty"`
+	// Fragmented maps a vSwitch ID to the time until which no IPv4 prefix
+	// is asked of it: the cloud refused a prefix there (no aligned /28 is
+	// free), though single addresses may be. See MarkFragmented.
+	Fragmented map[string]time.Time `json:"fragmented,omitempty"`
 }
+
+// DefaultFragmentedFor is how long a vSwitch that refused an IPv4 prefix
+// is asked for none (in prefix-preferring mode, it serves single addresses
+// meanwhile); then a prefix is tried again.
+const DefaultFragmentedFor = 5 * time.Minute
 
 // UnseenGrace is how long an address a live pod holds in the kernel may be
 // missing from every owned ENI before the pod is bound anew. ECS describes
@@ -117,6 +126,18 @@ func (m Memory) MarkExhausted(id string, until time.Time) Memory {
 	return n
 }
 
+// MarkFragmented returns a copy of m that asks vSwitch id for no IPv4
+// prefix until the given time: the executor calls it when a prefix request
+// (AssignIPs or CreateENI with IPv4PrefixCount) is answered IpNotEnough.
+func (m Memory) MarkFragmented(id string, until time.Time) Memory {
+	n := m.clone()
+	if n.Fragmented == nil {
+		n.Fragmented = map[string]time.Time{}
+	}
+	n.Fragmented[id] = until
+	return n
+}
+
 // TokenFailed returns a copy of m in which the call whose ClientToken is
 // token has failed definitely (the cloud answered a non-5xx error, so the
 // token is burnt): the next pass plans it with a new token. The executor
@@ -166,6 +187,7 @@ func (m Memory) clone() Memory {
 	n.Tokens = maps.Clone(m.Tokens)
 	n.ExhaustedFree = maps.Clone(m.ExhaustedFree)
 	n.Unseen = maps.Clone(m.Unseen)
+	n.Fragmented = maps.Clone(m.Fragmented)
 	return n
 }
 
@@ -185,6 +207,11 @@ func (m *Memory) prune(now time.Time) {
 	for id, until := range m.Exhausted {
 		if !now.Before(until) {
 			delete(m.Exhausted, id)
+		}
+	}
+	for id, until := range m.Fragmented {
+		if !now.Before(until) {
+			delete(m.Fragmented, id)
 		}
 	}
 	if !now.Before(m.SpreadUntil) {
@@ -220,5 +247,8 @@ func (m *Memory) prune(now time.Time) {
 	}
 	if len(m.LeakedSince) == 0 {
 		m.LeakedSince = nil
+	}
+	if len(m.Fragmented) == 0 {
+		m.Fragmented = nil
 	}
 }
