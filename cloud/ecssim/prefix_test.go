@@ -483,3 +483,55 @@ func TestModifySecurityGroups(t *testing.T) {
 		t.Errorf("%d successful modifies counted, want 2", n)
 	}
 }
+
+// Hooks see prefixes as their addresses (so a hook routing addresses
+// routes all 16), and DescribeInstances lists an attached ENI's prefixes.
+func TestPrefixHooks(t *testing.T) {
+	e := newEnv(t, ecssim.Config{Delays: ecssim.Delays{Attach: ecssim.NoDelay}})
+	id := e.createENI(t, 0).NetworkInterfaceId
+	if _, c := e.assignPrefixes(t, id, 1, ""); c != "" {
+		t.Fatal(c)
+	}
+	events := make(chan ecssim.ENIEvent, 4)
+	record := func(ev ecssim.ENIEvent) { events <- ev }
+	e.sim.SetHooks(ecssim.Hooks{OnAttach: record, OnAssign: record, OnUnassign: record})
+	if err := attach(t, e, id); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(t, id, "InUse")
+	ev := <-events
+	if len(ev.IPv4Prefixes) != 1 || len(ev.IPv4) != 16 || !ev.IPv4Prefixes[0].Contains(ev.IPv4[15]) {
+		t.Errorf("attach event: prefixes %v, %d addresses; want 1 prefix and its 16 addresses", ev.IPv4Prefixes, len(ev.IPv4))
+	}
+	got, c := e.assignPrefixes(t, id, 1, "")
+	if c != "" {
+		t.Fatal(c)
+	}
+	ev = <-events
+	if len(ev.IPv4Prefixes) != 1 || ev.IPv4Prefixes[0].String() != got[0] || len(ev.IPv4) != 16 {
+		t.Errorf("assign event: prefixes %v, %d addresses; want %s and its 16 addresses", ev.IPv4Prefixes, len(ev.IPv4), got[0])
+	}
+	if c := e.unassign(t, id, nil, got); c != "" {
+		t.Fatal(c)
+	}
+	ev = <-events
+	if len(ev.IPv4Prefixes) != 1 || ev.IPv4Prefixes[0].String() != got[0] || len(ev.IPv4) != 16 {
+		t.Errorf("unassign event: prefixes %v, %d addresses; want %s and its 16 addresses", ev.IPv4Prefixes, len(ev.IPv4), got[0])
+	}
+
+	di := ecs.CreateDescribeInstancesRequest()
+	di.InstanceIds = `["` + e.inst.ID + `"]`
+	insts, err := e.ecs.DescribeInstances(di)
+	if err != nil || len(insts.Instances.Instance) != 1 {
+		t.Fatalf("DescribeInstances: %v, %v", insts, err)
+	}
+	n := 0
+	for _, nic := range insts.Instances.Instance[0].NetworkInterfaces.NetworkInterface {
+		if nic.NetworkInterfaceId == id {
+			n = len(nic.Ipv4PrefixSets.Ipv4PrefixSet)
+		}
+	}
+	if n != 1 {
+		t.Errorf("DescribeInstances lists %d prefixes of %s, want 1", n, id)
+	}
+}
