@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,9 +12,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
+	"github.com/enidnet/enid/reconcile/status"
 )
 
 // simENI is the ENI as the simulator holds it.
@@ -208,5 +211,46 @@ func TestExecutorUpdateENI(t *testing.T) {
 	}
 	if g := r.simENI(t, e.ID).SecurityGroups; !slices.Equal(g, []string{"sg-b", "sg-a"}) {
 		t.Errorf("a refused update changed the groups to %v", g)
+	}
+}
+
+// TestAgentMarksFragmentedVSwitch: a vSwitch the executor reports
+// fragmented (a real refusal of a prefix by the simulator) reaches the
+// planner's memory as Fragmented, for DefaultFragmentedFor, and not as
+// Exhausted.
+func TestAgentMarksFragmentedVSwitch(t *testing.T) {
+	w := newWorld(t, ecssim.Config{}, "")
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+	w.waitFor("the agent to start", 10*time.Second, func() bool {
+		a, err := status.ReadAgent(w.paths.AgentFile)
+		return err == nil && a.Ready
+	})
+	vsw := w.inst.VSwitchID
+	if _, err := w.sim.FragmentVSwitch(vsw); err != nil {
+		t.Fatal(err)
+	}
+	a := planner.Action{Kind: planner.CreateENI, Target: "new#0", VSwitchID: vsw, SecurityGroups: []string{ecssim.DefaultSecurityGroup},
+		IPv4PrefixCount: 1, ClientToken: "tok-frag"}
+	_, err := w.cl.CreateENI(context.Background(), cloud.CreateENIRequest{VSwitchID: vsw, SecurityGroups: a.SecurityGroups,
+		IPv4PrefixCount: 1, ClientToken: a.ClientToken})
+	if !errors.Is(err, cloud.ErrVSwitchExhausted) {
+		t.Fatalf("create with a prefix in a fragmented vSwitch: %v, want ErrVSwitchExhausted", err)
+	}
+	start := time.Now()
+	w.agent.exec.failed(a, err)
+	w.agent.Wake()
+	var mem planner.Memory
+	w.waitFor("the vSwitch marked fragmented", 10*time.Second, func() bool {
+		mem, err = ReadMemory(w.paths.StateDir)
+		_, ok := mem.Fragmented[vsw]
+		return err == nil && ok
+	})
+	until := mem.Fragmented[vsw]
+	if until.Before(start.Add(planner.DefaultFragmentedFor)) || until.After(time.Now().Add(planner.DefaultFragmentedFor)) {
+		t.Errorf("fragmented until %v, want about %v from now", until, planner.DefaultFragmentedFor)
+	}
+	if _, ok := mem.Exhausted[vsw]; ok {
+		t.Errorf("a refused prefix marked %s exhausted: %+v", vsw, mem.Exhausted)
 	}
 }
