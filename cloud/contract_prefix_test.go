@@ -211,3 +211,21 @@ func TestContractSetENISecurityGroups(t *testing.T) {
 		t.Errorf("groups %v after the retried change", g)
 	}
 }
+
+// A split request whose later call fails returns what the earlier calls
+// got with the error: a /24 has 14 /28s, so of 23 asked 10 come.
+func TestContractPrefixPartial(t *testing.T) {
+	e := newSimEnv(t, ecssim.Config{}, "ecs.g7.4xlarge", nil) // 30 slots, a /24
+	eni := e.create(t, cloud.CreateENIRequest{Tags: ownerTags(e.inst.ID)})
+	e.attach(t, eni.ID)
+	got, err := e.c.AssignIPv4Prefixes(e.ctx, eni.ID, 23, cloud.ClientToken(e.inst.ID, "partial"))
+	if !errors.Is(err, cloud.ErrVSwitchExhausted) || len(got) != 10 {
+		t.Fatalf("23 prefixes of a /24: %d, %v; want the first call's 10 and ErrVSwitchExhausted", len(got), err)
+	}
+	if d := cmp.Diff(got, describe(t, e, eni.ID).IPv4Prefixes, prefixCmp); d != "" {
+		t.Errorf("returned vs described (-returned +described):\n%s", d)
+	}
+	if _, err := e.c.AssignIPv4Prefixes(e.ctx, eni.ID, 0, ""); err == nil {
+		t.Error("a count of 0 was accepted")
+	}
+}
