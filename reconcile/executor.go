@@ -481,8 +481,8 @@ func (x *executor) failed(a planner.Action, err error) {
 // prefixes (CreateENI or AssignIPs with IPv4PrefixCount). When such a
 // request meets a vSwitch out of addresses, it is the /28s that ran out.
 // A CreateENI that asked for addresses too is counted as asking for
-// prefixes: the prefixes are the likelier cause, and single addresses are
-// retried at once in prefix-preferring modes.
+// prefixes: the /28s are the likelier cause, and a fragmented mark stops
+// only prefixes, where an exhausted one would stop single addresses too.
 func askedPrefixes(a planner.Action) bool {
 	return (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.IPv4PrefixCount > 0
 }
