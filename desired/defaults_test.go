@@ -38,6 +38,7 @@ func TestDefaultsDocumented(t *testing.T) {
 		"eni.maxENIs":              itoa(d.ENI.MaxENIs),
 		"eni.vSwitchPolicy":        string(d.ENI.VSwitchPolicy),
 		"eni.mtu":                  itoa(d.ENI.MTU),
+		"eni.ipv4Allocation":       string(d.ENI.IPv4Allocation),
 		"cloud.rateLimit.qps":      strconv.FormatFloat(d.Cloud.RateLimit.QPS, 'f', -1, 64),
 		"cloud.rateLimit.burst":    itoa(d.Cloud.RateLimit.Burst),
 		"cloud.credentials.source": string(d.Cloud.Credentials.Source),
