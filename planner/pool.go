@@ -2,6 +2,8 @@ package planner
 
 import (
 	"time"
+
+	"github.com/enidnet/enid/desired"
 )
 
 // This file is the pool policy: how many units to hold, counted in one
@@ -10,12 +12,16 @@ import (
 // poolPolicy is the config's pool with defaults and sanity applied.
 type poolPolicy struct {
 	minIdle, maxIdle, minTotal, batch int
+	// alloc is eni.ipv4Allocation in force: a change of it is a change
+	// of the pool's knobs (spread, like the counts).
+	alloc desired.IPv4Allocation
 }
 
 func (b *builder) policy() poolPolicy {
 	p := b.cfg.Pool
 	pp := poolPolicy{minIdle: max(0, p.MinIdle), maxIdle: max(0, p.MaxIdle), minTotal: max(0, p.MinTotal), batch: max(1, p.Batch)}
 	pp.maxIdle = max(pp.maxIdle, pp.minIdle)
+	pp.alloc = b.allocation()
 	return pp
 }
 
@@ -73,6 +79,7 @@ func (b *builder) shared() {
 		Waiting: len(waiting), Target: max(total+grow, pp.minTotal), Capacity: b.capacity(),
 	}
 	b.plan.Pool.Target = min(b.plan.Pool.Target, max(b.plan.Pool.Capacity, total))
+	b.plan.Pool.Prefixes, b.plan.Pool.Surplus = b.prefixCount(), b.surplusCount()
 
 	var sources []source
 	blocked := (*PodStatus)(nil)
@@ -89,6 +96,9 @@ func (b *builder) shared() {
 		}
 	} else if b.complete && len(waiting) == 0 && !spread {
 		b.release(pp, idle, total, wantIdle)
+	}
+	if b.complete && !spread {
+		b.releaseSurplus()
 	}
 	if grow > 0 || len(waiting) > 0 {
 		b.mem.IdleAboveMaxSince = time.Time{}
