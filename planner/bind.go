@@ -450,7 +450,7 @@ func (b *builder) bindNew() []*podState {
 		}
 		b.bindTo(p, ip4, ip6, e, src)
 	}
-	return b.bindSurplus(waiting)
+	return waiting
 }
 
 // rememberSticky records the binding of every bound sticky pod, so that it

@@ -74,9 +74,13 @@ func (b *builder) shared() {
 		need = len(waiting) - idle
 		grow = max(0, min(roundUp(need, pp.batch), len(waiting)+pp.maxIdle-idle))
 	}
+	steer := grow
+	if b.perSlot() > 1 {
+		steer = roundUp(grow, prefixSize) // prefixes come whole
+	}
 	b.plan.Pool = PoolSummary{
 		Total: total, Used: used, Idle: idle, Cooldown: cooling + gone, Sticky: sticky,
-		Waiting: len(waiting), Target: max(total+grow, pp.minTotal), Capacity: b.capacity(),
+		Waiting: len(waiting), Target: max(total+steer, pp.minTotal), Capacity: b.capacity(),
 	}
 	b.plan.Pool.Target = min(b.plan.Pool.Target, max(b.plan.Pool.Capacity, total))
 	b.plan.Pool.Prefixes, b.plan.Pool.Surplus = b.prefixCount(), b.surplusCount()
@@ -105,6 +109,13 @@ func (b *builder) shared() {
 	}
 	b.leaks()
 
+	if b.plan.Pool.Surplus > 0 {
+		// Pods no growth serves (it is blocked, or the cloud is not
+		// observed) take surplus addresses the node holds rather than wait.
+		waiting = b.bindSurplus(waiting, sources)
+		b.plan.Pool.Waiting, b.plan.Pool.Surplus = len(waiting), b.surplusCount()
+		b.rememberSticky()
+	}
 	b.tellWaiting(waiting, sources, blocked, cooling+gone)
 	b.podActions()
 }

@@ -204,17 +204,22 @@ func (b *builder) spareSlots(e *eniState) int {
 }
 
 // bindSurplus hands surplus addresses (of the kind the mode no longer
-// asks for) to pods that found no address of the right kind: better served
-// now from what the node holds than waiting for the cloud. It returns the
-// pods left waiting.
-func (b *builder) bindSurplus(waiting []*podState) []*podState {
-	if !b.bindable || len(waiting) == 0 {
+// asks for) to waiting pods that no growth source serves (growth is
+// blocked, or the cloud is not observed): better served now from what the
+// node holds than waiting. A pod growth serves waits for the right kind,
+// so that the old kind can drain. It returns the pods left waiting.
+func (b *builder) bindSurplus(waiting []*podState, sources []source) []*podState {
+	served := 0
+	for _, s := range sources {
+		served += s.units
+	}
+	if !b.bindable || len(waiting) <= served {
 		return waiting
 	}
 	order := b.fillOrder()
-	var left []*podState
+	left := slices.Clone(waiting[:served])
 	i := 0
-	for _, p := range waiting {
+	for _, p := range waiting[served:] {
 		for i < len(order) && b.spareSlots(order[i]) == 0 {
 			i++
 		}
