@@ -101,9 +101,6 @@ func (b *builder) shared() {
 	} else if b.complete && len(waiting) == 0 && !spread {
 		b.release(pp, idle, total, wantIdle)
 	}
-	if b.complete && !spread {
-		b.releaseSurplus()
-	}
 	if grow > 0 || len(waiting) > 0 {
 		b.mem.IdleAboveMaxSince = time.Time{}
 	}
@@ -115,6 +112,9 @@ func (b *builder) shared() {
 		waiting = b.bindSurplus(waiting, sources)
 		b.plan.Pool.Waiting, b.plan.Pool.Surplus = len(waiting), b.surplusCount()
 		b.rememberSticky()
+	}
+	if b.complete && !spread {
+		b.releaseSurplus() // after bindSurplus: it gives back what is left
 	}
 	b.tellWaiting(waiting, sources, blocked, cooling+gone)
 	b.podActions()
