@@ -125,6 +125,10 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 			// Whole prefixes: the slots, ten per call, what the vSwitch has.
 			p := min(ceilDiv(n, prefixSize), b.o.Instance.Limits.IPv4PerENI-1, maxPrefixesPerCall, (v.AvailableIPs-1)/prefixSize)
 			k = min(p*prefixSize, slotCap)
+			if b.v6 {
+				// IPv6 stays single addresses: as many as needed, by batch.
+				k = min(k, roundUp(n, batch), maxIPsAtCreate)
+			}
 		}
 		create, k := b.createENI(v, k, creates, why)
 		creates++

@@ -75,7 +75,7 @@ func (b *builder) shared() {
 		grow = max(0, min(roundUp(need, pp.batch), len(waiting)+pp.maxIdle-idle))
 	}
 	steer := grow
-	if b.perSlot() > 1 {
+	if b.perSlot() > 1 && !b.v6 {
 		steer = roundUp(grow, prefixSize) // prefixes come whole
 	}
 	b.plan.Pool = PoolSummary{
