@@ -314,6 +314,9 @@ func (b *builder) releasePrefixes(e *eniState, excess int, why Reason, prev int)
 // the rest follows as those pods go. Held, sticky and cooling addresses
 // stay.
 func (b *builder) releaseSurplus() {
+	if !b.v4 || b.excl {
+		return // pods take no IPv4 from ENI slots: nothing is of a kind
+	}
 	why := Reason{ReasonAllocationModeChanged, "eni.ipv4Allocation is " + string(b.allocation()) + ": free addresses of the other kind go back"}
 	for _, e := range b.usable {
 		prev := e.lastCall - 1
