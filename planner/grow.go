@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/observed"
 )
 
@@ -243,6 +244,7 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 		return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no security group configured"}
 	}
 	var best *observed.VSwitch
+	bestFrag := false // best refused a prefix (Memory.Fragmented)
 	unknown := 0
 	var missing []string    // configured vSwitches the cloud says do not exist
 	var fragmented []string // refused a prefix, in strict prefix mode
@@ -270,11 +272,18 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 			fragmented = append(fragmented, id)
 			continue
 		}
-		if best == nil || (b.cfg.ENI.VSwitchPolicy != "ordered" && v.AvailableIPs > best.AvailableIPs) {
-			vv := v
-			best = &vv
+		// prefer-prefix: a vSwitch that refused a prefix serves only when
+		// none that gives prefixes has room.
+		frag := b.allocation() == desired.IPv4PreferPrefix && b.fragmented(id)
+		switch {
+		case best == nil:
+		case bestFrag && !frag:
+		case frag && !bestFrag, b.cfg.ENI.VSwitchPolicy == "ordered", v.AvailableIPs <= best.AvailableIPs:
+			continue
 		}
-		if b.cfg.ENI.VSwitchPolicy == "ordered" {
+		vv := v
+		best, bestFrag = &vv, frag
+		if b.cfg.ENI.VSwitchPolicy == "ordered" && !frag {
 			break
 		}
 	}
