@@ -388,3 +388,23 @@ func TestExamplesLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestIPv4AllocationProblemNamesItsFile: the refusal of prefixes in
+// exclusive mode names the drop-in that asked for prefixes, the field and
+// the fix.
+func TestIPv4AllocationProblemNamesItsFile(t *testing.T) {
+	dir := t.TempDir()
+	src := ConfigSource{Main: filepath.Join(dir, "config.yaml"), DropInDir: filepath.Join(dir, "config.d")}
+	writeFile(t, src.Main, readTestdata(t, "config/base.yaml")+"mode: exclusive-eni\n")
+	drop := filepath.Join(src.DropInDir, "20-prefix.yaml")
+	writeFile(t, drop, "apiVersion: enid.dev/v1alpha1\nkind: AgentConfig\neni: {ipv4Allocation: prefix}\n")
+	_, err := LoadConfig(src, NodeFacts{})
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("want *ConfigError, got %v", err)
+	}
+	want := []Problem{{File: drop, Path: "eni.ipv4Allocation", Message: `prefix applies to mode shared-eni only: an exclusive pod gets its ENI's primary address; set it to secondary or remove it (got "prefix" with mode exclusive-eni)`}}
+	if diff := cmp.Diff(want, ce.Problems); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
