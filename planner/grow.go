@@ -122,7 +122,11 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		k := min(roundUp(n, batch), slotCap, maxIPsAtCreate, v.AvailableIPs-1)
 		if b.v6 && !b.v4 || b.excl {
 			k = min(n, slotCap)
-		} else if prefix, _ := b.growKind(v.ID); prefix {
+		} else if prefix, _ := b.growKind(v.ID); !prefix {
+			// Single addresses, one slot each (slotCap counts prefixes
+			// when the mode asks for them and this vSwitch refused one).
+			k = min(k, b.o.Instance.Limits.IPv4PerENI-1)
+		} else {
 			// Whole prefixes: the slots, ten per call, what the vSwitch has.
 			p := min(ceilDiv(n, prefixSize), b.o.Instance.Limits.IPv4PerENI-1, maxPrefixesPerCall, (v.AvailableIPs-1)/prefixSize)
 			k = min(p*prefixSize, slotCap)

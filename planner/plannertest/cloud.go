@@ -137,8 +137,13 @@ func (w *World) create(a planner.Action) (string, error) {
 	if a.IPv4Count > 49 {
 		return "", fmt.Errorf("SecondaryPrivateIpAddressCount %d > 49", a.IPv4Count)
 	}
-	if a.IPv4PrefixCount > 10 || a.IPv4PrefixCount > w.Instance.Limits.IPv4PerENI-1 {
+	if a.IPv4PrefixCount > 10 {
 		return "", fmt.Errorf("InvalidParam.Ipv4PrefixCount: %d", a.IPv4PrefixCount)
+	}
+	// Each secondary address and each prefix takes one private-address
+	// slot of the instance type's; the primary takes one more.
+	if a.IPv4Count+a.IPv4PrefixCount > w.Instance.Limits.IPv4PerENI-1 {
+		return "", fmt.Errorf("InvalidOperation.Ipv4CountExceeded: %d addresses and %d prefixes", a.IPv4Count, a.IPv4PrefixCount)
 	}
 	var prefixes []netip.Prefix
 	if a.IPv4PrefixCount > 0 {
