@@ -340,7 +340,7 @@ func (b *builder) computeFree() (cooling int) {
 			}
 		}
 		switch {
-		case is4 && b.surplus(len(r.eni.eni.IPv4Prefixes) > 0 && inPrefix(r.eni.eni, r.ip)):
+		case is4 && b.surplus(r.inPfx):
 			r.eni.spare4 = append(r.eni.spare4, r.ip)
 		case is4:
 			r.eni.free4 = append(r.eni.free4, r.ip)

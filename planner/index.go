@@ -34,7 +34,7 @@ func (b *builder) indexAddrs() {
 				a := p.Masked().Addr()
 				for range prefixSize {
 					hi, lo := addrKey(a)
-					b.addrIdx = append(b.addrIdx, addrRef{hi: hi, lo: lo, ip: a, eni: e})
+					b.addrIdx = append(b.addrIdx, addrRef{hi: hi, lo: lo, ip: a, eni: e, inPfx: true})
 					a = a.Next()
 				}
 			}
@@ -88,4 +88,6 @@ type addrRef struct {
 	ip     netip.Addr
 	eni    *eniState
 	h      *holder
+	// inPfx: the address lies in one of the ENI's IPv4 prefixes.
+	inPfx bool
 }

@@ -8,6 +8,7 @@ package planner
 
 import (
 	"cmp"
+	"math"
 	"net/netip"
 	"slices"
 
@@ -163,36 +164,70 @@ func (b *builder) fragmentedStatus(id string) *PodStatus {
 // addresses held, cooling or just bound), so that the emptiest prefixes
 // stay empty and can go back whole; then secondary addresses, lowest
 // first. The surplus list is ordered the same way.
+//
+// Each address's sort key is computed once: this runs on every pass.
 func (b *builder) orderFree() {
 	for _, e := range b.usable {
 		if len(e.eni.IPv4Prefixes) == 0 {
 			continue
 		}
-		free := map[netip.Prefix]int{}
+		// Free addresses per prefix, by the prefix's first address (a
+		// prefix is an aligned /28, so an address's prefix is its /28).
+		free := make(map[netip.Addr]int, len(e.eni.IPv4Prefixes))
+		for _, p := range e.eni.IPv4Prefixes {
+			free[p.Masked().Addr()] = 0
+		}
 		for _, l := range [][]netip.Addr{e.free4, e.spare4} {
 			for _, a := range l {
-				if p, ok := e.eni.PrefixOf(a); ok {
-					free[p]++
+				if base := prefixBase(a); hasKey(free, base) {
+					free[base]++
 				}
 			}
 		}
-		less := func(x, y netip.Addr) int {
-			px, inx := e.eni.PrefixOf(x)
-			py, iny := e.eni.PrefixOf(y)
-			switch {
-			case inx != iny:
-				if inx {
-					return -1
-				}
-				return 1
-			case inx && px != py:
-				return cmp.Or(cmp.Compare(free[px], free[py]), px.Addr().Compare(py.Addr()))
-			}
-			return x.Compare(y)
-		}
-		slices.SortFunc(e.free4, less)
-		slices.SortFunc(e.spare4, less)
+		e.free4 = orderByFullness(e.free4, free)
+		e.spare4 = orderByFullness(e.spare4, free)
 	}
+}
+
+// orderByFullness sorts addresses by the free count of their prefix
+// (fewest first; ties by prefix), addresses outside every prefix last;
+// within a prefix, and among those outside, lowest first.
+func orderByFullness(l []netip.Addr, free map[netip.Addr]int) []netip.Addr {
+	type keyed struct {
+		rank int // free addresses of its prefix; outside prefixes: last
+		base netip.Addr
+		a    netip.Addr
+	}
+	ks := make([]keyed, len(l))
+	for i, a := range l {
+		base := prefixBase(a)
+		n, in := free[base]
+		if !in {
+			n, base = math.MaxInt, a
+		}
+		ks[i] = keyed{n, base, a}
+	}
+	slices.SortFunc(ks, func(x, y keyed) int {
+		return cmp.Or(cmp.Compare(x.rank, y.rank), x.base.Compare(y.base), x.a.Compare(y.a))
+	})
+	for i := range ks {
+		l[i] = ks[i].a
+	}
+	return l
+}
+
+// prefixBase is the first address of the /28 holding a.
+func prefixBase(a netip.Addr) netip.Addr {
+	p, err := a.Prefix(observed.IPv4PrefixBits)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
+}
+
+func hasKey(m map[netip.Addr]int, k netip.Addr) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // spareSlots is how many pods the ENI can take from its surplus addresses.
@@ -400,8 +435,3 @@ func (b *builder) surplusCount() int {
 
 func ceilDiv(n, d int) int { return (n + d - 1) / d }
 
-// inPrefix reports whether ip lies in one of the ENI's IPv4 prefixes.
-func inPrefix(e *observed.ENI, ip netip.Addr) bool {
-	_, ok := e.PrefixOf(ip)
-	return ok
-}
