@@ -434,4 +434,3 @@ func (b *builder) surplusCount() int {
 }
 
 func ceilDiv(n, d int) int { return (n + d - 1) / d }
-
