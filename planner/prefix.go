@@ -59,7 +59,7 @@ func (b *builder) growKind(id string) (prefix, ok bool) {
 // surplus reports whether a free IPv4 address of this origin (inside a
 // prefix or a secondary address) is of the wrong kind for the allocation
 // in force: the mode was switched in place. Surplus addresses are handed
-// out only when no address of the right kind is free, and go back at once
+// out only to pods no growth serves (bindSurplus), and go back at once
 // (releaseSurplus). prefer-prefix takes both kinds.
 func (b *builder) surplus(inPrefix bool) bool {
 	switch b.allocation() {
@@ -160,10 +160,12 @@ func (b *builder) fragmentedStatus(id string) *PodStatus {
 }
 
 // orderFree puts each usable ENI's free IPv4 addresses in the order they
-// are handed out: addresses of the fullest prefix first (the most of its
-// addresses held, cooling or just bound), so that the emptiest prefixes
-// stay empty and can go back whole; then secondary addresses, lowest
-// first. The surplus list is ordered the same way.
+// are handed out: addresses of the fullest prefix first (the fewest of
+// its addresses free: the rest are bound, held or cooling), so that the
+// emptiest prefixes stay empty and can go back whole; then secondary
+// addresses, lowest first. The surplus list is ordered the same way. The
+// order stays right while pods are bound from it: the prefix they fill
+// only gets fuller.
 //
 // Each address's sort key is computed once: this runs on every pass.
 func (b *builder) orderFree() {
