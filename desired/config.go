@@ -116,6 +116,13 @@ type ENIConfig struct {
 	Tags map[string]string `json:"tags,omitempty"`
 	// MTU of ENI devices and pod interfaces (0: leave the device's).
 	MTU int `json:"mtu,omitempty"`
+	// SecurityGroupSets name further sets of security groups and may tune
+	// each set's pool (see SecurityGroupSet, docs/config.md).
+	SecurityGroupSets []SecurityGroupSet `json:"securityGroupSets,omitempty"`
+	// NamespaceSecurityGroups maps a pod namespace to the name of a set in
+	// SecurityGroupSets: its pods without the security-groups annotation
+	// get that set instead of SecurityGroups.
+	NamespaceSecurityGroups map[string]string `json:"namespaceSecurityGroups,omitempty"`
 }
 
 // Cloud says how to reach the ECS/VPC API.
