@@ -81,6 +81,28 @@ func ParseSecurityGroups(s string) ([]string, error) {
 	return out, nil
 }
 
+// SetNameFor names the set the entry's pod gets: the annotation's groups
+// (sorted, with the name of the set they equal: "default", a configured
+// set's, or ""); else its namespace's set (eni.namespaceSecurityGroups)
+// by name, groups nil; else "default", groups nil. It allocates only for
+// an annotation: the planner calls it for every pod of every pass. An
+// invalid annotation is an error wrapping ErrInvalidSecurityGroups.
+func (c Config) SetNameFor(e Entry) (string, []string, error) {
+	if s, ok := e.Annotations[AnnotationSecurityGroups]; ok {
+		g, err := ParseSecurityGroups(s)
+		if err != nil {
+			return "", nil, fmt.Errorf("annotation %s: %w", AnnotationSecurityGroups, err)
+		}
+		return c.SetNameOf(g), g, nil
+	}
+	if name, ok := c.ENI.NamespaceSecurityGroups[e.PodNamespace]; ok {
+		if _, ok := c.SecurityGroupSet(name); ok {
+			return name, nil, nil
+		}
+	}
+	return DefaultSetName, nil, nil
+}
+
 // SecurityGroupsFor returns the security groups the entry's pod gets,
 // sorted, and the name of their set ("default", a configured set's name,
 // or "" for a set only annotations name). The pod's annotation wins; then
@@ -88,19 +110,17 @@ func ParseSecurityGroups(s string) ([]string, error) {
 // eni.securityGroups. An invalid annotation is an error wrapping
 // ErrInvalidSecurityGroups: that pod fails, no other.
 func (c Config) SecurityGroupsFor(e Entry) ([]string, string, error) {
-	if s, ok := e.Annotations[AnnotationSecurityGroups]; ok {
-		g, err := ParseSecurityGroups(s)
-		if err != nil {
-			return nil, "", fmt.Errorf("annotation %s: %w", AnnotationSecurityGroups, err)
-		}
-		return g, c.SetNameOf(g), nil
+	name, g, err := c.SetNameFor(e)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case g != nil:
+		return g, name, nil
+	case name == DefaultSetName:
+		return slices.Sorted(slices.Values(c.ENI.SecurityGroups)), name, nil
 	}
-	if name, ok := c.ENI.NamespaceSecurityGroups[e.PodNamespace]; ok {
-		if s, ok := c.SecurityGroupSet(name); ok {
-			return slices.Sorted(slices.Values(s.SecurityGroups)), s.Name, nil
-		}
-	}
-	return slices.Sorted(slices.Values(c.ENI.SecurityGroups)), DefaultSetName, nil
+	s, _ := c.SecurityGroupSet(name)
+	return slices.Sorted(slices.Values(s.SecurityGroups)), name, nil
 }
 
 // SecurityGroupSet returns the configured set of that name.

@@ -349,6 +349,7 @@ func (b *builder) computeFree() (cooling int) {
 		if c := cool[e]; c != nil {
 			n := max(c.c4, c.c6)
 			e.held += n
+			e.cooling = n
 			cooling += n
 		}
 	}
@@ -416,7 +417,7 @@ func (b *builder) bindNew() []*podState {
 	var waiting []*podState
 	i := 0
 	for _, p := range b.pods {
-		if p.bound() || p.status != nil {
+		if p.bound() || p.status != nil || p.set != b.cur {
 			continue
 		}
 		if !b.bindable {

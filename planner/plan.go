@@ -52,6 +52,9 @@ type Plan struct {
 	Memory Memory
 	// Pool summarises the shared-mode pool (in exclusive mode: ENIs).
 	Pool PoolSummary
+	// Sets summarises each security-group set's pool when the node has
+	// more than the default set (nil otherwise): Pool is their sum.
+	Sets []SetSummary
 	// NodeName and InstanceID are copied from the inputs for display.
 	NodeName   string
 	InstanceID string
@@ -76,6 +79,20 @@ type PoolSummary struct {
 	Target int `json:"target"`
 	// Capacity is the most the instance can hold under its limits.
 	Capacity int `json:"capacity"`
+}
+
+// SetSummary is one security-group set's pool on the node.
+type SetSummary struct {
+	// Name is "default", the set's name in eni.securityGroupSets, or ""
+	// for a set only pods' annotations name.
+	Name string `json:"name,omitempty"`
+	// SecurityGroups are the set's groups, sorted.
+	SecurityGroups []string `json:"securityGroups"`
+	// ENIs are the usable ENIs serving the set, sorted by device index.
+	ENIs []string `json:"enis,omitempty"`
+	// Pods counts the live attachments that ask for the set.
+	Pods int `json:"pods"`
+	PoolSummary
 }
 
 // ActionKind names what an action does.
@@ -179,6 +196,19 @@ const (
 	// ReasonVSwitchUnknown: no configured vSwitch of the zone can serve,
 	// and some do not exist (named in the reason).
 	ReasonVSwitchUnknown ReasonCode = "vswitch-unknown"
+	// ReasonSecurityGroupsInvalid: the pod's enid.dev/security-groups
+	// annotation is not a valid set of security group IDs (the pod Fails).
+	ReasonSecurityGroupsInvalid ReasonCode = "security-groups-invalid"
+	// ReasonSGSetNoENISlot: the pod's security-group set needs an ENI and
+	// every ENI slot of the instance (or eni.maxENIs) is taken by ENIs of
+	// other sets; the pod waits until one empties and is released.
+	ReasonSGSetNoENISlot ReasonCode = "sg-set-no-eni-slot"
+	// ReasonSGSetSlotReclaim: an empty ENI of one set is released so that
+	// a set whose pods wait for an ENI slot gets one (an action reason).
+	ReasonSGSetSlotReclaim ReasonCode = "sg-set-slot-reclaim"
+	// ReasonSecurityGroupsChanged: an ENI's set has new groups (the config
+	// changed); the ENI is moved to them in place (UpdateENI).
+	ReasonSecurityGroupsChanged ReasonCode = "security-groups-changed"
 )
 
 // Action is one step of a plan. Only the parameters its Kind needs are set.

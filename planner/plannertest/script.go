@@ -60,6 +60,7 @@ var scriptVerbs = map[string]func(*World, *scriptArgs) error{
 	"observe":        (*World).scriptObserve,
 	"cooldown":       (*World).scriptCooldown,
 	"sticky":         (*World).scriptSticky,
+	"sgset":          (*World).scriptSGSet,
 	"exhausted":      (*World).scriptExhausted,
 	"leaked":         (*World).scriptLeaked,
 	"sent-creates":   (*World).scriptSentCreates,
@@ -179,11 +180,11 @@ func (w *World) scriptConfig(a *scriptArgs) error {
 	return nil
 }
 
-// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [ipv6=...] [dev=N] [status=S] [owned [owner=I]] [configured] ...`.
+// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [ipv6=...] [dev=N] [status=S] [owned [owner=I] [set=NAME]] [sg=G,G] [configured] ...`.
 func (w *World) scriptENI(a *scriptArgs) error {
 	e := observed.ENI{ID: a.arg(0), MAC: cmpOr(a.kv["mac"], macOf(a.arg(0))), Status: observed.ENIStatus(cmpOr(a.kv["status"], "InUse")),
 		Type: observed.ENITypeSecondary, VSwitchID: a.kv["vsw"], IPv4: a.addrs("ips"), IPv6: a.addrs("ipv6"),
-		PrimaryIP: a.addr("primary"), DeviceIndex: a.num("dev", 0), SecurityGroups: []string{"sg-1"}, CreatedAt: w.Now}
+		PrimaryIP: a.addr("primary"), DeviceIndex: a.num("dev", 0), SecurityGroups: list(cmpOr(a.kv["sg"], "sg-1")), CreatedAt: w.Now}
 	if v := w.vswitch(e.VSwitchID); v != nil {
 		e.ZoneID, e.VPCID = v.ZoneID, v.VPCID
 	} else {
@@ -197,6 +198,9 @@ func (w *World) scriptENI(a *scriptArgs) error {
 	}
 	if a.flag("owned") {
 		e.Tags = map[string]string{observed.TagManagedBy: observed.TagManagedByValue, observed.TagOwner: cmpOr(a.kv["owner"], w.Instance.ID)}
+		if set, ok := a.kv["set"]; ok {
+			e.Tags[observed.TagSecurityGroupSet] = set
+		}
 	} else {
 		e.Tags = map[string]string{"team": "other"}
 	}
@@ -210,7 +214,7 @@ func (w *World) scriptENI(a *scriptArgs) error {
 	return nil
 }
 
-// scriptPod adds or replaces a pod's entry: `pod CID [if=IF] [ns= name= uid= rev=] [sticky]`.
+// scriptPod adds or replaces a pod's entry: `pod CID [if=IF] [ns= name= uid= rev=] [sticky] [sg=G,G]` (sg: the security-groups annotation, as written).
 func (w *World) scriptPod(a *scriptArgs) error {
 	k := a.key()
 	e := desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: k.ContainerID, IfName: k.IfName,
@@ -218,6 +222,12 @@ func (w *World) scriptPod(a *scriptArgs) error {
 		PodUID: a.kv["uid"], Revision: cmpOr(a.kv["rev"], "r1"), Created: w.Now}
 	if a.flag("sticky") {
 		e.Annotations = map[string]string{desired.AnnotationStickyIP: "true"}
+	}
+	if sg, ok := a.kv["sg"]; ok {
+		if e.Annotations == nil {
+			e.Annotations = map[string]string{}
+		}
+		e.Annotations[desired.AnnotationSecurityGroups] = sg
 	}
 	w.Desired.Entries = slices.DeleteFunc(w.Desired.Entries, func(x desired.Entry) bool { return x.ContainerID == k.ContainerID && x.IfName == k.IfName })
 	w.Desired.Entries = append(w.Desired.Entries, e)
@@ -348,6 +358,35 @@ func (w *World) scriptSticky(a *scriptArgs) error {
 	return nil
 }
 
+// scriptSGSet adds, replaces or removes a named security-group set:
+// `sgset NAME groups=G,G [minIdle= maxIdle= minTotal= batch=] [ns=NS,NS]`
+// (ns: namespaces whose pods get the set), `sgset NAME remove`.
+func (w *World) scriptSGSet(a *scriptArgs) error {
+	c := &w.Desired.Config.ENI
+	name := a.arg(0)
+	c.SecurityGroupSets = slices.DeleteFunc(c.SecurityGroupSets, func(s desired.SecurityGroupSet) bool { return s.Name == name })
+	for ns, n := range c.NamespaceSecurityGroups {
+		if n == name {
+			delete(c.NamespaceSecurityGroups, ns)
+		}
+	}
+	if a.flag("remove") {
+		return nil
+	}
+	s := desired.SecurityGroupSet{Name: name, SecurityGroups: list(a.kv["groups"])}
+	if _, ok := a.kv["minIdle"]; ok || a.kv["maxIdle"] != "" || a.kv["minTotal"] != "" || a.kv["batch"] != "" {
+		s.Pool = &desired.SetPool{MinIdle: a.num("minIdle", 0), MaxIdle: a.num("maxIdle", 0), MinTotal: a.num("minTotal", 0), Batch: a.num("batch", 0)}
+	}
+	c.SecurityGroupSets = append(c.SecurityGroupSets, s)
+	for _, ns := range list(a.kv["ns"]) {
+		if c.NamespaceSecurityGroups == nil {
+			c.NamespaceSecurityGroups = map[string]string{}
+		}
+		c.NamespaceSecurityGroups[ns] = name
+	}
+	return nil
+}
+
 // scriptExhausted marks a vSwitch exhausted: `exhausted ID [for=D]`.
 func (w *World) scriptExhausted(a *scriptArgs) error {
 	w.Memory = w.Memory.MarkExhausted(a.arg(0), w.Now.Add(a.dur("for", 10*time.Minute)))
@@ -458,6 +497,10 @@ func (w *World) Dump() string {
 		fmt.Fprintf(&b, "eni %s %s %s dev=%d vsw=%s ipv4=%d%s", e.ID, e.Status, own, e.DeviceIndex, e.VSwitchID, len(e.IPv4), joinAddrs(e.IPv4))
 		if len(e.IPv6) > 0 {
 			fmt.Fprintf(&b, " ipv6=%d%s", len(e.IPv6), joinAddrs(e.IPv6))
+		}
+		// Security groups only where they are not the config's default.
+		if g := slices.Sorted(slices.Values(e.SecurityGroups)); !slices.Equal(g, slices.Sorted(slices.Values(w.Desired.Config.ENI.SecurityGroups))) {
+			fmt.Fprintf(&b, " sg=%s", strings.Join(g, ","))
 		}
 		b.WriteString("\n")
 	}
