@@ -124,6 +124,9 @@ func (b *builder) bindShared() {
 			}
 			continue
 		}
+		if !b.stickyFits(p, e, r) {
+			continue
+		}
 		h := b.holderOf(r.IPv4, r.IPv6)
 		if h != nil && (h.kind == holdStale || h.kind == holdSticky) {
 			e.held-- // taken over below

@@ -123,6 +123,10 @@ type eniState struct {
 	set       *sgSet
 	cooling   int
 	updateRef int
+	// own and target are the ENI's groups and the groups of the set its
+	// tag names, sorted, with their keys.
+	own, target       []string
+	ownKey, targetKey string
 }
 
 func (e *eniState) table() int { return Table(e.eni.DeviceIndex) }

@@ -31,6 +31,7 @@ type source struct {
 func (b *builder) shared() {
 	b.configureENIs()
 	b.podSets()
+	b.eniTargets()
 	b.bindShared()
 	b.eniSets()
 	b.computeFree()

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,14 @@ func randomWorld(t *testing.T, seed uint64) {
 	if r.IntN(3) == 0 {
 		must("eni eni-l owned status=Available vsw=vsw-a ips=10.0.9.10,10.0.9.11")
 	}
+	// Security-group sets: some pods ask for groups by annotation (some
+	// invalid), a namespace may have a named set, and the default groups
+	// may change under running pods (moved in place).
+	sets := r.IntN(3) == 0
+	if sets && r.IntN(2) == 0 {
+		must(fmt.Sprintf("sgset web groups=sg-w minIdle=%d maxIdle=%d ns=shop", r.IntN(2), 1+r.IntN(3)))
+	}
+	annotations := []string{"sg-a", "sg-b,sg-a", "sg-a,sg-b", "sg-1", "sg-w", "SG-bad", "sg-a,,"}
 
 	live := map[string]string{} // container ID -> pod name
 	next := 0
@@ -72,7 +81,13 @@ func randomWorld(t *testing.T, seed uint64) {
 			if r.IntN(3) == 0 {
 				sticky = " sticky"
 			}
-			must(fmt.Sprintf("pod %s ns=ns name=%s uid=u%s%s", id, name, id, sticky))
+			ns := "ns"
+			if sets && r.IntN(3) == 0 {
+				sticky += " sg=" + annotations[r.IntN(len(annotations))]
+			} else if sets && r.IntN(3) == 0 {
+				ns = "shop"
+			}
+			must(fmt.Sprintf("pod %s ns=%s name=%s uid=u%s%s", id, ns, name, id, sticky))
 			live[id] = name
 		}
 		for _, id := range slices.Sorted(maps.Keys(live)) {
@@ -80,6 +95,9 @@ func randomWorld(t *testing.T, seed uint64) {
 				must("rm-pod " + id)
 				delete(live, id)
 			}
+		}
+		if sets && r.IntN(15) == 0 {
+			must(fmt.Sprintf("config sg=sg-%d", 1+r.IntN(3)))
 		}
 		partial := r.IntN(8) == 0
 		switch {
@@ -151,6 +169,15 @@ func randomWorld(t *testing.T, seed uint64) {
 		t.Fatalf("converged world gave a plan:\n%s", again.Render())
 	}
 	checkSettled(t, w, p)
+	// Every pod runs on an ENI whose groups are the set it asks for, but
+	// one whose set changed while it ran (the default groups changed) on
+	// an ENI that another pod keeps on the old groups: it is never moved,
+	// and the plan says so.
+	for k, v := range w.GroupMismatches() {
+		if !slices.ContainsFunc(p.Problems, func(s string) bool { return strings.Contains(s, "pod "+k.String()+" asks for") }) {
+			t.Fatalf("pod on an ENI of another security-group set after settling, and the plan does not say so:\n%s\n%s\n%s", v, p.Render(), w.Dump())
+		}
+	}
 }
 
 // checkPlan checks invariants visible in the plan itself.
@@ -228,12 +255,26 @@ func checkSettled(t *testing.T, w *plannertest.World, p planner.Plan) {
 			t.Fatalf("owned ENI %s left Available after settling", e.ID)
 		}
 	}
-	s := p.Pool
-	if s.Idle > max(cfg.Pool.MaxIdle, cfg.Pool.MinIdle) && s.Total > cfg.Pool.MinTotal && s.Waiting == 0 {
-		t.Fatalf("idle %d above maxIdle %d after settling (total %d, minTotal %d)\n%s\n%s", s.Idle, cfg.Pool.MaxIdle, s.Total, cfg.Pool.MinTotal, p.Render(), w.Dump())
+	// Each security-group set keeps its own pool (one set: the config's).
+	sets := p.Sets
+	if sets == nil {
+		sets = []planner.SetSummary{{Name: desired.DefaultSetName, PoolSummary: p.Pool}}
+	}
+	for _, set := range sets {
+		maxIdle, minTotal := max(cfg.Pool.MaxIdle, cfg.Pool.MinIdle), cfg.Pool.MinTotal
+		if cs, ok := cfg.SecurityGroupSet(set.Name); ok && cs.Pool != nil {
+			maxIdle, minTotal = max(cs.Pool.MaxIdle, cs.Pool.MinIdle), cs.Pool.MinTotal
+		} else if set.Name != desired.DefaultSetName {
+			maxIdle, minTotal = min(cfg.Pool.Batch, cfg.Pool.MaxIdle), 0
+		}
+		if s := set.PoolSummary; s.Idle > maxIdle && s.Total > minTotal && s.Waiting == 0 {
+			t.Fatalf("set %q: idle %d above maxIdle %d after settling (total %d, minTotal %d)\n%s\n%s", set.Name, s.Idle, maxIdle, s.Total, minTotal, p.Render(), w.Dump())
+		}
 	}
 	for _, st := range p.Statuses {
-		if st.Phase == planner.PhasePending && st.ReasonCode != planner.ReasonWaitingCooldown {
+		// A set with no ENI slot waits for another set's pods to go:
+		// that may be never, and is not a failure to settle.
+		if st.Phase == planner.PhasePending && st.ReasonCode != planner.ReasonWaitingCooldown && st.ReasonCode != planner.ReasonSGSetNoENISlot {
 			t.Fatalf("%s still Pending after settling: %s", st.Key, st.Reason)
 		}
 	}

@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/observed"
 )
 
 // FormatVersion is the version of the plan's JSON form (docs/plan.md,
@@ -119,6 +122,10 @@ func describe(a Action) string {
 	case CreateENI:
 		w.WriteString(" in " + a.VSwitchID)
 		counts(&w, a)
+		if set := a.Tags[observed.TagSecurityGroupSet]; set != "" && set != desired.DefaultSetName {
+			// Another set than the config's: say which groups.
+			w.WriteString(" security groups " + strings.Join(a.SecurityGroups, ","))
+		}
 	case AttachENI:
 		w.WriteString(" to " + a.InstanceID)
 	case UpdateENI:

@@ -151,6 +151,37 @@ func (b *builder) target(e *observed.ENI) ([]string, string) {
 	return sortedKey(e.SecurityGroups)
 }
 
+// eniTargets notes each usable ENI's groups and the groups of the set its
+// tag names.
+func (b *builder) eniTargets() {
+	for _, e := range b.usable {
+		e.own, e.ownKey = sortedKey(e.eni.SecurityGroups)
+		e.target, e.targetKey = b.target(e.eni)
+	}
+}
+
+// stickyFits reports whether the sticky pod p may have its reservation r
+// back on ENI e: only when e has the pod's groups. When e is about to move
+// to them (its set's new groups), p waits a pass and its addresses stay
+// held. When e serves another set (the pod came back asking for other
+// groups), the reservation ends and p is bound anew in its set.
+func (b *builder) stickyFits(p *podState, e *eniState, r Reservation) bool {
+	switch p.set.key {
+	case e.ownKey:
+		return true
+	case e.targetKey:
+		p.status = b.waitStatus(p, ReasonWaitingForIPs, "sticky address "+r.IPv4.String()+" is on "+e.eni.ID+
+			", which moves to security groups "+e.targetKey+" first")
+		if h := b.holderOf(r.IPv4, r.IPv6); h == nil {
+			b.hold(r.IPv4, r.IPv6, &holder{kind: holdSticky})
+			e.held++
+		}
+	default:
+		delete(b.mem.Sticky, p.sticky)
+	}
+	return false
+}
+
 // eniSets puts every owned ENI in its set. A usable ENI whose tag names a
 // set with other groups than it has is moved to them (UpdateENI) when the
 // observation is complete and no live pod on it asks for other groups;
@@ -162,20 +193,15 @@ func (b *builder) eniSets() {
 		groups []string
 		key    string
 	}
-	targets := make(map[*eniState]want, len(b.usable))
-	for _, e := range b.usable {
-		g, k := b.target(e.eni)
-		targets[e] = want{g, k}
-	}
 	conflict := map[*eniState]*podState{}
 	for _, p := range b.pods {
-		if p.bound() && p.set.key != targets[p.eni].key && conflict[p.eni] == nil {
+		if p.bound() && p.set.key != p.eni.targetKey && conflict[p.eni] == nil {
 			conflict[p.eni] = p
 		}
 	}
 	for _, e := range b.usable {
-		own, ownKey := sortedKey(e.eni.SecurityGroups)
-		t := targets[e]
+		own, ownKey := e.own, e.ownKey
+		t := want{e.target, e.targetKey}
 		in := want{own, ownKey} // the set the ENI serves in this pass
 		switch {
 		case t.key == ownKey:
@@ -249,7 +275,18 @@ func (b *builder) eachSet(f func(cooling int)) {
 	setIdle := b.mem.SetIdleAboveMaxSince
 	b.mem.SetIdleAboveMaxSince = nil
 	multi := len(b.sets) > 1 || !b.sets[0].isDefault()
-	for _, s := range b.sets {
+	// Sets with pods to place go first: a set's optional growth (its
+	// minIdle, its minTotal) must not take the ENI slot another set's
+	// pods wait for, which would only be released again (reclaimSlots).
+	demand := map[*sgSet]bool{}
+	for _, p := range b.pods {
+		if !p.bound() && p.status == nil {
+			demand[p.set] = true
+		}
+	}
+	order := slices.Clone(b.sets)
+	slices.SortStableFunc(order, func(x, y *sgSet) int { return cmp.Compare(boolInt(demand[y]), boolInt(demand[x])) })
+	for _, s := range order {
 		b.cur = s
 		b.usable, b.inflight, b.avail = s.usable, s.inflight, s.avail
 		b.cfg.Pool.MinIdle, b.cfg.Pool.MaxIdle, b.cfg.Pool.MinTotal, b.cfg.Pool.Batch = s.pool.minIdle, s.pool.maxIdle, s.pool.minTotal, s.pool.batch
@@ -349,7 +386,7 @@ func (b *builder) slotWait(blocked *PodStatus, waiting int) *PodStatus {
 	}
 	b.cur.needSlot = true
 	return &PodStatus{Phase: PhasePending, ReasonCode: ReasonSGSetNoENISlot,
-		Reason: "no ENI slot left for this set (" + blocked.Reason + "); waiting for an ENI of another set to empty"}
+		Reason: "no ENI slot left for this set (" + itoa(b.otherENIs) + " ENIs of other sets hold slots); waiting for one of them to empty"}
 }
 
 // reclaimSlots releases, for each set whose pods wait for an ENI slot,

@@ -261,7 +261,11 @@ func (w *World) setup(a planner.Action) error {
 	}
 	excl := a.Kind == planner.MoveENI
 	identity := p.Namespace + "/" + p.Name + "/" + p.IfName
-	w.checkGroups(p.Key, e)
+	if a.Reason.Code == planner.ReasonNewBinding || a.Reason.Code == planner.ReasonStickyRestore {
+		// A pod is placed only on an ENI of its set. (One set up again on
+		// its address keeps it: a running pod is never moved.)
+		w.checkGroups(p.Key, e)
+	}
 	for _, ip := range []netip.Addr{p.IPv4, p.IPv6} {
 		if !ip.IsValid() {
 			continue
@@ -340,9 +344,10 @@ func (w *World) checkGroups(k observed.AttachmentKey, e *observed.ENI) {
 }
 
 // GroupMismatches lists the kernel pods whose ENI's security groups differ
-// from the set their entry asks for (empty when every pod is on its set).
-func (w *World) GroupMismatches() []string {
-	var out []string
+// from the set their entry asks for (empty when every pod is on its set),
+// by attachment key.
+func (w *World) GroupMismatches() map[observed.AttachmentKey]string {
+	out := map[observed.AttachmentKey]string{}
 	for _, p := range w.Node.Pods {
 		i := slices.IndexFunc(w.ENIs, func(e observed.ENI) bool { return e.MAC == p.ENIMAC })
 		if i < 0 {
@@ -350,7 +355,9 @@ func (w *World) GroupMismatches() []string {
 		}
 		n := len(w.Violations)
 		w.checkGroups(p.Key, &w.ENIs[i])
-		out = append(out, w.Violations[n:]...)
+		if len(w.Violations) > n {
+			out[p.Key] = w.Violations[n]
+		}
 		w.Violations = w.Violations[:n]
 	}
 	return out
