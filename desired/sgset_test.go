@@ -159,3 +159,34 @@ func TestSecurityGroupSetValidation(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseSecurityGroups: any annotation value either gives 1 to 10
+// distinct, sorted security group IDs that parse back to themselves, or an
+// error wrapping ErrInvalidSecurityGroups no longer than a few hundred
+// bytes (a hostile value is never echoed whole).
+func FuzzParseSecurityGroups(f *testing.F) {
+	for _, s := range []string{"sg-a", "sg-b, sg-a", "", ",", "sg-a,,sg-b", "SG-A", strings.Repeat("sg-a,", 20), "sg-\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		g, err := ParseSecurityGroups(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidSecurityGroups) || len(err.Error()) > 400 {
+				t.Fatalf("error %q (%d bytes) does not wrap ErrInvalidSecurityGroups or is too long", err, len(err.Error()))
+			}
+			return
+		}
+		if len(g) == 0 || len(g) > MaxSecurityGroups {
+			t.Fatalf("%d groups", len(g))
+		}
+		for i, sg := range g {
+			if !secGroupRe.MatchString(sg) || (i > 0 && g[i-1] >= sg) {
+				t.Fatalf("groups %q: not sorted, distinct IDs", g)
+			}
+		}
+		again, err := ParseSecurityGroups(strings.Join(g, ","))
+		if err != nil || !cmp.Equal(g, again) {
+			t.Fatalf("%q does not parse back: %v %v", g, again, err)
+		}
+	})
+}
