@@ -205,9 +205,10 @@ func (b *builder) eniSets() {
 		in := want{own, ownKey} // the set the ENI serves in this pass
 		switch {
 		case t.key == ownKey:
-		case len(t.groups) == 0:
-			// No default groups (an invalid config that was kept): the
-			// ENI stays the default's as it is.
+		case len(t.groups) == 0, len(own) == 0:
+			// No default groups (an invalid config that was kept), or an
+			// observation without the ENI's groups (ECS gives every ENI
+			// at least one): the ENI serves its tag's set as it is.
 			in = t
 		case !b.complete:
 			// Only a complete observation plans UpdateENI.
