@@ -266,6 +266,9 @@ func checkSettled(t *testing.T, w *plannertest.World, p planner.Plan) {
 			maxIdle, minTotal = max(cs.Pool.MaxIdle, cs.Pool.MinIdle), cs.Pool.MinTotal
 		} else if set.Name != desired.DefaultSetName {
 			maxIdle, minTotal = min(cfg.Pool.Batch, cfg.Pool.MaxIdle), 0
+			if set.Pods == 0 {
+				maxIdle = 0
+			}
 		}
 		if s := set.PoolSummary; s.Idle > maxIdle && s.Total > minTotal && s.Waiting == 0 {
 			t.Fatalf("set %q: idle %d above maxIdle %d after settling (total %d, minTotal %d)\n%s\n%s", set.Name, s.Idle, maxIdle, s.Total, minTotal, p.Render(), w.Dump())

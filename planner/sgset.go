@@ -32,6 +32,7 @@ type sgSet struct {
 	// set only annotations name).
 	name     string
 	pool     poolPolicy
+	tuned    bool // pool is the config's or the set's own
 	usable   []*eniState
 	inflight []*observed.ENI
 	avail    []*observed.ENI
@@ -79,17 +80,19 @@ func (b *builder) set(groups []string, key string) *sgSet {
 	pp := b.policy() // the config's pool, sanitised
 	switch cs, named := b.cfg.SecurityGroupSet(s.name); {
 	case s.isDefault():
-		s.pool = pp
+		s.pool, s.tuned = pp, true
 	case named && cs.Pool != nil:
+		s.tuned = true
 		s.pool = poolPolicy{minIdle: max(0, cs.Pool.MinIdle), maxIdle: max(0, cs.Pool.MaxIdle, cs.Pool.MinIdle),
 			minTotal: max(0, cs.Pool.MinTotal), batch: pp.batch}
 		if cs.Pool.Batch > 0 {
 			s.pool.batch = cs.Pool.Batch
 		}
 	default:
-		// An untuned set keeps no minimum and at most one batch idle: its
-		// pods' churn reuses addresses, and its ENIs empty once its pods
-		// are gone (then another set may take their slots).
+		// An untuned set keeps no minimum and at most one batch idle
+		// while it has pods (their churn reuses addresses), none once they
+		// are gone (eachSet): then its addresses go after the release
+		// delay, and its empty ENIs with them.
 		s.pool = poolPolicy{maxIdle: min(pp.batch, pp.maxIdle), batch: pp.batch}
 	}
 	if b.setByKey == nil {
@@ -291,6 +294,9 @@ func (b *builder) eachSet(f func(cooling int)) {
 		b.cur = s
 		b.usable, b.inflight, b.avail = s.usable, s.inflight, s.avail
 		b.cfg.Pool.MinIdle, b.cfg.Pool.MaxIdle, b.cfg.Pool.MinTotal, b.cfg.Pool.Batch = s.pool.minIdle, s.pool.maxIdle, s.pool.minTotal, s.pool.batch
+		if !s.tuned && s.pods == 0 {
+			b.cfg.Pool.MaxIdle = 0
+		}
 		b.cfg.ENI.SecurityGroups = s.groups
 		b.cfg.ENI.Tags = make(map[string]string, len(saved.tags)+1)
 		for k, v := range saved.tags {

@@ -29,4 +29,9 @@ func TestNextDeadline(t *testing.T) {
 	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(20 * time.Second)) {
 		t.Fatalf("NextDeadline = %v, want the sticky hold's end", got)
 	}
+	// Another security-group set's release delay wakes the agent too.
+	m.SetIdleAboveMaxSince = map[string]time.Time{"sg-a": now.Add(-55 * time.Second)}
+	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(5 * time.Second)) {
+		t.Fatalf("NextDeadline = %v, want the sg-a set's release delay end", got)
+	}
 }
