@@ -190,15 +190,16 @@ func (b *builder) stickyFits(p *podState, e *eniState, r Reservation) bool {
 // observation is complete and no live pod on it asks for other groups;
 // until then it serves the set of the groups it has.
 func (b *builder) eniSets() {
-	// conflict[e] is a live pod on e asking for another set than e's
-	// target.
 	type want struct {
 		groups []string
 		key    string
 	}
+	// conflict[e] is a live pod on e asking for another set than the one
+	// e's tag names.
 	conflict := map[*eniState]*podState{}
 	for _, p := range b.pods {
-		if p.bound() && p.set.key != p.eni.targetKey && conflict[p.eni] == nil {
+		// A pod with an invalid annotation asks for nothing.
+		if p.bound() && p.status == nil && p.set.key != p.eni.targetKey && conflict[p.eni] == nil {
 			conflict[p.eni] = p
 		}
 	}
