@@ -132,7 +132,7 @@ func (b *builder) podSets() {
 	}
 }
 
-// targetKey is the set an owned ENI's tag names, as groups: the default
+// target is the set an owned ENI's tag names, as groups: the default
 // set for "default" or no tag (ENIs older than sets were made with the
 // default groups), a configured set by name; else the ENI's own groups.
 func (b *builder) target(e *observed.ENI) ([]string, string) {
