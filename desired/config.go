@@ -123,6 +123,10 @@ type ENIConfig struct {
 	// SecurityGroupSets: its pods without the security-groups annotation
 	// get that set instead of SecurityGroups.
 	NamespaceSecurityGroups map[string]string `json:"namespaceSecurityGroups,omitempty"`
+	// MaxENIsPerSet caps the ENIs of each security-group set other than
+	// the default on a node (0: no cap but MaxENIs, which counts every
+	// set's), so that pods of one set cannot take every ENI slot.
+	MaxENIsPerSet int `json:"maxENIsPerSet,omitempty"`
 }
 
 // Cloud says how to reach the ECS/VPC API.

@@ -33,10 +33,11 @@ type SecurityGroupSet struct {
 	// A change of them moves the set's existing ENIs to the new groups in
 	// place (ModifyNetworkInterfaceAttribute).
 	SecurityGroups []string `json:"securityGroups"`
-	// Pool tunes the set's pool on a node; nil: the set keeps no idle
-	// address of its own (minIdle 0, maxIdle 0, minTotal 0, the config's
-	// batch). See docs/config.md.
+	// Pool tunes the set's pool on a node; nil: the set keeps no minimum
+	// and little idle (docs/config.md, "Security-group sets").
 	Pool *SetPool `json:"pool,omitempty"`
+	// MaxENIs caps the set's ENIs on a node (0: eni.maxENIsPerSet).
+	MaxENIs int `json:"maxENIs,omitempty"`
 }
 
 // SetPool is a set's own pool policy: the counting knobs of Pool (the
@@ -200,6 +201,7 @@ func (v *validator) securityGroupSets(e ENIConfig, batch int) {
 		} else {
 			byGroups[key] = p
 		}
+		v.nonNegative(p+".maxENIs", s.MaxENIs)
 		if sp := s.Pool; sp != nil {
 			v.nonNegative(p+".pool.minIdle", sp.MinIdle)
 			v.nonNegative(p+".pool.maxIdle", sp.MaxIdle)
@@ -212,6 +214,7 @@ func (v *validator) securityGroupSets(e ENIConfig, batch int) {
 			}
 		}
 	}
+	v.nonNegative("eni.maxENIsPerSet", e.MaxENIsPerSet)
 	for _, ns := range sortedKeys(e.NamespaceSecurityGroups) {
 		p := fmt.Sprintf("eni.namespaceSecurityGroups[%s]", clip(ns))
 		if len(ns) > 63 || !dns1123Label.MatchString(ns) {

@@ -123,6 +123,9 @@ func TestSecurityGroupSetValidation(t *testing.T) {
 			`eni.securityGroupSets[0].pool.batch: must be between 1 and 10, or 0 for pool.batch (5) (got 11)`}},
 		{"unknown pool key", "eni: {securityGroupSets: [{name: web, securityGroups: [sg-w], pool: {cooldown: 1s}}]}", []string{
 			`eni.securityGroupSets[0].pool.cooldown: unknown field`}},
+		{"ENI caps", "eni: {maxENIsPerSet: -1, securityGroupSets: [{name: web, securityGroups: [sg-w], maxENIs: -2}]}", []string{
+			`eni.securityGroupSets[0].maxENIs: must be >= 0 (got -2)`,
+			`eni.maxENIsPerSet: must be >= 0 (got -1)`}},
 		{"namespace names no set", "eni: {namespaceSecurityGroups: {shop: web}}", []string{
 			`eni.namespaceSecurityGroups[shop]: names set "web", which eni.securityGroupSets does not define: add it there or fix the name`}},
 		{"namespace key grammar", "eni:\n  securityGroupSets: [{name: web, securityGroups: [sg-w]}]\n  namespaceSecurityGroups: {Shop: web}", []string{

@@ -196,6 +196,9 @@ func (b *builder) adoptable() *observed.ENI {
 // further ENI may be attached, or nil when one may.
 func (b *builder) eniLimit(planned int) *PodStatus {
 	l := b.o.Instance.Limits.ENIs
+	if st := b.setCap(planned); st != nil {
+		return st
+	}
 	// The ENIs of the other security-group sets take slots too (sgset.go).
 	planned += b.plannedENIs
 	mine := len(b.usable) + len(b.inflight) + planned + b.otherENIs

@@ -203,6 +203,9 @@ const (
 	// every ENI slot of the instance (or eni.maxENIs) is taken by ENIs of
 	// other sets; the pod waits until one empties and is released.
 	ReasonSGSetNoENISlot ReasonCode = "sg-set-no-eni-slot"
+	// ReasonSGSetENILimit: the pod's security-group set has the most
+	// ENIs eni.maxENIsPerSet (or the set's maxENIs) allows, all full.
+	ReasonSGSetENILimit ReasonCode = "sg-set-eni-limit"
 	// ReasonSGSetSlotReclaim: an empty ENI of one set is released so that
 	// a set whose pods wait for an ENI slot gets one (an action reason).
 	ReasonSGSetSlotReclaim ReasonCode = "sg-set-slot-reclaim"

@@ -65,7 +65,10 @@ func randomWorld(t *testing.T, seed uint64) {
 	// may change under running pods (moved in place).
 	sets := r.IntN(3) == 0
 	if sets && r.IntN(2) == 0 {
-		must(fmt.Sprintf("sgset web groups=sg-w minIdle=%d maxIdle=%d ns=shop", r.IntN(2), 1+r.IntN(3)))
+		must(fmt.Sprintf("sgset web groups=sg-w minIdle=%d maxIdle=%d maxENIs=%d ns=shop", r.IntN(2), 1+r.IntN(3), r.IntN(3)))
+	}
+	if sets && r.IntN(3) == 0 {
+		must(fmt.Sprintf("config maxENIsPerSet=%d", 1+r.IntN(2)))
 	}
 	annotations := []string{"sg-a", "sg-b,sg-a", "sg-a,sg-b", "sg-1", "sg-w", "SG-bad", "sg-a,,"}
 

@@ -33,6 +33,7 @@ type sgSet struct {
 	name     string
 	pool     poolPolicy
 	tuned    bool // pool is the config's or the set's own
+	maxENIs  int  // the most ENIs the set may have here (0: no cap of its own)
 	usable   []*eniState
 	inflight []*observed.ENI
 	avail    []*observed.ENI
@@ -78,7 +79,8 @@ func (b *builder) set(groups []string, key string) *sgSet {
 	}
 	s := &sgSet{key: key, groups: groups, name: b.cfg.SetNameOf(groups)}
 	pp := b.policy() // the config's pool, sanitised
-	switch cs, named := b.cfg.SecurityGroupSet(s.name); {
+	cs, named := b.cfg.SecurityGroupSet(s.name)
+	switch {
 	case s.isDefault():
 		s.pool, s.tuned = pp, true
 	case named && cs.Pool != nil:
@@ -94,6 +96,12 @@ func (b *builder) set(groups []string, key string) *sgSet {
 		// are gone (eachSet): then its addresses go after the release
 		// delay, and its empty ENIs with them.
 		s.pool = poolPolicy{maxIdle: min(pp.batch, pp.maxIdle), batch: pp.batch}
+	}
+	if !s.isDefault() {
+		s.maxENIs = b.cfg.ENI.MaxENIsPerSet
+		if named && cs.MaxENIs > 0 {
+			s.maxENIs = cs.MaxENIs
+		}
 	}
 	if b.setByKey == nil {
 		b.setByKey = map[string]*sgSet{}
@@ -383,6 +391,18 @@ func (b *builder) ownedAttached() int {
 	return n
 }
 
+// setCap returns the status for pods of the set the builder is narrowed
+// to when the set has its maximum of ENIs (with planned more in this
+// plan), or nil.
+func (b *builder) setCap(planned int) *PodStatus {
+	s := b.cur
+	if s == nil || s.maxENIs <= 0 || len(b.usable)+len(b.inflight)+planned < s.maxENIs {
+		return nil
+	}
+	return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonSGSetENILimit,
+		Reason: "security-group set " + s.label() + " has its maximum of " + itoa(s.maxENIs) + " ENIs (eni.maxENIsPerSet or the set's maxENIs) and every address on them is in use"}
+}
+
 // slotWait turns the status of a set's pods that wait for an ENI no slot
 // is left for into sg-set-no-eni-slot when ENIs of other sets hold slots:
 // such a pod is served once one of them empties (reclaimSlots), so it
@@ -459,6 +479,7 @@ func (b *builder) summarise(multi bool) {
 		sum.Target += p.Target
 		sum.Capacity = p.Capacity
 	}
+	sum.Target = min(sum.Target, max(sum.Capacity, sum.Total))
 	b.plan.Pool = sum
 	if !multi {
 		return

@@ -359,7 +359,7 @@ func (w *World) scriptSticky(a *scriptArgs) error {
 }
 
 // scriptSGSet adds, replaces or removes a named security-group set:
-// `sgset NAME groups=G,G [minIdle= maxIdle= minTotal= batch=] [ns=NS,NS]`
+// `sgset NAME groups=G,G [minIdle= maxIdle= minTotal= batch=] [maxENIs=N] [ns=NS,NS]`
 // (ns: namespaces whose pods get the set), `sgset NAME remove`.
 func (w *World) scriptSGSet(a *scriptArgs) error {
 	c := &w.Desired.Config.ENI
@@ -373,7 +373,7 @@ func (w *World) scriptSGSet(a *scriptArgs) error {
 	if a.flag("remove") {
 		return nil
 	}
-	s := desired.SecurityGroupSet{Name: name, SecurityGroups: list(a.kv["groups"])}
+	s := desired.SecurityGroupSet{Name: name, SecurityGroups: list(a.kv["groups"]), MaxENIs: a.num("maxENIs", 0)}
 	if _, ok := a.kv["minIdle"]; ok || a.kv["maxIdle"] != "" || a.kv["minTotal"] != "" || a.kv["batch"] != "" {
 		s.Pool = &desired.SetPool{MinIdle: a.num("minIdle", 0), MaxIdle: a.num("maxIdle", 0), MinTotal: a.num("minTotal", 0), Batch: a.num("batch", 0)}
 	}
@@ -439,6 +439,7 @@ func applyConfig(c *desired.Config, a *scriptArgs, zone string) {
 	c.Pool.SpreadWindow = desired.Duration(a.dur("spread", c.Pool.SpreadWindow.D()))
 	c.StickyIPHold = desired.Duration(a.dur("hold", c.StickyIPHold.D()))
 	c.ENI.MaxENIs = a.num("maxENIs", c.ENI.MaxENIs)
+	c.ENI.MaxENIsPerSet = a.num("maxENIsPerSet", c.ENI.MaxENIsPerSet)
 	c.ENI.MTU = a.num("mtu", c.ENI.MTU)
 	if v, ok := a.kv["vswitches"]; ok {
 		c.ENI.VSwitches = map[string][]string{zone: list(v)}
