@@ -23,6 +23,10 @@ const (
 // MaxSecurityGroups is ECS's limit of security groups on one ENI.
 const MaxSecurityGroups = 10
 
+// maxSecurityGroupsLen bounds the annotation: 10 IDs of at most 128
+// characters, with separators and spaces.
+const maxSecurityGroupsLen = MaxSecurityGroups * 160
+
 // SecurityGroupSet is a named set of security groups
 // (eni.securityGroupSets[]). Pods get it by the security-groups annotation
 // (the same groups, in any order) or by eni.namespaceSecurityGroups.
@@ -58,6 +62,11 @@ var ErrInvalidSecurityGroups = errors.New("invalid security groups")
 // security group IDs separated by commas (spaces around them allowed), no
 // duplicates. It returns them sorted: a set has no order.
 func ParseSecurityGroups(s string) ([]string, error) {
+	// The planner reads the annotation on every pass: a hostile value
+	// (up to an entry's 512 KiB) is refused before it is split.
+	if len(s) > maxSecurityGroupsLen {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d security group IDs can take", ErrInvalidSecurityGroups, len(s), MaxSecurityGroups)
+	}
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("%w: empty: list 1 to %d security group IDs such as sg-bp1a2b3c, separated by commas", ErrInvalidSecurityGroups, MaxSecurityGroups)
 	}

@@ -28,7 +28,7 @@ func TestParseSecurityGroups(t *testing.T) {
 		{"sg-a;sg-b", nil, `"sg-a;sg-b" is not a security group ID`},
 		{"sg-a\x00", nil, "is not a security group ID"},
 		{"sg-1,sg-2,sg-3,sg-4,sg-5,sg-6,sg-7,sg-8,sg-9,sg-10,sg-11", nil, "11 groups, at most 10"},
-		{strings.Repeat("sg-a,", 100000), nil, "groups, at most 10"},
+		{strings.Repeat("sg-a,", 100000), nil, "500000 bytes, more than 10 security group IDs can take"},
 		{"sg-" + strings.Repeat("a", 300), nil, "is not a security group ID"},
 	}
 	for _, tc := range tests {
@@ -192,4 +192,28 @@ func FuzzParseSecurityGroups(f *testing.F) {
 			t.Fatalf("%q does not parse back: %v %v", g, again, err)
 		}
 	})
+}
+
+// TestSecurityGroupSetsRoundTrip: the sets survive String and a parse back
+// (the agent logs the effective config; `enid plan --show-config`).
+func TestSecurityGroupSetsRoundTrip(t *testing.T) {
+	data := readTestdata(t, "../../examples/config/security-groups.yaml")
+	facts := NodeFacts{Zone: "cn-hangzhou-k", Labels: map[string]string{"pool": "pci"}}
+	cfg, err := ParseConfig([]byte(data), facts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.ENI.SecurityGroups, ","); got != "sg-bp1pci" {
+		t.Errorf("the override's default groups: got %q", got)
+	}
+	if s, ok := cfg.SecurityGroupSet("web"); !ok || s.Pool == nil || s.Pool.MinIdle != 1 {
+		t.Errorf("set web: %+v, %v", s, ok)
+	}
+	again, err := ParseConfig([]byte(cfg.String()), facts)
+	if err != nil {
+		t.Fatalf("String() does not parse back: %v\n%s", err, cfg)
+	}
+	if diff := cmp.Diff(cfg, again); diff != "" {
+		t.Errorf("round trip (-first +second):\n%s", diff)
+	}
 }
