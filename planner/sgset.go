@@ -374,8 +374,13 @@ func (b *builder) eachSet(f func(cooling int)) {
 	b.otherENIs, b.plannedENIs = 0, 0
 	for _, p := range b.pods {
 		if p.bound() && p.eni.updateRef > 0 {
-			// A pod set up on an ENI moving to its set starts after the move.
+			// A pod set up on an ENI moving to its set starts after the
+			// move, which a pod not yet running needs now (under
+			// throttling, urgent actions go first).
 			p.deps = append(p.deps, p.eni.updateRef-1)
+			if p.kn == nil || !p.kn.Healthy {
+				b.plan.Actions[p.eni.updateRef-1].Urgent = true
+			}
 		}
 	}
 	b.reclaimSlots()
