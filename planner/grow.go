@@ -91,13 +91,17 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 	creates := 0                // ENIs this plan creates
 	var adopted []*observed.ENI // owned Available ENIs this plan attaches
 	for len(b.avail) > 0 && n > 0 {
-		e := b.adoptable()
-		if e == nil {
+		i := b.adoptable()
+		if i < 0 {
 			break
 		}
 		if blocked := b.eniLimit(planned); blocked != nil {
+			// It stays in b.avail: leaks() deletes it after the grace
+			// period if no slot frees for it.
 			return out, b.limitOrVSwitch(blocked, added, adopted)
 		}
+		e := b.avail[i]
+		b.avail = slices.Delete(b.avail, i, i+1)
 		adopted = append(adopted, e)
 		// The next pass configures it, once its device index is known.
 		b.add(Action{Kind: AttachENI, Target: e.ID, Reason: Reason{ReasonAdoptENI, "owned ENI left Available; " + why.Text},
@@ -203,17 +207,16 @@ func (b *builder) assign(e *eniState, target int, prefix bool, why Reason) (take
 	return taken4
 }
 
-// adoptable returns the first owned Available ENI in a vSwitch pods may use
-// in this zone and removes it from b.avail, or nil.
-func (b *builder) adoptable() *observed.ENI {
+// adoptable returns the index in b.avail of the first owned Available ENI
+// in a vSwitch pods may use in this zone, or -1.
+func (b *builder) adoptable() int {
 	allowed := b.cfg.ENI.VSwitches[b.o.Instance.ZoneID]
 	for i, e := range b.avail {
 		if e.ZoneID == b.o.Instance.ZoneID && slices.Contains(allowed, e.VSwitchID) {
-			b.avail = slices.Delete(b.avail, i, i+1)
-			return e
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
 // eniLimit returns the status for pods that cannot be served because no

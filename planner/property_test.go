@@ -394,6 +394,12 @@ func checkPrefixes(t *testing.T, w *plannertest.World, o observed.State, mem pla
 		}
 		for k, r := range mem.Sticky {
 			if (r.IPv4 == ip || r.IPv6 == ip) && (r.Until.IsZero() || w.Now.Before(r.Until)) {
+				if now, kept := p.Memory.Sticky[k]; (!kept || now.IPv4 != r.IPv4 || now.IPv6 != r.IPv6) && returned(w, k) {
+					// The pod came back asking for other security
+					// groups than its address's ENI has: the plan ends
+					// the reservation and binds it anew in its set.
+					continue
+				}
 				return "held for sticky " + k
 			}
 		}
@@ -468,4 +474,15 @@ func freeKinds(w *plannertest.World) (prefixes, singles int) {
 		}
 	}
 	return prefixes, singles
+}
+
+// returned reports whether a live entry is the sticky pod k
+// ("namespace/name/ifName") of a reservation.
+func returned(w *plannertest.World, k string) bool {
+	for _, e := range w.Desired.Entries {
+		if e.PodNamespace+"/"+e.PodName+"/"+e.IfName == k {
+			return true
+		}
+	}
+	return false
 }

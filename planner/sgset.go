@@ -181,6 +181,12 @@ func (b *builder) stickyFits(p *podState, e *eniState, r Reservation) bool {
 	case e.ownKey:
 		return true
 	case e.targetKey:
+		if b.moveBlocked(e) {
+			// The ENI stays on its groups while a pod on it asks for
+			// them (eniSets): waiting for the move could be forever.
+			delete(b.mem.Sticky, p.sticky)
+			return false
+		}
 		p.status = b.waitStatus(p, ReasonWaitingForIPs, "sticky address "+r.IPv4.String()+" is on "+e.eni.ID+
 			", which moves to security groups "+e.targetKey+" first")
 		if h := b.holderOf(r.IPv4, r.IPv6); h == nil {
@@ -189,6 +195,18 @@ func (b *builder) stickyFits(p *podState, e *eniState, r Reservation) bool {
 		}
 	default:
 		delete(b.mem.Sticky, p.sticky)
+	}
+	return false
+}
+
+// moveBlocked reports whether a live pod bound so far on e asks for other
+// groups than those of the set e's tag names: eniSets then keeps e on its
+// groups.
+func (b *builder) moveBlocked(e *eniState) bool {
+	for _, q := range b.pods {
+		if q.eni == e && q.status == nil && q.set.key != e.targetKey {
+			return true
+		}
 	}
 	return false
 }
