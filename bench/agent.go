@@ -200,6 +200,12 @@ func containerID(name string) string {
 // with the given pool block (YAML lines under "pool:", indented two spaces)
 // and extra top-level lines.
 func configYAML(sim *ecssim.Server, zone, pool, extra string) string {
+	return configYAMLENI(sim, zone, "", pool, extra)
+}
+
+// configYAMLENI is configYAML with extra lines under "eni:" (indented two
+// spaces), such as the IPv4 allocation mode.
+func configYAMLENI(sim *ecssim.Server, zone, eni, pool, extra string) string {
 	var ids []string
 	for _, v := range sim.Dump().VSwitches {
 		if v.ZoneID == zone {
@@ -210,6 +216,7 @@ func configYAML(sim *ecssim.Server, zone, pool, extra string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: %s\nkind: %s\nmode: shared-eni\n", desired.ConfigAPIVersion, desired.ConfigKind)
 	fmt.Fprintf(&b, "eni:\n  vSwitches:\n    %s: [%s]\n  securityGroups: [%s]\n", zone, strings.Join(ids, ", "), ecssim.DefaultSecurityGroup)
+	b.WriteString(eni)
 	if pool != "" {
 		b.WriteString("pool:\n" + pool)
 	}

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile/status"
@@ -32,13 +34,32 @@ const (
 type poolSetting struct {
 	name                    string
 	minIdle, maxIdle, batch int
+	// scenario names the row ("" : "churn, pool <name>").
+	scenario string
+	// eni holds extra config lines under "eni:" (indented two spaces).
+	eni string
+	// prepare, when set, changes the simulator before the agent starts
+	// (e.g. fragments its vSwitches).
+	prepare func(*ecssim.Server) error
+	// inspect, when set, adds figures at the end, with the agent and the
+	// simulator still running.
+	inspect func(r *Result, sim *ecssim.Server, a *agent)
+	// target judges the calls per pod start (nil: the default pool's
+	// target of 0.2).
+	target *callTarget
+}
+
+// callTarget is a bound on cloud calls per pod start.
+type callTarget struct {
+	text string
+	max  float64
 }
 
 func churnSettings() []poolSetting {
 	return []poolSetting{
-		{"lean", 0, 1, 1},
-		{"default", desired.DefaultMinIdle, desired.DefaultMaxIdle, desired.DefaultBatch},
-		{"large", 10, 40, 10},
+		{name: "lean", minIdle: 0, maxIdle: 1, batch: 1},
+		{name: "default", minIdle: desired.DefaultMinIdle, maxIdle: desired.DefaultMaxIdle, batch: desired.DefaultBatch},
+		{name: "large", minIdle: 10, maxIdle: 40, batch: 10},
 	}
 }
 
@@ -90,21 +111,34 @@ func runChurn(ctx context.Context, e env) []Result {
 func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, starts int) Result {
 	releaseDelay := desired.DefaultReleaseDelay / churnCompress
 	cooldown := desired.DefaultCooldown / churnCompress
-	r := Result{Scenario: "churn, pool " + s.name,
+	name := s.scenario
+	if name == "" {
+		name = "churn, pool " + s.name
+	}
+	r := Result{Scenario: name,
 		Setup: fmt.Sprintf("%d pod starts in %s (Poisson %.0f/s, mean life %s, seed %d) on %s; pool minIdle %d, maxIdle %d, batch %d; releaseDelay %s, cooldown %s, resync %s (time constants / %d); %s",
 			starts, e.sizes.churnTime, churnRate, churnLifeMean, churnSeed, burstType, s.minIdle, s.maxIdle, s.batch,
 			releaseDelay, cooldown, desired.DefaultResyncPeriod/churnCompress, churnCompress, e.model)}
+	if s.eni != "" {
+		r.Setup += "; eni: " + strings.Join(strings.Fields(s.eni), " ")
+	}
 	sim, inst, err := startOneNodeSim(e)
 	if err != nil {
 		r.broken("%v", err)
 		return r
 	}
 	defer sim.Close()
+	if s.prepare != nil {
+		if err := s.prepare(sim); err != nil {
+			r.broken("prepare the simulator: %v", err)
+			return r
+		}
+	}
 	pool := fmt.Sprintf("  minIdle: %d\n  maxIdle: %d\n  batch: %d\n  releaseDelay: %s\n  cooldown: %s\n",
 		s.minIdle, s.maxIdle, s.batch, releaseDelay, cooldown)
 	extra := fmt.Sprintf("resyncPeriod: %s\n", desired.DefaultResyncPeriod/churnCompress)
 	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, "churn-"+s.name), sim: sim, instanceID: inst.ID,
-		nodeName: "churn-" + s.name, config: configYAML(sim, inst.Zone, pool, extra), log: e.log})
+		nodeName: "churn-" + s.name, config: configYAMLENI(sim, inst.Zone, s.eni, pool, extra), log: e.log})
 	if err != nil {
 		r.broken("start agent: %v", err)
 		return r
@@ -148,8 +182,14 @@ func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, st
 	r.add("mean idle IPs", idleIPSeconds/elapsed.Seconds(), "IPs")
 	r.add("ready p50", float64(pct(readyTimes, 50).Microseconds())/1000, "ms")
 	r.add("ready p99", float64(pct(readyTimes, 99).Microseconds())/1000, "ms")
-	if s.name == "default" {
+	switch {
+	case s.target != nil:
+		r.judge(s.target.text, perStart <= s.target.max)
+	case s.name == "default":
 		r.judge("<= 0.2 calls/pod start", perStart <= 0.2)
+	}
+	if s.inspect != nil {
+		s.inspect(&r, sim, a)
 	}
 	return r
 }
