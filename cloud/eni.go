@@ -136,6 +136,9 @@ func (c *Client) CreateENI(ctx context.Context, r CreateENIRequest) (observed.EN
 	if r.IPv6Count > 0 {
 		req.Ipv6AddressCount = requests.NewInteger(r.IPv6Count)
 	}
+	if r.IPv4PrefixCount > 0 {
+		req.Ipv4PrefixCount = requests.NewInteger(r.IPv4PrefixCount)
+	}
 	if len(r.Tags) > 0 {
 		tags := make([]ecs.CreateNetworkInterfaceTag, 0, len(r.Tags))
 		for _, k := range slices.Sorted(maps.Keys(r.Tags)) {
@@ -175,6 +178,9 @@ func (c *Client) CreateENI(ctx context.Context, r CreateENIRequest) (observed.EN
 		e.IPv6 = append(e.IPv6, a)
 	}
 	slices.SortFunc(e.IPv6, netip.Addr.Compare)
+	if e.IPv4Prefixes, err = parsePrefixSet(resp.Ipv4PrefixSets.Ipv4PrefixSet); err != nil {
+		return observed.ENI{}, fmt.Errorf("create eni %s: %w", e.ID, err)
+	}
 	if e.ID == "" {
 		return observed.ENI{}, fmt.Errorf("create eni in %s: answer names no NetworkInterfaceId", r.VSwitchID)
 	}
@@ -246,6 +252,48 @@ func (c *Client) DeleteENI(ctx context.Context, eniID string) error {
 		return fmt.Errorf("delete eni %s: %w", eniID, err)
 	}
 	return nil
+}
+
+// maxSecurityGroupsPerENI is the most security groups ECS lets an ENI have.
+const maxSecurityGroupsPerENI = 10
+
+// SetENISecurityGroups replaces the security groups of eniID with groups,
+// the complete new set (ModifyNetworkInterfaceAttribute with
+// SecurityGroupId.N, 1 to 10 distinct IDs). The ENI keeps its addresses
+// and attachment. Setting a set is idempotent, so failures are retried
+// like any repeatable call; when a conflict outlasts the retries, a lookup
+// decides: an ENI that has the groups already counts as done. An unknown
+// ENI or group fails with ErrNotFound.
+func (c *Client) SetENISecurityGroups(ctx context.Context, eniID string, groups []string) error {
+	if len(groups) == 0 || len(groups) > maxSecurityGroupsPerENI {
+		return fmt.Errorf("set security groups of eni %s: %d groups, want 1 to %d", eniID, len(groups), maxSecurityGroupsPerENI)
+	}
+	seen := map[string]bool{}
+	for _, g := range groups {
+		if g == "" || seen[g] {
+			return fmt.Errorf("set security groups of eni %s: group %q is empty or given twice", eniID, g)
+		}
+		seen[g] = true
+	}
+	req := ecs.CreateModifyNetworkInterfaceAttributeRequest()
+	req.NetworkInterfaceId = eniID
+	sgs := slices.Clone(groups)
+	req.SecurityGroupId = &sgs
+	err := c.call(ctx, req, ecs.CreateModifyNetworkInterfaceAttributeResponse())
+	if errors.Is(err, ErrConflict) {
+		if e, ok := c.lookup(ctx, eniID); ok && sameSet(e.SecurityGroups, groups) {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("set security groups of eni %s to %v: %w", eniID, groups, err)
+	}
+	return nil
+}
+
+// sameSet reports whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // isENINotFound reports whether err says the ENI itself is missing (rather
@@ -407,7 +455,37 @@ func eniFromDescribe(s ecs.NetworkInterfaceSet) (observed.ENI, error) {
 		e.IPv6 = append(e.IPv6, a)
 	}
 	slices.SortFunc(e.IPv6, netip.Addr.Compare)
+	if e.IPv4Prefixes, err = parsePrefixSet(s.Ipv4PrefixSets.Ipv4PrefixSet); err != nil {
+		return observed.ENI{}, fmt.Errorf("eni %s: %w", e.ID, err)
+	}
 	return e, nil
+}
+
+// parsePrefixSet reads an Ipv4PrefixSets item list into sorted /28s.
+func parsePrefixSet(set []ecs.Ipv4PrefixSet) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range set {
+		q, err := parseIPv4Prefix(s.Ipv4Prefix)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	slices.SortFunc(out, netip.Prefix.Compare)
+	return out, nil
+}
+
+// parseIPv4Prefix reads one IPv4 prefix as ECS gives it ("10.0.0.16/28"):
+// a masked IPv4 prefix of observed.IPv4PrefixBits.
+func parseIPv4Prefix(s string) (netip.Prefix, error) {
+	q, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("ipv4 prefix: %w", err)
+	}
+	if !q.Addr().Is4() || q.Bits() != observed.IPv4PrefixBits || q.Masked() != q {
+		return netip.Prefix{}, fmt.Errorf("ipv4 prefix %q is not an aligned /%d", s, observed.IPv4PrefixBits)
+	}
+	return q, nil
 }
 
 // splitIPv4 separates the ENI's primary address from the secondary ones.

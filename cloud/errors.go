@@ -22,7 +22,10 @@ var (
 	// .NotFound other than credential ones).
 	ErrNotFound = errors.New("not found")
 	// ErrVSwitchExhausted: the vSwitch has no free address
-	// (InvalidVSwitchId.IpNotEnough, QuotaExceeded.PrivateIpAddress).
+	// (InvalidVSwitchId.IpNotEnough, QuotaExceeded.PrivateIpAddress). For
+	// a request of IPv4 prefixes it means the vSwitch has no free aligned
+	// /28, though it may still have free single addresses (fragmentation):
+	// the caller, who knows what it asked, tells the two apart.
 	ErrVSwitchExhausted = errors.New("vswitch has no free address")
 	// ErrLimitExceeded: an instance-type or account limit was reached
 	// (EniPerInstanceLimitExceeded, MaxEniCountExceeded, Ipv4CountExceeded, ...).
@@ -174,8 +177,18 @@ func classOf(code string, status int) error {
 	case "SignatureDoesNotMatch", "IncompleteSignature", "SignatureNonceUsed",
 		"InvalidTimeStamp.Expired", "NoPermission":
 		return ErrAuth
+	case "SecurityGroupInstanceLimitExceed":
+		// ModifyNetworkInterfaceAttribute: a group holds all the
+		// instances and ENIs it may (the code lacks the final "ed").
+		return ErrLimitExceeded
 	case "InvalidAction.NotFound":
 		return nil // the API lacks the action: not a missing resource
+	case "InvalidOperation.VpcMismatch", "InvalidSecurityGroupId.NotVpc", "InvalidOperation.InvalidEniType",
+		"InvalidOperation.EniServiceManaged":
+		// ModifyNetworkInterfaceAttribute refusing the request itself (a
+		// group of another VPC or network type, an ENI enid must not
+		// change): no class, nothing to retry; the error names the code.
+		return nil
 	}
 	switch {
 	case strings.HasPrefix(code, "Throttling"):

@@ -53,6 +53,11 @@ func TestClassOf(t *testing.T) {
 		{"InvalidAction.NotFound", 404, nil, false},
 		{"InvalidSecurityToken.Expired", 400, ErrAuth, false},
 		{"InvalidIp.IpUnassigned", 400, nil, false},
+		{"SecurityGroupInstanceLimitExceed", 403, ErrLimitExceeded, false},
+		{"InvalidOperation.VpcMismatch", 403, nil, false},
+		{"InvalidSecurityGroupId.NotVpc", 403, nil, false},
+		{"InvalidOperation.InvalidEniType", 403, nil, false},
+		{"InvalidOperation.EniServiceManaged", 403, nil, false},
 	}
 	all := []error{ErrThrottled, ErrNotFound, ErrVSwitchExhausted, ErrLimitExceeded, ErrConflict, ErrIdempotencyMismatch, ErrTokenBurnt, ErrAuth, ErrUnavailable}
 	for _, tt := range tests {

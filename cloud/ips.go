@@ -71,6 +71,74 @@ func (c *Client) AssignIPv6(ctx context.Context, eniID string, count int, ips []
 	return out, nil
 }
 
+// maxPrefixesPerCall is the most IPv4 prefixes one Assign/Unassign call
+// moves (Ipv4PrefixCount and Ipv4Prefix.N take 1..10).
+const maxPrefixesPerCall = 10
+
+// AssignIPv4Prefixes adds count /28 IPv4 prefixes chosen by ECS to eniID
+// (Ipv4PrefixCount) and returns them, sorted. Each takes one of the ENI's
+// private-address slots, as a secondary address does. Requests above 10
+// are split into calls of at most 10, with ClientTokens derived as
+// AssignIPv4 derives them; when a later call fails, the prefixes the
+// earlier ones got are returned with the error. A vSwitch with no free
+// aligned /28 answers InvalidVSwitchId.IpNotEnough, which is
+// ErrVSwitchExhausted even when single addresses are still free there
+// (fragmentation): for a prefix request, "exhausted" means "no /28". Without
+// a ClientToken only throttled attempts are retried.
+func (c *Client) AssignIPv4Prefixes(ctx context.Context, eniID string, count int, clientToken string) ([]netip.Prefix, error) {
+	if count <= 0 {
+		return nil, fmt.Errorf("assign ipv4 prefixes to eni %s: count %d", eniID, count)
+	}
+	var out []netip.Prefix
+	for i := 0; count > 0; i++ {
+		n := min(count, maxPrefixesPerCall)
+		count -= n
+		token := clientToken
+		if i > 0 && token != "" {
+			token = ClientToken(clientToken, "batch", strconv.Itoa(i))
+		}
+		req := ecs.CreateAssignPrivateIpAddressesRequest()
+		req.NetworkInterfaceId = eniID
+		req.ClientToken = token
+		req.Ipv4PrefixCount = requests.NewInteger(n)
+		resp := ecs.CreateAssignPrivateIpAddressesResponse()
+		if err := c.callFor(token)(ctx, req, resp); err != nil {
+			slices.SortFunc(out, netip.Prefix.Compare)
+			return out, fmt.Errorf("assign %d ipv4 prefixes to eni %s: %w", n, eniID, err)
+		}
+		for _, s := range resp.AssignedPrivateIpAddressesSet.Ipv4PrefixSet.Ipv4Prefixes {
+			q, err := parseIPv4Prefix(s)
+			if err != nil {
+				slices.SortFunc(out, netip.Prefix.Compare)
+				return out, fmt.Errorf("assign ipv4 prefixes to eni %s: answer: %w", eniID, err)
+			}
+			out = append(out, q)
+		}
+	}
+	slices.SortFunc(out, netip.Prefix.Compare)
+	return out, nil
+}
+
+// UnassignIPv4Prefixes releases whole IPv4 prefixes of eniID (Ipv4Prefix.N),
+// at most 10 per call. As UnassignIPv4 does for addresses, prefixes already
+// gone (InvalidIp.IpUnassigned) and an ENI that is gone count as released.
+func (c *Client) UnassignIPv4Prefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error {
+	s := make([]string, len(prefixes))
+	for i, q := range prefixes {
+		s[i] = q.String()
+	}
+	err := c.unassignStrings(ctx, s, func(ctx context.Context, s []string) error {
+		req := ecs.CreateUnassignPrivateIpAddressesRequest()
+		req.NetworkInterfaceId = eniID
+		req.Ipv4Prefix = &s
+		return c.call(ctx, req, ecs.CreateUnassignPrivateIpAddressesResponse())
+	})
+	if err != nil {
+		return fmt.Errorf("unassign ipv4 prefixes from eni %s: %w", eniID, err)
+	}
+	return nil
+}
+
 // callFor picks call or, without a ClientToken, callOnce.
 func (c *Client) callFor(token string) func(context.Context, requests.AcsRequest, responses.AcsResponse) error {
 	if token == "" {
@@ -159,11 +227,17 @@ func (c *Client) UnassignIPv6(ctx context.Context, eniID string, ips []netip.Add
 }
 
 func (c *Client) unassign(ctx context.Context, ips []netip.Addr, do func(context.Context, []string) error) error {
-	for chunk := range slices.Chunk(ips, maxIPsPerCall) {
-		s := make([]string, len(chunk))
-		for i, a := range chunk {
-			s[i] = a.String()
-		}
+	s := make([]string, len(ips))
+	for i, a := range ips {
+		s[i] = a.String()
+	}
+	return c.unassignStrings(ctx, s, do)
+}
+
+// unassignStrings sends items (addresses or prefixes) 10 per call; one
+// that is gone already, or an ENI that is gone, counts as removed.
+func (c *Client) unassignStrings(ctx context.Context, items []string, do func(context.Context, []string) error) error {
+	for s := range slices.Chunk(items, maxIPsPerCall) {
 		err := do(ctx, s)
 		switch {
 		case err == nil, isENINotFound(err):

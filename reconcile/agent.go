@@ -493,6 +493,12 @@ func (a *Agent) pass(ctx context.Context) {
 		a.memory = a.memory.MarkExhausted(id, now.Add(planner.DefaultExhaustedFor))
 		a.log.Warn("vSwitch out of addresses: skipping it for new ENIs", "vswitch", id, "until", now.Add(planner.DefaultExhaustedFor))
 	}
+	for _, id := range a.exec.drainFragmented() {
+		// No free aligned /28 there: the planner asks it for no prefix
+		// for a while (single addresses still, where the mode allows).
+		a.memory = a.memory.MarkFragmented(id, now.Add(planner.DefaultFragmentedFor))
+		a.log.Warn("vSwitch has no free /28 for an IPv4 prefix: asking it for none", "vswitch", id, "until", now.Add(planner.DefaultFragmentedFor))
+	}
 	for _, tok := range a.exec.drainBurnt() {
 		// ECS refuses every resend of a token whose call failed: plan
 		// that call with a new one.

@@ -24,6 +24,9 @@ type Cloud interface {
 	UnassignIPv4(ctx context.Context, eniID string, ips []netip.Addr) error
 	AssignIPv6(ctx context.Context, eniID string, count int, ips []netip.Addr, clientToken string) ([]netip.Addr, error)
 	UnassignIPv6(ctx context.Context, eniID string, ips []netip.Addr) error
+	AssignIPv4Prefixes(ctx context.Context, eniID string, count int, clientToken string) ([]netip.Prefix, error)
+	UnassignIPv4Prefixes(ctx context.Context, eniID string, prefixes []netip.Prefix) error
+	SetENISecurityGroups(ctx context.Context, eniID string, groups []string) error
 }
 
 // Datapath is what the agent needs of the node's kernel; *linux.Datapath

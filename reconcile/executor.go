@@ -58,6 +58,10 @@ type executor struct {
 	// exhausted lists vSwitches the cloud reported out of addresses since
 	// the loop last drained it (planner.Memory.MarkExhausted).
 	exhausted []string
+	// fragmented lists vSwitches that refused an IPv4 prefix (no free
+	// aligned /28) since the loop last drained it
+	// (planner.Memory.MarkFragmented).
+	fragmented []string
 	// deferred is set when the last dispatch held optional cloud work back
 	// for the client's backoff (the loop wakes when it ends).
 	deferred bool
@@ -175,6 +179,15 @@ func (x *executor) drainExhausted() []string {
 	defer x.mu.Unlock()
 	out := x.exhausted
 	x.exhausted = nil
+	return out
+}
+
+// drainFragmented returns and forgets the vSwitches that refused a prefix.
+func (x *executor) drainFragmented() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := x.fragmented
+	x.fragmented = nil
 	return out
 }
 
@@ -414,7 +427,13 @@ func (x *executor) failed(a planner.Action, err error) {
 	}
 	x.mu.Lock()
 	if errors.Is(err, cloud.ErrVSwitchExhausted) && vsw != "" {
-		x.exhausted = append(x.exhausted, vsw)
+		if askedPrefixes(a) {
+			// No free aligned /28: the vSwitch may well have single
+			// addresses, so it is fragmented for prefixes, not exhausted.
+			x.fragmented = append(x.fragmented, vsw)
+		} else {
+			x.exhausted = append(x.exhausted, vsw)
+		}
 	}
 	if (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.ClientToken != "" && cloud.Definite(err) {
 		x.burnt = append(x.burnt, a.ClientToken)
@@ -458,6 +477,16 @@ func (x *executor) failed(a planner.Action, err error) {
 	}
 }
 
+// askedPrefixes reports whether the action asks the cloud for IPv4
+// prefixes (CreateENI or AssignIPs with IPv4PrefixCount). When such a
+// request meets a vSwitch out of addresses, it is the /28s that ran out.
+// A CreateENI that asked for addresses too is counted as asking for
+// prefixes: the /28s are the likelier cause, and a fragmented mark stops
+// only prefixes, where an exhausted one would stop single addresses too.
+func askedPrefixes(a planner.Action) bool {
+	return (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.IPv4PrefixCount > 0
+}
+
 // resolve returns the action with the ENI it means filled in: its own
 // ENIID, or the ENI the referenced CreateENI made (its ID, MAC and, for
 // ConfigureENI, the route table of the device index the attach gave).
@@ -490,6 +519,7 @@ var handlers = map[planner.ActionKind]handler{
 	planner.TeardownPod:   (*executor).teardownPod,
 	planner.ReturnENI:     (*executor).returnENI,
 	planner.PublishStatus: (*executor).publishStatus,
+	planner.UpdateENI:     (*executor).updateENI,
 }
 
 // execute performs one action and records its result in the cache.
@@ -505,7 +535,7 @@ func (x *executor) execute(ctx context.Context, r *run, i int) error {
 // createENI creates the ENI; later actions of the run find it by ENIRef.
 func (x *executor) createENI(ctx context.Context, r *run, i int, a planner.Action) error {
 	e, err := x.cloud.CreateENI(ctx, cloud.CreateENIRequest{VSwitchID: a.VSwitchID, SecurityGroups: a.SecurityGroups,
-		Tags: a.Tags, IPv4Count: a.IPv4Count, IPv6Count: a.IPv6Count, ClientToken: a.ClientToken,
+		Tags: a.Tags, IPv4Count: a.IPv4Count, IPv6Count: a.IPv6Count, IPv4PrefixCount: a.IPv4PrefixCount, ClientToken: a.ClientToken,
 		Description: "enid pod ENI for " + x.instanceID})
 	if err != nil {
 		return err // names the call, the vSwitch and the cloud's code
@@ -546,8 +576,22 @@ func (x *executor) configureENI(ctx context.Context, r *run, i int, a planner.Ac
 	return nil
 }
 
-// assignIPs assigns addresses to the ENI, IPv4 then IPv6.
+// assignIPs assigns addresses to the ENI, IPv4 (addresses or prefixes)
+// then IPv6.
 func (x *executor) assignIPs(ctx context.Context, r *run, i int, a planner.Action) error {
+	if a.IPv4PrefixCount > 0 {
+		tok := a.ClientToken
+		if tok != "" && (a.IPv4Count > 0 || len(a.IPv4) > 0) {
+			// The planner asks for one kind per action; should one carry
+			// both, the two calls must not share a token.
+			tok += "-p"
+		}
+		qs, err := x.cloud.AssignIPv4Prefixes(ctx, a.ENIID, a.IPv4PrefixCount, tok)
+		if err != nil {
+			return err
+		}
+		x.cache.apply(a, planner.Result{IPv4Prefixes: qs})
+	}
 	if a.IPv4Count > 0 || len(a.IPv4) > 0 {
 		ips, err := x.cloud.AssignIPv4(ctx, a.ENIID, a.IPv4Count, a.IPv4, a.ClientToken)
 		if err != nil {
@@ -565,17 +609,33 @@ func (x *executor) assignIPs(ctx context.Context, r *run, i int, a planner.Actio
 	return nil
 }
 
-// unassignIPs gives the ENI's addresses back.
+// unassignIPs gives the ENI's addresses back: secondary IPv4 addresses,
+// then whole IPv4 prefixes, then IPv6 addresses.
 func (x *executor) unassignIPs(ctx context.Context, r *run, i int, a planner.Action) error {
 	if len(a.IPv4) > 0 {
 		if err := x.cloud.UnassignIPv4(ctx, a.ENIID, a.IPv4); err != nil {
 			return fmt.Errorf("unassign %v from %s: %w", a.IPv4, a.ENIID, err)
 		}
 	}
+	if len(a.IPv4Prefixes) > 0 {
+		if err := x.cloud.UnassignIPv4Prefixes(ctx, a.ENIID, a.IPv4Prefixes); err != nil {
+			return fmt.Errorf("unassign prefixes %v from %s: %w", a.IPv4Prefixes, a.ENIID, err)
+		}
+	}
 	if len(a.IPv6) > 0 {
 		if err := x.cloud.UnassignIPv6(ctx, a.ENIID, a.IPv6); err != nil {
 			return fmt.Errorf("unassign %v from %s: %w", a.IPv6, a.ENIID, err)
 		}
+	}
+	x.cache.apply(a, planner.Result{})
+	return nil
+}
+
+// updateENI moves the ENI to the action's security groups (the complete
+// new set) in place: addresses, attachment and pods stay.
+func (x *executor) updateENI(ctx context.Context, r *run, i int, a planner.Action) error {
+	if err := x.cloud.SetENISecurityGroups(ctx, a.ENIID, a.SecurityGroups); err != nil {
+		return err // names the call, the ENI and the cloud's code
 	}
 	x.cache.apply(a, planner.Result{})
 	return nil

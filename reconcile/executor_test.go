@@ -37,7 +37,13 @@ type executorRig struct {
 
 func newExecutorRig(t *testing.T) *executorRig {
 	t.Helper()
-	sim, err := ecssim.New(ecssim.Config{})
+	return newExecutorRigWith(t, ecssim.Config{})
+}
+
+// newExecutorRigWith is newExecutorRig on a simulator configured so.
+func newExecutorRigWith(t *testing.T, scfg ecssim.Config) *executorRig {
+	t.Helper()
+	sim, err := ecssim.New(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +204,7 @@ func TestExecutorBackoff(t *testing.T) {
 func TestExecutorHandlers(t *testing.T) {
 	for _, k := range []planner.ActionKind{planner.CreateENI, planner.AttachENI, planner.AssignIPs, planner.UnassignIPs,
 		planner.DetachENI, planner.DeleteENI, planner.ConfigureENI, planner.SetupPod, planner.TeardownPod,
-		planner.MoveENI, planner.ReturnENI, planner.PublishStatus} {
+		planner.MoveENI, planner.ReturnENI, planner.PublishStatus, planner.UpdateENI} {
 		if handlers[k] == nil {
 			t.Errorf("no handler for %s", k)
 		}

@@ -67,6 +67,8 @@ func (s *Server) actions(version, action string) (h handler, idempotent bool) {
 		return s.assignIPv6, true
 	case "UnassignIpv6Addresses":
 		return s.unassignIPv6, false
+	case "ModifyNetworkInterfaceAttribute":
+		return s.modifyNetworkInterfaceAttribute, false
 	}
 	return nil, false
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 )
 
 // Check verifies the model's invariants and returns every violation: each
@@ -31,7 +32,15 @@ func (s *Server) Check() error {
 			bad("eni %s in unknown vswitch %s", e.ID, e.VSwitchID)
 			continue
 		}
-		for _, a := range append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6...) {
+		for _, q := range e.IPv4Prefixes {
+			if _, ok := pl.blockOf(q); !ok {
+				bad("eni %s holds prefix %s, not an aligned /28 of usable addresses of %s", e.ID, q, pl.cidr)
+			}
+		}
+		if !slices.IsSortedFunc(e.IPv4Prefixes, netip.Prefix.Compare) {
+			bad("eni %s: prefixes %v not sorted", e.ID, e.IPv4Prefixes)
+		}
+		for _, a := range append(append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), prefixAddrs(e.IPv4Prefixes)...), e.IPv6...) {
 			if o, dup := held[e.VSwitchID][a]; dup {
 				bad("%s held by %s and %s", a, o, e.ID)
 			}
@@ -61,15 +70,25 @@ func (s *Server) Check() error {
 	for id, pl := range m.pools {
 		n4 := 0
 		for a, eni := range pl.used {
-			if held[id][a] != eni {
+			switch {
+			case eni == outsideHolder:
+				if !pl.outside[a] {
+					bad("vswitch %s pool holds %s for outside, not listed as such", id, a)
+				}
+			case held[id][a] != eni:
 				bad("vswitch %s pool gives %s to %s, the ENIs say %q", id, a, eni, held[id][a])
 			}
 			if a.Is4() {
 				n4++
 			}
 		}
-		if len(pl.used) != len(held[id]) {
-			bad("vswitch %s pool holds %d addresses, the ENIs %d", id, len(pl.used), len(held[id]))
+		for a := range pl.outside {
+			if pl.used[a] != outsideHolder {
+				bad("vswitch %s lists %s as held outside, the pool says %q", id, a, pl.used[a])
+			}
+		}
+		if len(pl.used) != len(held[id])+len(pl.outside) {
+			bad("vswitch %s pool holds %d addresses, the ENIs %d and outside %d", id, len(pl.used), len(held[id]), len(pl.outside))
 		}
 		if n4 != pl.n4 {
 			bad("vswitch %s counts %d IPv4 in use, holds %d", id, pl.n4, n4)

@@ -184,22 +184,28 @@ type Hooks struct {
 	OnDetach func(ENIEvent)
 	// OnAssign and OnUnassign run for address changes on an attached ENI,
 	// before the call is answered; the event carries only the changed
-	// addresses in IPv4 and IPv6.
+	// addresses in IPv4 and IPv6, and the changed prefixes in IPv4Prefixes
+	// (their addresses in IPv4 as well).
 	OnAssign   func(ENIEvent)
 	OnUnassign func(ENIEvent)
 }
 
 // ENIEvent describes an ENI for a hook.
 type ENIEvent struct {
-	InstanceID  string
-	ENIID       string
-	MAC         string
-	PrimaryIP   netip.Addr
-	IPv4        []netip.Addr
-	IPv6        []netip.Addr
-	CIDR        netip.Prefix
-	Gateway     netip.Addr
-	DeviceIndex int
+	InstanceID string
+	ENIID      string
+	MAC        string
+	PrimaryIP  netip.Addr
+	// IPv4 holds secondary addresses and every address of the IPv4
+	// prefixes in the event (so that a hook routing addresses routes
+	// those too).
+	IPv4 []netip.Addr
+	// IPv4Prefixes are the IPv4 prefixes in the event.
+	IPv4Prefixes []netip.Prefix
+	IPv6         []netip.Addr
+	CIDR         netip.Prefix
+	Gateway      netip.Addr
+	DeviceIndex  int
 }
 
 // InstanceSpec describes an instance to add.

@@ -15,6 +15,8 @@ import (
 //	POST /_sim/faults          a Fault (JSON): one-shot, or a rate
 //	GET  /_sim/settings        the run-time Settings (JSON)
 //	POST /_sim/settings        replace the run-time Settings (JSON)
+//	POST /_sim/fragment        {"VSwitchID":"vsw-x"}: FragmentVSwitch; answers {"Addresses":n}
+//	POST /_sim/defragment      {"VSwitchID":"vsw-x"}: DefragmentVSwitch; answers {"Addresses":n}
 //
 // Durations in the JSON bodies are nanoseconds (time.Duration). It is not
 // authenticated: the simulator is for loopback use.
@@ -50,6 +52,22 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 		}
 		s.SetSettings(st)
 		v = struct{}{}
+	case "POST /_sim/fragment", "POST /_sim/defragment":
+		var req VSwitchRequest
+		if err := decodeBody(r, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		do := s.FragmentVSwitch
+		if r.URL.Path == "/_sim/defragment" {
+			do = s.DefragmentVSwitch
+		}
+		n, err := do(req.VSwitchID)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		v = AddressCount{Addresses: n}
 	default:
 		http.Error(w, fmt.Sprintf("no control endpoint %s %s", r.Method, r.URL.Path), http.StatusNotFound)
 		return
@@ -69,4 +87,15 @@ func decodeBody(r *http.Request, v any) error {
 		return fmt.Errorf("decode %s: %w", r.URL.Path, err)
 	}
 	return nil
+}
+
+// VSwitchRequest is the body of POST /_sim/fragment and /_sim/defragment.
+type VSwitchRequest struct {
+	VSwitchID string
+}
+
+// AddressCount answers POST /_sim/fragment and /_sim/defragment: how many
+// addresses were taken or released.
+type AddressCount struct {
+	Addresses int
 }

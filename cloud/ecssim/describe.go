@@ -152,7 +152,7 @@ func (s *Server) renderInstanceLocked(in InstanceState, view []*ENIState) obj {
 		r := renderENI(e)
 		nics = append(nics, obj{
 			"NetworkInterfaceId": e.ID, "MacAddress": e.MAC, "PrimaryIpAddress": e.PrimaryIP.String(), "Type": e.Type,
-			"PrivateIpSets": r["PrivateIpSets"], "Ipv6Sets": r["Ipv6Sets"],
+			"PrivateIpSets": r["PrivateIpSets"], "Ipv6Sets": r["Ipv6Sets"], "Ipv4PrefixSets": r["Ipv4PrefixSets"],
 		})
 	}
 	sort.Slice(nics, func(i, j int) bool {

@@ -19,8 +19,9 @@
 // Actions: DescribeInstances, DescribeInstanceTypes,
 // DescribeNetworkInterfaces, CreateNetworkInterface, AttachNetworkInterface,
 // DetachNetworkInterface, DeleteNetworkInterface, AssignPrivateIpAddresses,
-// UnassignPrivateIpAddresses, AssignIpv6Addresses, UnassignIpv6Addresses
-// (ECS) and DescribeVSwitches (VPC, also accepted with the ECS version).
+// UnassignPrivateIpAddresses, AssignIpv6Addresses, UnassignIpv6Addresses,
+// ModifyNetworkInterfaceAttribute (ECS) and DescribeVSwitches (VPC, also
+// accepted with the ECS version).
 // Listings page with NextToken/MaxResults (the token names the last ID
 // returned, so changes between pages neither repeat nor skip entries;
 // NextToken is "" on the last page) or PageNumber/PageSize.
@@ -45,6 +46,30 @@
 //     call and 50 in all on an ENI that is not attached, at most 49
 //     secondary addresses at creation, an optional account ENI quota
 //     (MaxEniCountExceeded), zone match at attach.
+//   - IPv4 prefixes: a /28 aligned in the vSwitch CIDR none of whose 16
+//     addresses is reserved or held (so a /24 has 14), chosen walking
+//     forward from a cursor like single addresses. CreateNetworkInterface
+//     takes Ipv4PrefixCount or Ipv4Prefix.N (1..10, beside secondary
+//     addresses; at most 49 of both), AssignPrivateIpAddresses the same
+//     instead of addresses (not both kinds in one call), and
+//     UnassignPrivateIpAddresses Ipv4Prefix.N (1..10) beside
+//     PrivateIpAddress.N; Describe and the create and assign answers carry
+//     them (Ipv4PrefixSets, AssignedPrivateIpAddressesSet.Ipv4PrefixSet).
+//     Each prefix takes one private IPv4 slot of the ENI, shared with
+//     secondary addresses (Ipv4CountExceeded at assign and attach; 50 slots,
+//     the primary's included, on an ENI that is not attached), and 16
+//     addresses of AvailableIpAddressCount. A prefix is released whole
+//     (an address inside it is no secondary address: IpUnassigned), and
+//     with its ENI. A vSwitch with no free aligned /28 refuses a prefix
+//     with InvalidVSwitchId.IpNotEnough however many single addresses it
+//     has: FragmentVSwitch (and POST /_sim/fragment) takes one address of
+//     every free /28 for an outside holder to make that so, DefragmentVSwitch
+//     (POST /_sim/defragment) gives them back; Dump shows them (Held) and
+//     the free /28s (FreePrefixes) per vSwitch.
+//   - ModifyNetworkInterfaceAttribute: SecurityGroupId.N replaces the ENI's
+//     groups (1..10 distinct, each must exist: InvalidSecurityGroupId.NotFound;
+//     more or repeated: InvalidParameter); the ENI must be Available or InUse;
+//     Description is stored too.
 //   - ClientToken on CreateNetworkInterface, AssignPrivateIpAddresses and
 //     AssignIpv6Addresses: the same token and parameters get the first
 //     answer again with no new effect; other parameters get
@@ -79,7 +104,7 @@
 // are set in Config and at run time with InjectFault and SetSettings or the
 // control API on the API listener: GET /_sim/counters, POST
 // /_sim/reset-counters, GET /_sim/state, POST /_sim/faults, GET and POST
-// /_sim/settings. Counters count every call by action and outcome ("ok" or
+// /_sim/settings, POST /_sim/fragment and /_sim/defragment. Counters count every call by action and outcome ("ok" or
 // the error code). Dump returns the whole model; Config.StateFile persists
 // it across restarts. Hooks let a test give an attached ENI a real device
 // and route its addresses.
@@ -98,9 +123,18 @@
 //
 // Timestamp freshness (requests are not refused for clock skew), XML
 // answers (Format is ignored: always JSON), signature v3/ROA, more than one
-// VPC or region, trunk and member ENIs beyond the Trunk type label, prefix
-// delegation (Ipv4Prefix/Ipv6Prefix), PrimaryIpAddress at creation, ENI
-// attributes and modification calls, EIPs, security group rules, instance
+// VPC or region, trunk and member ENIs beyond the Trunk type label, IPv6
+// prefixes (Ipv6PrefixCount, /80), the vSwitch's reserved CIDR blocks that
+// real ECS takes IPv4 prefixes from (any free aligned /28 of the vSwitch
+// serves here), the exact code ECS answers for a prefix the ENI does not
+// hold (taken as InvalidIp.IpUnassigned, as for addresses), prefixes in
+// the metadata service and in DescribeNetworkInterfaces' PrivateIpAddress
+// filter, PrimaryIpAddress at creation, ENI attributes other than security
+// groups and Description (name, queues, DeleteOnRelease, ... are accepted
+// and ignored), security groups' VPC and network type (every group is of
+// the one VPC: no InvalidOperation.VpcMismatch), per-group instance limits
+// (SecurityGroupInstanceLimitExceed), a delay before a group change takes
+// effect, EIPs, security group rules, instance
 // lifecycle (instances are always Running, so InvalidOperation.InvalidEcsState
 // only comes as a scripted fault), NetworkCardIndex, quotas other than the
 // ENI count, LastTokenProcessing and Rejected.Throttling (scripted only), the

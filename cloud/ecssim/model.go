@@ -15,6 +15,7 @@ const (
 	maxIPv4Unattached      = 50 // private IPv4 of an ENI that is not attached (primary included)
 	maxIPv6Unattached      = 50 // IPv6 of an ENI that is not attached
 	maxSecurityGroupsOnENI = 10
+	maxPrefixesPerCall     = 10 // Ipv4PrefixCount or Ipv4Prefix.N in one call
 )
 
 // model is the simulated account. Its methods are called with Server.mu
@@ -82,6 +83,10 @@ func (m *model) syncAvailable(vswID string) {
 func (m *model) eventOf(e *ENIState) ENIEvent {
 	ev := ENIEvent{InstanceID: e.InstanceID, ENIID: e.ID, MAC: e.MAC, PrimaryIP: e.PrimaryIP,
 		IPv4: cloneOrNil(e.IPv4), IPv6: cloneOrNil(e.IPv6), DeviceIndex: e.DeviceIndex}
+	if len(e.IPv4Prefixes) > 0 {
+		ev.IPv4Prefixes = slices.Clone(e.IPv4Prefixes)
+		ev.IPv4 = sortAddrs(append(ev.IPv4, prefixAddrs(e.IPv4Prefixes)...))
+	}
 	if v := m.vsw[e.VSwitchID]; v != nil {
 		ev.CIDR = v.CIDR
 		ev.Gateway = gatewayOf(v.CIDR)
@@ -104,6 +109,8 @@ type newENIParams struct {
 	tags        map[string]string
 	secondary   int
 	addrs       []netip.Addr
+	prefixCount int
+	prefixes    []netip.Prefix
 	ipv6Count   int
 	description string
 	trafficMode string
@@ -124,8 +131,8 @@ func (m *model) createENI(p newENIParams) (*ENIState, error) {
 	if m.maxENIs > 0 && len(m.enis) >= m.maxENIs {
 		return nil, apiErr("MaxEniCountExceeded", "The maximum number of ENIs in this account (%d) is reached.", m.maxENIs)
 	}
-	if p.secondary+len(p.addrs) > maxSecondaryAtCreate {
-		return nil, apiErr("InvalidOperation.Ipv4CountExceeded", "At most %d secondary private IP addresses can be assigned at creation.", maxSecondaryAtCreate)
+	if p.secondary+len(p.addrs)+p.prefixCount+len(p.prefixes) > maxSecondaryAtCreate {
+		return nil, apiErr("InvalidOperation.Ipv4CountExceeded", "At most %d secondary private IP addresses and IPv4 prefixes can be assigned at creation.", maxSecondaryAtCreate)
 	}
 	if p.ipv6Count > maxIPv6Unattached {
 		return nil, apiErr("InvalidOperation.Ipv6CountExceeded", "At most %d IPv6 addresses can be assigned at creation.", maxIPv6Unattached)
@@ -137,26 +144,81 @@ func (m *model) createENI(p newENIParams) (*ENIState, error) {
 	if err := m.checkFree(pl, p.addrs); err != nil {
 		return nil, err
 	}
-	if pl.available() < 1+p.secondary+len(p.addrs) {
+	if err := checkPrefixes(pl, p.prefixes); err != nil {
+		return nil, err
+	}
+	if pl.available() < 1+p.secondary+len(p.addrs)+prefixSize*(p.prefixCount+len(p.prefixes)) {
 		return nil, apiErr("InvalidVSwitchId.IpNotEnough", "The specified VSwitch %q has not enough IpAddress.", p.vswID)
 	}
+	seq := m.seq
 	id := m.nextID("eni-sim")
+	// Prefixes before single addresses: a single address taken first could
+	// break the last free /28. Whatever fails undoes the claims before it.
+	var claimed []netip.Addr
+	var claimedP []netip.Prefix
+	undo := func() {
+		for _, a := range claimed {
+			pl.release(id, a)
+		}
+		for _, q := range claimedP {
+			pl.releasePrefix(id, q)
+		}
+		m.seq = seq
+	}
+	for _, a := range p.addrs {
+		pl.claim(id, a)
+		claimed = append(claimed, a)
+	}
+	for _, q := range p.prefixes {
+		if k, _ := pl.blockOf(q); !pl.blockFree(k) {
+			undo()
+			return nil, apiErr("InvalidIp.IpAssigned", "An address of the IPv4 prefix %s is already assigned.", q)
+		}
+		pl.claimPrefix(id, q)
+		claimedP = append(claimedP, q)
+	}
+	got, ok := pl.takePrefixes(id, p.prefixCount)
+	if !ok {
+		undo()
+		return nil, apiErr("InvalidVSwitchId.IpNotEnough", "The specified VSwitch %q has not enough IpAddress: no free aligned /28 for an IPv4 prefix.", p.vswID)
+	}
+	claimedP = append(claimedP, got...)
+	singles, ok := pl.take4(id, 1+p.secondary)
+	if !ok {
+		undo()
+		return nil, apiErr("InvalidVSwitchId.IpNotEnough", "The specified VSwitch %q has not enough IpAddress.", p.vswID)
+	}
 	e := &ENIState{ID: id, MAC: m.nextMAC(), Status: "Available", Type: p.eniType, VSwitchID: v.ID, ZoneID: v.ZoneID, VPCID: v.VPCID,
 		SecurityGroups: slices.Clone(p.sgs), Tags: p.tags, Description: p.description, TrafficMode: p.trafficMode, CreatedAt: p.now}
 	if e.Tags == nil {
 		e.Tags = map[string]string{}
 	}
-	for _, a := range p.addrs {
-		pl.claim(id, a)
+	e.PrimaryIP = singles[0]
+	e.IPv4 = sortAddrs(append(slices.Clone(p.addrs), singles[1:]...))
+	if len(claimedP) > 0 {
+		e.IPv4Prefixes = sortPrefixes(claimedP)
 	}
-	prim, _ := pl.take4(id, 1) // checked: enough are free
-	e.PrimaryIP = prim[0]
-	sec, _ := pl.take4(id, p.secondary)
-	e.IPv4 = sortAddrs(append(slices.Clone(p.addrs), sec...))
 	e.IPv6 = sortAddrs(pl.take6(id, p.ipv6Count))
 	m.enis[id] = e
 	m.syncAvailable(v.ID)
 	return e, nil
+}
+
+// checkPrefixes checks that the prefixes named in a request are distinct
+// aligned /28s of the vSwitch made of usable addresses; whether they are
+// free is checked as they are claimed.
+func checkPrefixes(pl *pool, qs []netip.Prefix) error {
+	seen := map[netip.Prefix]bool{}
+	for _, q := range qs {
+		if seen[q] {
+			return apiErr("InvalidParameter", "The IPv4 prefix %s is given twice.", q)
+		}
+		seen[q] = true
+		if _, ok := pl.blockOf(q); !ok {
+			return apiErr("InvalidParameter", "The IPv4 prefix %s is not an aligned /28 of usable addresses of vSwitch CIDR %s.", q, pl.cidr)
+		}
+	}
+	return nil
 }
 
 // checkFree checks that addrs are distinct, usable and free in pl.
@@ -287,6 +349,9 @@ func (m *model) remove(e *ENIState) {
 	for _, a := range e.IPv4 {
 		pl.release(e.ID, a)
 	}
+	for _, q := range e.IPv4Prefixes {
+		pl.releasePrefix(e.ID, q)
+	}
 	for _, a := range e.IPv6 {
 		pl.release(e.ID, a)
 	}
@@ -349,9 +414,11 @@ func (m *model) assign4(eniID string, count int, addrs []netip.Addr) (*ENIState,
 	return e, got, nil
 }
 
-// unassign4 removes addrs; addresses the ENI does not hold are ignored
-// when some are held, and refused (InvalidIp.IpUnassigned) when none is.
-func (m *model) unassign4(eniID string, addrs []netip.Addr) (*ENIState, []netip.Addr, error) {
+// assignPrefixes adds count IPv4 prefixes chosen here, or exactly qs, to
+// the ENI. Each takes one private IPv4 slot; a vSwitch without a free
+// aligned /28 refuses with InvalidVSwitchId.IpNotEnough, however many
+// single addresses it has free.
+func (m *model) assignPrefixes(eniID string, count int, qs []netip.Prefix) (*ENIState, []netip.Prefix, error) {
 	e, err := m.eni(eniID)
 	if err != nil {
 		return nil, nil, err
@@ -359,21 +426,99 @@ func (m *model) unassign4(eniID string, addrs []netip.Addr) (*ENIState, []netip.
 	if err := assignable(e); err != nil {
 		return nil, nil, err
 	}
+	n := count + len(qs)
+	total, _ := m.ipv4Limit(e)
+	if n > maxPrefixesPerCall || e.ipCount()+n > total {
+		return nil, nil, apiErr("InvalidOperation.Ipv4CountExceeded", "The ENI %s holds %d private IPv4 addresses and prefixes; adding %d prefixes exceeds its limit of %d (at most %d per call).", e.ID, e.ipCount(), n, total, maxPrefixesPerCall)
+	}
+	pl := m.pools[e.VSwitchID]
+	if err := checkPrefixes(pl, qs); err != nil {
+		return nil, nil, err
+	}
+	var got []netip.Prefix
+	for _, q := range qs {
+		if k, _ := pl.blockOf(q); !pl.blockFree(k) {
+			for _, c := range got {
+				pl.releasePrefix(e.ID, c)
+			}
+			return nil, nil, apiErr("InvalidIp.IpAssigned", "An address of the IPv4 prefix %s is already assigned.", q)
+		}
+		pl.claimPrefix(e.ID, q)
+		got = append(got, q)
+	}
+	chosen, ok := pl.takePrefixes(e.ID, count)
+	if !ok {
+		for _, c := range got {
+			pl.releasePrefix(e.ID, c)
+		}
+		return nil, nil, apiErr("InvalidVSwitchId.IpNotEnough", "The specified VSwitch %q has not enough IpAddress: no free aligned /28 for an IPv4 prefix.", e.VSwitchID)
+	}
+	got = append(got, chosen...)
+	e.IPv4Prefixes = sortPrefixes(append(e.IPv4Prefixes, got...))
+	m.syncAvailable(e.VSwitchID)
+	return e, got, nil
+}
+
+// unassign4 removes addrs and prefixes qs; those the ENI does not hold are
+// ignored when some are held, and refused (InvalidIp.IpUnassigned) when
+// none is. An address inside one of the ENI's prefixes is not one of its
+// secondary addresses: only the whole prefix can go.
+func (m *model) unassign4(eniID string, addrs []netip.Addr, qs []netip.Prefix) (*ENIState, []netip.Addr, []netip.Prefix, error) {
+	e, err := m.eni(eniID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := assignable(e); err != nil {
+		return nil, nil, nil, err
+	}
 	for _, a := range addrs {
 		if a == e.PrimaryIP {
-			return nil, nil, apiErr("InvalidParameter", "The primary IP address %s of ENI %s cannot be unassigned.", a, e.ID)
+			return nil, nil, nil, apiErr("InvalidParameter", "The primary IP address %s of ENI %s cannot be unassigned.", a, e.ID)
 		}
 	}
 	gone := removeAddrs(&e.IPv4, addrs)
-	if len(gone) == 0 {
-		return nil, nil, apiErr("InvalidIp.IpUnassigned", "The IP addresses are not assigned to ENI %s.", e.ID)
+	var goneP []netip.Prefix
+	for _, q := range qs {
+		if i := slices.Index(e.IPv4Prefixes, q); i >= 0 {
+			e.IPv4Prefixes = slices.Delete(e.IPv4Prefixes, i, i+1)
+			goneP = append(goneP, q)
+		}
+	}
+	if len(e.IPv4Prefixes) == 0 {
+		e.IPv4Prefixes = nil
+	}
+	if len(gone) == 0 && len(goneP) == 0 {
+		return nil, nil, nil, apiErr("InvalidIp.IpUnassigned", "The IP addresses or prefixes are not assigned to ENI %s.", e.ID)
 	}
 	pl := m.pools[e.VSwitchID]
 	for _, a := range gone {
 		pl.release(e.ID, a)
 	}
+	for _, q := range goneP {
+		pl.releasePrefix(e.ID, q)
+	}
 	m.syncAvailable(e.VSwitchID)
-	return e, gone, nil
+	return e, gone, goneP, nil
+}
+
+// setSecurityGroups replaces the ENI's security groups with sgs
+// (ModifyNetworkInterfaceAttribute): every group must exist, the ENI must
+// be Available or InUse.
+func (m *model) setSecurityGroups(eniID string, sgs []string) (*ENIState, error) {
+	e, err := m.eni(eniID)
+	if err != nil {
+		return nil, err
+	}
+	for _, sg := range sgs {
+		if !m.sgs[sg] {
+			return nil, apiErr("InvalidSecurityGroupId.NotFound", "The specified SecurityGroupId %q does not exist.", sg)
+		}
+	}
+	if e.Status != "Available" && e.Status != "InUse" {
+		return nil, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is %s; its attributes can change only when it is Available or InUse.", e.ID, e.Status)
+	}
+	e.SecurityGroups = slices.Clone(sgs)
+	return e, nil
 }
 
 func (m *model) assign6(eniID string, count int, addrs []netip.Addr) (*ENIState, []netip.Addr, error) {
@@ -450,6 +595,11 @@ func sortAddrs(a []netip.Addr) []netip.Addr {
 	return a
 }
 
+func sortPrefixes(q []netip.Prefix) []netip.Prefix {
+	slices.SortFunc(q, netip.Prefix.Compare)
+	return q
+}
+
 // snapshot copies the model into a State.
 func (m *model) snapshot() State {
 	st := State{Region: m.region, VPCID: m.vpcID, VPCCIDR: m.vpcCIDR, Seq: m.seq}
@@ -467,12 +617,30 @@ func (m *model) snapshot() State {
 		for k, val := range v.Tags {
 			c.Tags[k] = val
 		}
+		pl := m.pools[v.ID]
+		c.FreePrefixes = pl.freePrefixes()
+		c.Held = nil
+		for a := range pl.outside {
+			c.Held = append(c.Held, a)
+		}
+		sortAddrs(c.Held)
 		st.VSwitches = append(st.VSwitches, c)
 	}
 	sort.Slice(st.Instances, func(i, j int) bool { return st.Instances[i].ID < st.Instances[j].ID })
 	sort.Slice(st.ENIs, func(i, j int) bool { return st.ENIs[i].ID < st.ENIs[j].ID })
 	sort.Slice(st.VSwitches, func(i, j int) bool { return st.VSwitches[i].ID < st.VSwitches[j].ID })
 	return st
+}
+
+// prefixAddrs lists every address of the prefixes.
+func prefixAddrs(qs []netip.Prefix) []netip.Addr {
+	var out []netip.Addr
+	for _, q := range qs {
+		for a := q.Addr(); q.Contains(a); a = a.Next() {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func cloneOrNil(a []netip.Addr) []netip.Addr {

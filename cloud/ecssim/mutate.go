@@ -2,6 +2,7 @@ package ecssim
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -13,6 +14,22 @@ func parseAddrs(p []string, name string, v6 bool) ([]netip.Addr, error) {
 			return nil, apiErr("InvalidParameter", "%s %q is not a valid address.", name, s)
 		}
 		out = append(out, a)
+	}
+	return out, nil
+}
+
+// parsePrefixes reads Ipv4Prefix.N (at most 10).
+func parsePrefixes(p []string) ([]netip.Prefix, error) {
+	if len(p) > maxPrefixesPerCall {
+		return nil, apiErr("InvalidParameter", "At most %d Ipv4Prefix.N are allowed.", maxPrefixesPerCall)
+	}
+	var out []netip.Prefix
+	for _, v := range p {
+		q, err := netip.ParsePrefix(v)
+		if err != nil || !q.Addr().Is4() {
+			return nil, apiErr("InvalidParameter", "Ipv4Prefix %q is not a valid IPv4 prefix.", v)
+		}
+		out = append(out, q)
 	}
 	return out, nil
 }
@@ -48,6 +65,17 @@ func (s *Server) createNetworkInterface(c call) (obj, error) {
 	if sec > 0 && len(addrs) > 0 {
 		return nil, apiErr("InvalidParameter", "SecondaryPrivateIpAddressCount and PrivateIpAddress.N are mutually exclusive.")
 	}
+	prefixCount, err := intParam(p, "Ipv4PrefixCount", 0, 1, maxPrefixesPerCall)
+	if err != nil {
+		return nil, err
+	}
+	prefixes, err := parsePrefixes(list(p, "Ipv4Prefix"))
+	if err != nil {
+		return nil, err
+	}
+	if prefixCount > 0 && len(prefixes) > 0 {
+		return nil, apiErr("InvalidParameter", "Ipv4PrefixCount and Ipv4Prefix.N are mutually exclusive.")
+	}
 	v6, err := intParam(p, "Ipv6AddressCount", 0, 0, maxIPv6Unattached)
 	if err != nil {
 		return nil, err
@@ -70,7 +98,7 @@ func (s *Server) createNetworkInterface(c call) (obj, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, err := s.m.createENI(newENIParams{vswID: vsw, sgs: sgs, tags: tg, secondary: sec, addrs: addrs, ipv6Count: v6,
+	e, err := s.m.createENI(newENIParams{vswID: vsw, sgs: sgs, tags: tg, secondary: sec, addrs: addrs, prefixCount: prefixCount, prefixes: prefixes, ipv6Count: v6,
 		description: p.Get("Description"), trafficMode: mode, eniType: eniType, now: s.now()})
 	if err != nil {
 		return nil, err
@@ -199,8 +227,9 @@ func countOrList(c call, countName, listName string, v6 bool) (int, []netip.Addr
 }
 
 // addrEventLocked prepares the address hook for an attached ENI; the
-// caller runs the returned func after releasing mu.
-func (s *Server) addrEventLocked(e *ENIState, changed []netip.Addr, v6 bool, assign bool) func() {
+// caller runs the returned func after releasing mu. changedP are IPv4
+// prefixes changed (their addresses are added to the event's IPv4).
+func (s *Server) addrEventLocked(e *ENIState, changed []netip.Addr, changedP []netip.Prefix, v6 bool, assign bool) func() {
 	hook := s.hooks.OnUnassign
 	if assign {
 		hook = s.hooks.OnAssign
@@ -209,19 +238,55 @@ func (s *Server) addrEventLocked(e *ENIState, changed []netip.Addr, v6 bool, ass
 		return func() {}
 	}
 	ev := s.m.eventOf(e)
-	ev.IPv4, ev.IPv6 = nil, nil
+	ev.IPv4, ev.IPv6, ev.IPv4Prefixes = nil, nil, nil
 	if v6 {
 		ev.IPv6 = changed
 	} else {
 		ev.IPv4 = changed
+		if len(changedP) > 0 {
+			ev.IPv4Prefixes = changedP
+			ev.IPv4 = sortAddrs(append(slices.Clone(changed), prefixAddrs(changedP)...))
+		}
 	}
 	return func() { hook(ev) }
 }
 
+// assignPrivateIPs assigns secondary addresses (SecondaryPrivateIpAddressCount
+// or PrivateIpAddress.N) or IPv4 prefixes (Ipv4PrefixCount or
+// Ipv4Prefix.N), one of the four per call.
 func (s *Server) assignPrivateIPs(c call) (obj, error) {
 	eniID, err := required(c.p, "NetworkInterfaceId")
 	if err != nil {
 		return nil, err
+	}
+	prefixCount, err := intParam(c.p, "Ipv4PrefixCount", 0, 1, maxPrefixesPerCall)
+	if err != nil {
+		return nil, err
+	}
+	prefixes, err := parsePrefixes(list(c.p, "Ipv4Prefix"))
+	if err != nil {
+		return nil, err
+	}
+	if prefixCount > 0 || len(prefixes) > 0 {
+		if c.p.Get("SecondaryPrivateIpAddressCount") != "" || len(list(c.p, "PrivateIpAddress")) > 0 {
+			return nil, apiErr("InvalidParameter", "IPv4 prefixes and secondary private IP addresses cannot be assigned in one call.")
+		}
+		if prefixCount > 0 && len(prefixes) > 0 {
+			return nil, apiErr("InvalidParameter", "Ipv4PrefixCount and Ipv4Prefix.N are mutually exclusive.")
+		}
+		s.mu.Lock()
+		s.touchLocked(eniID)
+		e, got, err := s.m.assignPrefixes(eniID, prefixCount, prefixes)
+		if err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		run := s.addrEventLocked(e, nil, got, false, true)
+		s.saveLocked()
+		s.mu.Unlock()
+		run()
+		return obj{"AssignedPrivateIpAddressesSet": obj{"NetworkInterfaceId": eniID, "PrivateIpSet": obj{"PrivateIpAddress": []string{}},
+			"Ipv4PrefixSet": obj{"Ipv4Prefixes": prefixStrs(got)}}}, nil
 	}
 	n, addrs, err := countOrList(c, "SecondaryPrivateIpAddressCount", "PrivateIpAddress", false)
 	if err != nil {
@@ -234,13 +299,16 @@ func (s *Server) assignPrivateIPs(c call) (obj, error) {
 		s.mu.Unlock()
 		return nil, err
 	}
-	run := s.addrEventLocked(e, got, false, true)
+	run := s.addrEventLocked(e, got, nil, false, true)
 	s.saveLocked()
 	s.mu.Unlock()
 	run()
-	return obj{"AssignedPrivateIpAddressesSet": obj{"NetworkInterfaceId": eniID, "PrivateIpSet": obj{"PrivateIpAddress": strs(got)}}}, nil
+	return obj{"AssignedPrivateIpAddressesSet": obj{"NetworkInterfaceId": eniID, "PrivateIpSet": obj{"PrivateIpAddress": strs(got)},
+		"Ipv4PrefixSet": obj{"Ipv4Prefixes": []string{}}}}, nil
 }
 
+// unassignPrivateIPs removes secondary addresses (PrivateIpAddress.N) and
+// IPv4 prefixes (Ipv4Prefix.N, at most 10).
 func (s *Server) unassignPrivateIPs(c call) (obj, error) {
 	eniID, err := required(c.p, "NetworkInterfaceId")
 	if err != nil {
@@ -250,20 +318,64 @@ func (s *Server) unassignPrivateIPs(c call) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(addrs) == 0 {
+	prefixes, err := parsePrefixes(list(c.p, "Ipv4Prefix"))
+	if err != nil {
+		return nil, err
+	}
+	if len(addrs) == 0 && len(prefixes) == 0 {
 		return nil, apiErr("MissingParameter", "The input parameter \"PrivateIpAddress.N\" that is mandatory for processing this request is not supplied.")
 	}
 	s.mu.Lock()
 	s.touchLocked(eniID)
-	e, gone, err := s.m.unassign4(eniID, addrs)
+	e, gone, goneP, err := s.m.unassign4(eniID, addrs, prefixes)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}
-	run := s.addrEventLocked(e, gone, false, false)
+	run := s.addrEventLocked(e, gone, goneP, false, false)
 	s.saveLocked()
 	s.mu.Unlock()
 	run()
+	return obj{}, nil
+}
+
+// modifyNetworkInterfaceAttribute changes an ENI's security groups
+// (SecurityGroupId.N: the complete new set, 1..10 distinct groups that
+// exist) and Description. Other attributes (name, queues,
+// DeleteOnRelease, ...) are accepted and ignored.
+func (s *Server) modifyNetworkInterfaceAttribute(c call) (obj, error) {
+	eniID, err := required(c.p, "NetworkInterfaceId")
+	if err != nil {
+		return nil, err
+	}
+	sgs := list(c.p, "SecurityGroupId")
+	if len(sgs) > maxSecurityGroupsOnENI {
+		return nil, apiErr("InvalidParameter", "At most %d security groups are allowed.", maxSecurityGroupsOnENI)
+	}
+	seen := map[string]bool{}
+	for _, sg := range sgs {
+		if sg == "" || seen[sg] {
+			return nil, apiErr("InvalidParameter", "The security group %q is empty or given twice.", sg)
+		}
+		seen[sg] = true
+	}
+	desc, hasDesc := c.p["Description"]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.touchLocked(eniID)
+	e, err := s.m.eni(eniID)
+	if err != nil {
+		return nil, err
+	}
+	if len(sgs) > 0 {
+		if e, err = s.m.setSecurityGroups(eniID, sgs); err != nil {
+			return nil, err
+		}
+	}
+	if hasDesc {
+		e.Description = desc[0]
+	}
+	s.saveLocked()
 	return obj{}, nil
 }
 
@@ -283,7 +395,7 @@ func (s *Server) assignIPv6(c call) (obj, error) {
 		s.mu.Unlock()
 		return nil, err
 	}
-	run := s.addrEventLocked(e, got, true, true)
+	run := s.addrEventLocked(e, got, nil, true, true)
 	s.saveLocked()
 	s.mu.Unlock()
 	run()
@@ -309,11 +421,19 @@ func (s *Server) unassignIPv6(c call) (obj, error) {
 		s.mu.Unlock()
 		return nil, err
 	}
-	run := s.addrEventLocked(e, gone, true, false)
+	run := s.addrEventLocked(e, gone, nil, true, false)
 	s.saveLocked()
 	s.mu.Unlock()
 	run()
 	return obj{}, nil
+}
+
+func prefixStrs(q []netip.Prefix) []string {
+	out := make([]string, len(q))
+	for i, x := range q {
+		out[i] = x.String()
+	}
+	return out
 }
 
 func strs(a []netip.Addr) []string {

@@ -230,6 +230,41 @@ func (s *Server) AddInstance(spec InstanceSpec) (InstanceInfo, error) {
 	return InstanceInfo{ID: spec.ID, InstanceType: t.ID, Zone: v.ZoneID, VSwitchID: v.ID, PrimaryENI: e.ID, MAC: e.MAC, PrimaryIP: e.PrimaryIP}, nil
 }
 
+// FragmentVSwitch fragments a vSwitch for tests and benchmarks: something
+// outside the model takes one address of every aligned /28 that is free,
+// so no IPv4 prefix can be given (InvalidVSwitchId.IpNotEnough) while the
+// other 15 addresses of each block stay free for single addresses. Blocks
+// freed later (a prefix released, addresses unassigned) can give prefixes
+// again. It returns how many addresses it took (AvailableIpAddressCount
+// drops by as many); DefragmentVSwitch undoes it.
+func (s *Server) FragmentVSwitch(id string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pl := s.m.pools[id]
+	if pl == nil {
+		return 0, fmt.Errorf("fragment: no vswitch %q", id)
+	}
+	n := pl.fragment()
+	s.m.syncAvailable(id)
+	s.saveLocked()
+	return n, nil
+}
+
+// DefragmentVSwitch releases every address FragmentVSwitch took in the
+// vSwitch and returns how many.
+func (s *Server) DefragmentVSwitch(id string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pl := s.m.pools[id]
+	if pl == nil {
+		return 0, fmt.Errorf("defragment: no vswitch %q", id)
+	}
+	n := pl.defragment()
+	s.m.syncAvailable(id)
+	s.saveLocked()
+	return n, nil
+}
+
 // SetHooks replaces the hooks.
 func (s *Server) SetHooks(h Hooks) {
 	s.mu.Lock()
@@ -433,6 +468,15 @@ func (s *Server) load() (bool, error) {
 		if err := m.addVSwitch(VSwitchConfig{ID: v.ID, Zone: v.ZoneID, CIDR: v.CIDR, IPv6CIDR: v.IPv6CIDR, Tags: v.Tags}); err != nil {
 			return false, fmt.Errorf("load state: %w", err)
 		}
+		pl := m.pools[v.ID]
+		for _, a := range v.Held {
+			if !pl.usable4(a) || pl.outside[a] {
+				return false, fmt.Errorf("load state: vswitch %s: held address %s is not a usable free address", v.ID, a)
+			}
+			pl.claim(outsideHolder, a)
+			pl.outside[a] = true
+		}
+		m.syncAvailable(v.ID)
 	}
 	for _, in := range st.Instances {
 		c := in
@@ -444,7 +488,12 @@ func (s *Server) load() (bool, error) {
 		if pl == nil {
 			return false, fmt.Errorf("load state: eni %s in unknown vswitch %s", e.ID, e.VSwitchID)
 		}
-		for _, a := range append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6...) {
+		for _, q := range e.IPv4Prefixes {
+			if _, ok := pl.blockOf(q); !ok {
+				return false, fmt.Errorf("load state: eni %s: %s is not an aligned /28 of %s", e.ID, q, pl.cidr)
+			}
+		}
+		for _, a := range append(append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), prefixAddrs(e.IPv4Prefixes)...), e.IPv6...) {
 			if o, used := pl.used[a]; used {
 				return false, fmt.Errorf("load state: %s held by both %s and %s", a, o, e.ID)
 			}

@@ -43,6 +43,9 @@ type ENIState struct {
 	PrimaryIP  netip.Addr
 	// IPv4 holds the secondary private IPv4 addresses, sorted.
 	IPv4 []netip.Addr
+	// IPv4Prefixes holds the /28 IPv4 prefixes, sorted; each takes one
+	// private IPv4 slot of the ENI, as a secondary address does.
+	IPv4Prefixes []netip.Prefix `json:",omitempty"`
 	// IPv6 holds the IPv6 addresses, sorted.
 	IPv6           []netip.Addr
 	SecurityGroups []string
@@ -66,16 +69,25 @@ type VSwitchState struct {
 	// held by any ENI.
 	AvailableIPs int
 	Tags         map[string]string
+	// Held lists the addresses something outside the model holds
+	// (FragmentVSwitch), sorted; they count as used.
+	Held []netip.Addr `json:",omitempty"`
+	// FreePrefixes is how many aligned /28s are free for an IPv4 prefix
+	// (computed; not read back from a state file).
+	FreePrefixes int
 }
 
 func (e *ENIState) clone() *ENIState {
 	c := *e
 	c.IPv4 = slices.Clone(e.IPv4)
+	c.IPv4Prefixes = slices.Clone(e.IPv4Prefixes)
 	c.IPv6 = slices.Clone(e.IPv6)
 	c.SecurityGroups = slices.Clone(e.SecurityGroups)
 	c.Tags = maps.Clone(e.Tags)
 	return &c
 }
 
-// ipCount is the number of private IPv4 addresses, the primary included.
-func (e *ENIState) ipCount() int { return 1 + len(e.IPv4) }
+// ipCount is the number of private IPv4 slots in use: the primary address,
+// the secondary ones and the prefixes (ECS counts a prefix as one slot of
+// EniPrivateIpAddressQuantity).
+func (e *ENIState) ipCount() int { return 1 + len(e.IPv4) + len(e.IPv4Prefixes) }

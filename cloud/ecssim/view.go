@@ -62,6 +62,10 @@ func renderENI(e *ENIState) obj {
 	for _, a := range e.IPv6 {
 		v6 = append(v6, obj{"Ipv6Address": a.String()})
 	}
+	prefixes := []obj{}
+	for _, q := range e.IPv4Prefixes {
+		prefixes = append(prefixes, obj{"Ipv4Prefix": q.String()})
+	}
 	o := obj{
 		"NetworkInterfaceId": e.ID, "Status": e.Status, "Type": e.Type, "MacAddress": e.MAC,
 		"PrivateIpAddress": e.PrimaryIP.String(), "VpcId": e.VPCID, "VSwitchId": e.VSwitchID, "ZoneId": e.ZoneID,
@@ -71,6 +75,7 @@ func renderENI(e *ENIState) obj {
 		"SecurityGroupIds": obj{"SecurityGroupId": orEmpty(e.SecurityGroups)},
 		"PrivateIpSets":    obj{"PrivateIpSet": ips},
 		"Ipv6Sets":         obj{"Ipv6Set": v6},
+		"Ipv4PrefixSets":   obj{"Ipv4PrefixSet": prefixes},
 		"Tags":             obj{"Tag": renderTags(e.Tags, "TagKey", "TagValue")},
 		"Attachment":       obj{},
 	}
