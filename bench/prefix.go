@@ -57,7 +57,7 @@ func runPrefix(ctx context.Context, e env) []Result {
 // free, while most single addresses are.
 func fragmentAll(sim *ecssim.Server) error {
 	for _, v := range sim.Dump().VSwitches {
-		if err := sim.FragmentVSwitch(v.ID); err != nil {
+		if _, err := sim.FragmentVSwitch(v.ID); err != nil {
 			return err
 		}
 	}
