@@ -45,6 +45,24 @@ const (
 	VSwitchOrdered VSwitchPolicy = "ordered"
 )
 
+// IPv4Allocation is the kind of IPv4 address shared-mode pods get from
+// an ENI.
+type IPv4Allocation string
+
+// IPv4 allocation kinds.
+const (
+	// IPv4Secondary assigns single secondary private addresses: one per
+	// private-address slot of the ENI.
+	IPv4Secondary IPv4Allocation = "secondary"
+	// IPv4Prefix assigns /28 prefixes (16 pod addresses per slot). Where a
+	// vSwitch has no aligned /28 free (fragmented), pods wait.
+	IPv4Prefix IPv4Allocation = "prefix"
+	// IPv4PreferPrefix assigns /28 prefixes, and single secondary
+	// addresses on a vSwitch that just refused a prefix (fragmented),
+	// returning to prefixes when that mark expires.
+	IPv4PreferPrefix IPv4Allocation = "prefer-prefix"
+)
+
 // Config is the agent configuration (apiVersion enid.dev/v1alpha1, kind
 // AgentConfig). Defaults are in defaults.go, in one place.
 type Config struct {
@@ -116,6 +134,10 @@ type ENIConfig struct {
 	Tags map[string]string `json:"tags,omitempty"`
 	// MTU of ENI devices and pod interfaces (0: leave the device's).
 	MTU int `json:"mtu,omitempty"`
+	// IPv4Allocation is secondary, prefix or prefer-prefix: how pods'
+	// IPv4 addresses are taken from ENIs (shared-eni mode only). It may
+	// change on a running node: bound addresses stay with their pods.
+	IPv4Allocation IPv4Allocation `json:"ipv4Allocation,omitempty"`
 }
 
 // Cloud says how to reach the ECS/VPC API.

@@ -78,6 +78,11 @@ func TestValidationRules(t *testing.T) {
 		{"bad vSwitch id", `eni: {vSwitches: {cn-hangzhou-j: [subnet-1]}}`, []string{`eni.vSwitches[cn-hangzhou-j][0]: must be a vSwitch ID such as vsw-bp1a2b3c (got "subnet-1")`}},
 		{"duplicate vSwitch", `eni: {vSwitches: {cn-hangzhou-j: [vsw-k1]}}`, []string{`eni.vSwitches[cn-hangzhou-k][0]: vSwitch vsw-k1 is listed twice (first under cn-hangzhou-j)`}},
 		{"vSwitchPolicy enum", `eni: {vSwitchPolicy: random}`, []string{`eni.vSwitchPolicy: must be one of most-free, ordered (got "random")`}},
+		{"ipv4Allocation enum", `eni: {ipv4Allocation: auto}`, []string{`eni.ipv4Allocation: must be one of secondary, prefix, prefer-prefix (got "auto")`}},
+		{"ipv4Allocation prefix", `eni: {ipv4Allocation: prefix}`, nil},
+		{"ipv4Allocation prefer-prefix dual", "eni: {ipv4Allocation: prefer-prefix}\nipStack: dual", nil},
+		{"ipv4Allocation prefix exclusive", "eni: {ipv4Allocation: prefix}\nmode: exclusive-eni", []string{`eni.ipv4Allocation: prefix applies to mode shared-eni only: an exclusive pod gets its ENI's primary address; set it to secondary or remove it (got "prefix" with mode exclusive-eni)`}},
+		{"ipv4Allocation prefix ipv6", "eni: {ipv4Allocation: prefer-prefix}\nipStack: ipv6", []string{`eni.ipv4Allocation: prefer-prefix needs IPv4 pod addresses, and ipStack ipv6 gives pods none; set it to secondary or remove it (got "prefer-prefix" with ipStack ipv6)`}},
 		{"no security groups", `eni: {securityGroups: []}`, []string{`eni.securityGroups: at least one security group is required: list the ones every ENI gets, e.g. eni.securityGroups: [sg-xxxx] (at most 10)`}},
 		{"eleven security groups", `eni: {securityGroups: [sg-1, sg-2, sg-3, sg-4, sg-5, sg-6, sg-7, sg-8, sg-9, sg-10, sg-11]}`, []string{`eni.securityGroups: at most 10 security groups per ENI (got 11)`}},
 		{"bad security group", `eni: {securityGroups: [default]}`, []string{`eni.securityGroups[0]: must be a security group ID such as sg-bp1a2b3c (got "default")`}},
@@ -381,5 +386,25 @@ func TestExamplesLoad(t *testing.T) {
 		if _, err := ParseConfig(data, NodeFacts{Zone: "cn-hangzhou-k", InstanceType: "ecs.g7.large"}); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestIPv4AllocationProblemNamesItsFile: the refusal of prefixes in
+// exclusive mode names the drop-in that asked for prefixes, the field and
+// the fix.
+func TestIPv4AllocationProblemNamesItsFile(t *testing.T) {
+	dir := t.TempDir()
+	src := ConfigSource{Main: filepath.Join(dir, "config.yaml"), DropInDir: filepath.Join(dir, "config.d")}
+	writeFile(t, src.Main, readTestdata(t, "config/base.yaml")+"mode: exclusive-eni\n")
+	drop := filepath.Join(src.DropInDir, "20-prefix.yaml")
+	writeFile(t, drop, "apiVersion: enid.dev/v1alpha1\nkind: AgentConfig\neni: {ipv4Allocation: prefix}\n")
+	_, err := LoadConfig(src, NodeFacts{})
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("want *ConfigError, got %v", err)
+	}
+	want := []Problem{{File: drop, Path: "eni.ipv4Allocation", Message: `prefix applies to mode shared-eni only: an exclusive pod gets its ENI's primary address; set it to secondary or remove it (got "prefix" with mode exclusive-eni)`}}
+	if diff := cmp.Diff(want, ce.Problems); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }

@@ -16,11 +16,14 @@ const (
 	DefaultSpreadWindow  = 5 * time.Second
 	DefaultMaxENIs       = 0 // the instance type's limit
 	DefaultVSwitchPolicy = VSwitchMostFree
-	DefaultQPS           = 10
-	DefaultBurst         = 20
-	DefaultCredentials   = CredentialsEnv
-	DefaultStickyIPHold  = 5 * time.Minute
-	DefaultResyncPeriod  = 2 * time.Minute
+	// DefaultIPv4Allocation keeps nodes on secondary addresses unless the
+	// operator opts in: prefixes need aligned /28s the vSwitch may lack.
+	DefaultIPv4Allocation = IPv4Secondary
+	DefaultQPS            = 10
+	DefaultBurst          = 20
+	DefaultCredentials    = CredentialsEnv
+	DefaultStickyIPHold   = 5 * time.Minute
+	DefaultResyncPeriod   = 2 * time.Minute
 )
 
 // Default file locations.
@@ -52,8 +55,9 @@ func DefaultConfig() Config {
 			SpreadWindow: Duration(DefaultSpreadWindow),
 		},
 		ENI: ENIConfig{
-			MaxENIs:       DefaultMaxENIs,
-			VSwitchPolicy: DefaultVSwitchPolicy,
+			MaxENIs:        DefaultMaxENIs,
+			VSwitchPolicy:  DefaultVSwitchPolicy,
+			IPv4Allocation: DefaultIPv4Allocation,
 		},
 		Cloud: Cloud{
 			RateLimit:   RateLimit{QPS: DefaultQPS, Burst: DefaultBurst},

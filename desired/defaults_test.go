@@ -38,6 +38,7 @@ func TestDefaultsDocumented(t *testing.T) {
 		"eni.maxENIs":              itoa(d.ENI.MaxENIs),
 		"eni.vSwitchPolicy":        string(d.ENI.VSwitchPolicy),
 		"eni.mtu":                  itoa(d.ENI.MTU),
+		"eni.ipv4Allocation":       string(d.ENI.IPv4Allocation),
 		"cloud.rateLimit.qps":      strconv.FormatFloat(d.Cloud.RateLimit.QPS, 'f', -1, 64),
 		"cloud.rateLimit.burst":    itoa(d.Cloud.RateLimit.Burst),
 		"cloud.credentials.source": string(d.Cloud.Credentials.Source),
@@ -61,4 +62,29 @@ func short(d Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// TestIPv4AllocationExampleLoads parses the example of docs/config.md's
+// "IPv4 prefixes" section, so the documented config stays one that loads.
+func TestIPv4AllocationExampleLoads(t *testing.T) {
+	doc, err := os.ReadFile("../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## IPv4 prefixes")
+	if !ok {
+		t.Fatal(`docs/config.md has no "## IPv4 prefixes" section`)
+	}
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml example in the IPv4 prefixes section")
+	}
+	c, err := ParseConfig([]byte(block), NodeFacts{Zone: "cn-hangzhou-k"})
+	if err != nil {
+		t.Fatalf("the documented example does not load: %v\n%s", err, block)
+	}
+	if c.ENI.IPv4Allocation != IPv4PreferPrefix {
+		t.Errorf("eni.ipv4Allocation = %q, want %q", c.ENI.IPv4Allocation, IPv4PreferPrefix)
+	}
 }

@@ -84,6 +84,7 @@ func (c Config) problems() []Problem {
 	}
 
 	v.eni(c.ENI)
+	v.ipv4Allocation(c)
 	v.cloud(c.Cloud)
 
 	v.duration("stickyIPHold", c.StickyIPHold)
@@ -202,6 +203,22 @@ func (v *validator) eni(e ENIConfig) {
 		case strings.Contains(lv, "http://"), strings.Contains(lv, "https://"):
 			v.add(p, "tag values may not contain http:// or https:// (got %q)", val)
 		}
+	}
+}
+
+// ipv4Allocation checks eni.ipv4Allocation and that it means something
+// with the mode and stack: prefixes are shared-mode IPv4 pod addresses.
+func (v *validator) ipv4Allocation(c Config) {
+	a := c.ENI.IPv4Allocation
+	v.enum("eni.ipv4Allocation", string(a), string(IPv4Secondary), string(IPv4Prefix), string(IPv4PreferPrefix))
+	if a != IPv4Prefix && a != IPv4PreferPrefix {
+		return
+	}
+	switch {
+	case c.Mode == ModeExclusiveENI:
+		v.add("eni.ipv4Allocation", "%s applies to mode shared-eni only: an exclusive pod gets its ENI's primary address; set it to secondary or remove it (got %q with mode %s)", a, a, c.Mode)
+	case c.IPStack == IPv6Only:
+		v.add("eni.ipv4Allocation", "%s needs IPv4 pod addresses, and ipStack ipv6 gives pods none; set it to secondary or remove it (got %q with ipStack %s)", a, a, c.IPStack)
 	}
 }
 

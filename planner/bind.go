@@ -339,9 +339,12 @@ func (b *builder) computeFree() (cooling int) {
 				continue
 			}
 		}
-		if is4 {
+		switch {
+		case is4 && b.surplus(r.inPfx):
+			r.eni.spare4 = append(r.eni.spare4, r.ip)
+		case is4:
 			r.eni.free4 = append(r.eni.free4, r.ip)
-		} else {
+		default:
 			r.eni.free6 = append(r.eni.free6, r.ip)
 		}
 	}
@@ -352,6 +355,7 @@ func (b *builder) computeFree() (cooling int) {
 			cooling += n
 		}
 	}
+	b.orderFree()
 	return cooling
 }
 
@@ -376,20 +380,21 @@ func (b *builder) units(e *observed.ENI) int {
 	}
 	switch {
 	case b.v4 && b.v6:
-		return min(len(e.IPv4), len(e.IPv6))
+		return min(v4Addrs(e), len(e.IPv6))
 	case b.v6:
 		return len(e.IPv6)
 	}
-	return len(e.IPv4)
+	return v4Addrs(e)
 }
 
-// slotCap is the most pod address pairs one ENI can hold.
+// slotCap is the most pod address pairs one ENI can hold (its slots all
+// filled with the kind eni.ipv4Allocation asks for).
 func (b *builder) slotCap() int {
 	if b.excl {
 		return 1
 	}
 	l := b.o.Instance.Limits
-	c4, c6 := l.IPv4PerENI-1, l.IPv6PerENI
+	c4, c6 := (l.IPv4PerENI-1)*b.perSlot(), l.IPv6PerENI
 	switch {
 	case b.v4 && b.v6:
 		return max(0, min(c4, c6))

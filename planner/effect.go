@@ -100,14 +100,14 @@ func updateENI(st observed.State, a Action) observed.State {
 	})
 }
 
-// createENI: the new ENI exists, and its vSwitch has 1+len(IPv4) fewer
-// free addresses (its primary and its secondaries).
+// createENI: the new ENI exists, and its vSwitch has fewer free addresses
+// by its primary, its secondaries and 16 per prefix.
 func createENI(st observed.State, r Result) observed.State {
 	if r.ENI == nil {
 		return st
 	}
 	st.ENIs = upsert(st.ENIs, *r.ENI, eniCmp)
-	return takeVSwitchIPs(st, r.ENI.VSwitchID, 1+len(r.ENI.IPv4))
+	return takeVSwitchIPs(st, r.ENI.VSwitchID, 1+len(r.ENI.IPv4)+observed.IPv4PrefixSize*len(r.ENI.IPv4Prefixes))
 }
 
 // attachENI: the ENI is as the cloud reports it after the attach (InUse
@@ -120,31 +120,36 @@ func attachENI(st observed.State, r Result) observed.State {
 	return st
 }
 
-// assignIPs: the ENI holds the addresses the cloud chose (or the explicit
-// ones asked for), and its vSwitch has that many fewer free IPv4 addresses.
+// assignIPs: the ENI holds the addresses and prefixes the cloud chose (or
+// the explicit ones asked for), and its vSwitch has that many fewer free
+// IPv4 addresses (16 per prefix).
 func assignIPs(st observed.State, a Action, r Result) observed.State {
 	st = editENI(st, a.ENIID, func(e *observed.ENI) {
 		e.IPv4, e.IPv6 = addIPs(e.IPv4, r.IPv4), addIPs(e.IPv6, r.IPv6)
+		e.IPv4Prefixes = addPrefixes(e.IPv4Prefixes, r.IPv4Prefixes)
 	})
-	if len(r.IPv4) > 0 {
-		st = takeVSwitchIPs(st, vSwitchOf(st, a.ENIID), len(r.IPv4))
+	if n := len(r.IPv4) + observed.IPv4PrefixSize*len(r.IPv4Prefixes); n > 0 {
+		st = takeVSwitchIPs(st, vSwitchOf(st, a.ENIID), n)
 	}
 	return st
 }
 
-// unassignIPs: the ENI no longer holds the addresses.
+// unassignIPs: the ENI no longer holds the addresses and prefixes.
 func unassignIPs(st observed.State, a Action) observed.State {
 	return editENI(st, a.ENIID, func(e *observed.ENI) {
 		e.IPv4, e.IPv6 = removeIPs(e.IPv4, a.IPv4), removeIPs(e.IPv6, a.IPv6)
+		e.IPv4Prefixes = slices.DeleteFunc(e.IPv4Prefixes, func(p netip.Prefix) bool { return slices.Contains(a.IPv4Prefixes, p) })
 	})
 }
 
-// returnIPs: the ENI's vSwitch has the unassigned IPv4 addresses back.
+// returnIPs: the ENI's vSwitch has the unassigned IPv4 addresses back (16
+// per prefix).
 func returnIPs(st observed.State, a Action) observed.State {
-	if len(a.IPv4) == 0 {
+	n := len(a.IPv4) + observed.IPv4PrefixSize*len(a.IPv4Prefixes)
+	if n == 0 {
 		return st
 	}
-	return takeVSwitchIPs(st, vSwitchOf(st, a.ENIID), -len(a.IPv4))
+	return takeVSwitchIPs(st, vSwitchOf(st, a.ENIID), -n)
 }
 
 // detachENI: the ENI's device is gone from the node, and the ENI is
@@ -243,7 +248,7 @@ func editENI(st observed.State, id string, f func(*observed.ENI)) observed.State
 	}
 	enis := slices.Clone(st.ENIs)
 	e := enis[i]
-	e.IPv4, e.IPv6 = slices.Clone(e.IPv4), slices.Clone(e.IPv6)
+	e.IPv4, e.IPv6, e.IPv4Prefixes = slices.Clone(e.IPv4), slices.Clone(e.IPv6), slices.Clone(e.IPv4Prefixes)
 	f(&e)
 	enis[i] = e
 	st.ENIs = enis
@@ -284,6 +289,16 @@ func addIPs(list []netip.Addr, ips []netip.Addr) []netip.Addr {
 	}
 	out := append(slices.Clone(list), ips...)
 	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+// addPrefixes keeps an ENI's prefix list sorted and unique.
+func addPrefixes(list []netip.Prefix, ps []netip.Prefix) []netip.Prefix {
+	if len(ps) == 0 {
+		return list
+	}
+	out := append(slices.Clone(list), ps...)
+	slices.SortFunc(out, func(x, y netip.Prefix) int { return x.Addr().Compare(y.Addr()) })
 	return slices.Compact(out)
 }
 

@@ -20,7 +20,7 @@ func TestEffectsNeverModifyTheirInput(t *testing.T) {
 	st := observed.State{
 		ENIs: []observed.ENI{
 			{ID: "eni-1", MAC: "02:00:00:00:00:01", Status: observed.ENIInUse, VSwitchID: "vsw-1", DeviceIndex: 1,
-				IPv4: []netip.Addr{ip("10.0.0.5"), ip("10.0.0.6")}},
+				IPv4: []netip.Addr{ip("10.0.0.5"), ip("10.0.0.6")}, IPv4Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.32/28")}},
 			{ID: "eni-2", MAC: "02:00:00:00:00:02", Status: observed.ENIInUse, VSwitchID: "vsw-1", DeviceIndex: 2},
 		},
 		VSwitches: []observed.VSwitch{{ID: "vsw-1", AvailableIPs: 100}},
@@ -41,6 +41,8 @@ func TestEffectsNeverModifyTheirInput(t *testing.T) {
 	}{
 		{planner.Action{Kind: planner.AssignIPs, ENIID: "eni-1"}, planner.Result{IPv4: []netip.Addr{ip("10.0.0.4")}}},
 		{planner.Action{Kind: planner.UnassignIPs, ENIID: "eni-1", IPv4: []netip.Addr{ip("10.0.0.6")}}, planner.Result{}},
+		{planner.Action{Kind: planner.AssignIPs, ENIID: "eni-1"}, planner.Result{IPv4Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.16/28")}}},
+		{planner.Action{Kind: planner.UnassignIPs, ENIID: "eni-1", IPv4Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.32/28")}}, planner.Result{}},
 		{planner.Action{Kind: planner.DetachENI, ENIID: "eni-1", MAC: "02:00:00:00:00:01"}, planner.Result{}},
 		{planner.Action{Kind: planner.DeleteENI, ENIID: "eni-2"}, planner.Result{}},
 		{planner.Action{Kind: planner.ConfigureENI, ENIID: "eni-2", MAC: "02:00:00:00:00:02", Table: planner.Table(2)}, planner.Result{}},
@@ -66,6 +68,24 @@ func TestEffectsNeverModifyTheirInput(t *testing.T) {
 	got := planner.Apply(st, planner.Action{Kind: planner.AssignIPs, ENIID: "eni-1"}, planner.Result{IPv4: []netip.Addr{ip("10.0.0.4")}})
 	if want := []netip.Addr{ip("10.0.0.4"), ip("10.0.0.5"), ip("10.0.0.6")}; !reflect.DeepEqual(got.ENIs[0].IPv4, want) || got.VSwitches[0].AvailableIPs != 99 {
 		t.Errorf("AssignIPs: addresses %v, vSwitch free %d: want %v and 99", got.ENIs[0].IPv4, got.VSwitches[0].AvailableIPs, want)
+	}
+	// Prefixes: kept sorted, and the vSwitch's count moves by 16 each.
+	pfx := netip.MustParsePrefix
+	got = planner.Apply(st, planner.Action{Kind: planner.AssignIPs, ENIID: "eni-1"}, planner.Result{IPv4Prefixes: []netip.Prefix{pfx("10.0.0.16/28")}})
+	if want := []netip.Prefix{pfx("10.0.0.16/28"), pfx("10.0.0.32/28")}; !reflect.DeepEqual(got.ENIs[0].IPv4Prefixes, want) || got.VSwitches[0].AvailableIPs != 84 {
+		t.Errorf("AssignIPs of a prefix: prefixes %v, vSwitch free %d: want %v and 84", got.ENIs[0].IPv4Prefixes, got.VSwitches[0].AvailableIPs, want)
+	}
+	un := planner.Action{Kind: planner.UnassignIPs, ENIID: "eni-1", IPv4Prefixes: []netip.Prefix{pfx("10.0.0.32/28")}}
+	if got = planner.Before(st, un); len(got.ENIs[0].IPv4Prefixes) != 0 || got.ENIs[0].HasIP(ip("10.0.0.40")) {
+		t.Errorf("before UnassignIPs of a prefix: prefixes %v: want none", got.ENIs[0].IPv4Prefixes)
+	}
+	if got = planner.Apply(planner.Before(st, un), un, planner.Result{}); got.VSwitches[0].AvailableIPs != 116 {
+		t.Errorf("UnassignIPs of a prefix: vSwitch free %d, want 116", got.VSwitches[0].AvailableIPs)
+	}
+	got = planner.Apply(st, planner.Action{Kind: planner.CreateENI}, planner.Result{ENI: &observed.ENI{ID: "eni-3", VSwitchID: "vsw-1",
+		IPv4Prefixes: []netip.Prefix{pfx("10.0.0.48/28"), pfx("10.0.0.64/28")}}})
+	if got.VSwitches[0].AvailableIPs != 100-1-32 {
+		t.Errorf("CreateENI with 2 prefixes: vSwitch free %d, want %d (its primary and 32)", got.VSwitches[0].AvailableIPs, 100-1-32)
 	}
 	got = planner.Before(st, planner.Action{Kind: planner.UnassignIPs, ENIID: "eni-1", IPv4: []netip.Addr{ip("10.0.0.6")}})
 	if len(got.ENIs[0].IPv4) != 1 || got.VSwitches[0].AvailableIPs != 100 {

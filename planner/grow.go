@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/observed"
 )
 
@@ -20,9 +21,12 @@ import (
 // rounding surplus never costs an ENI.
 // createNeeds is how many IPv4 addresses of its vSwitch a new ENI needs at
 // the least: its primary, plus one for a pod in shared IPv4 mode.
-func (b *builder) createNeeds() int {
+func (b *builder) createNeeds(vswID string) int {
 	if b.excl || !b.v4 {
 		return 1
+	}
+	if prefix, _ := b.growKind(vswID); prefix {
+		return 1 + prefixSize
 	}
 	return 2
 }
@@ -38,7 +42,10 @@ func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int, ad
 	}
 	slotCap := b.slotCap()
 	for _, e := range b.usable {
-		if b.units(e.eni)+added[e] < slotCap {
+		if _, ok := b.growKind(e.eni.VSwitchID); !ok && b.freeV4Slots(e.eni) > 0 {
+			return b.fragmentedStatus(e.eni.VSwitchID)
+		}
+		if b.roomOn(e.eni) > added[e] {
 			return &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted,
 				Reason: "the attached ENIs' vSwitch has no free address and no ENI can be added; waiting for addresses to free up"}
 		}
@@ -60,24 +67,14 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if n == 0 || b.excl {
 			break
 		}
-		room := slotCap - b.units(e.eni)
-		v, known := b.vsw[e.eni.VSwitchID]
-		if known && b.v4 {
-			// ECS refuses a whole assign the vSwitch cannot fill: ask only
-			// for what it has left, and let the rest wait as exhausted.
-			room = min(room, v.AvailableIPs)
-		}
-		k := min(room, n)
+		// Within its free slots, by the kind its vSwitch grows by, never
+		// more than the vSwitch has left (growOn).
+		k := b.growOn(e, n, why)
 		if k <= 0 {
 			continue
 		}
-		b.assign(e, b.units(e.eni)+k, why)
 		added[e] += k
-		if known && b.v4 {
-			v.AvailableIPs -= k
-			b.vsw[v.ID] = v
-		}
-		n -= k
+		n = max(0, n-k)
 		need -= k
 		out = append(out, source{k, ReasonWaitingForIPs, "waiting for addresses on " + e.eni.ID})
 	}
@@ -125,6 +122,18 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		k := min(roundUp(n, batch), slotCap, maxIPsAtCreate, v.AvailableIPs-1)
 		if b.v6 && !b.v4 || b.excl {
 			k = min(n, slotCap)
+		} else if prefix, _ := b.growKind(v.ID); !prefix {
+			// Single addresses, one slot each (slotCap counts prefixes
+			// when the mode asks for them and this vSwitch refused one).
+			k = min(k, b.o.Instance.Limits.IPv4PerENI-1)
+		} else {
+			// Whole prefixes: the slots, ten per call, what the vSwitch has.
+			p := min(ceilDiv(n, prefixSize), b.o.Instance.Limits.IPv4PerENI-1, maxPrefixesPerCall, (v.AvailableIPs-1)/prefixSize)
+			k = min(p*prefixSize, slotCap)
+			if b.v6 {
+				// IPv6 stays single addresses: as many as needed, by batch.
+				k = min(k, roundUp(n, batch), maxIPsAtCreate)
+			}
 		}
 		create, k := b.createENI(v, k, creates, why)
 		creates++
@@ -135,10 +144,8 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		planned++
 		n = max(0, n-k)
 		// Later ENIs of this plan see what this one takes.
-		used := 1 // the primary
-		if b.v4 && !b.excl {
-			used += k
-		}
+		c := b.plan.Actions[create]
+		used := 1 + c.IPv4Count + prefixSize*c.IPv4PrefixCount // the primary and the pods
 		v.AvailableIPs -= used
 		b.vsw[v.ID] = v
 		out = append(out, source{k, ReasonWaitingForAttach, "waiting for a new ENI to attach"})
@@ -149,13 +156,17 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 // assign plans AssignIPs on e so that it holds target units, at most ten
 // addresses per call, calls on one ENI chained (ECS refuses concurrent
 // changes to one ENI).
-func (b *builder) assign(e *eniState, target int, why Reason) {
-	prev := -1
+//
+// With prefix, IPv4 comes as /28 prefixes (at most ten per call), rounded
+// up to whole prefixes. It returns the IPv4 addresses the calls take from
+// the vSwitch.
+func (b *builder) assign(e *eniState, target int, prefix bool, why Reason) (taken4 int) {
+	prev := e.lastCall - 1
 	for _, fam := range []int{4, 6} {
 		var have int
 		switch {
 		case fam == 4 && b.v4:
-			have = len(e.eni.IPv4)
+			have = v4Addrs(e.eni)
 		case fam == 6 && b.v6:
 			have = len(e.eni.IPv6)
 		default:
@@ -163,12 +174,23 @@ func (b *builder) assign(e *eniState, target int, why Reason) {
 		}
 		for seq := 0; have < target; seq++ {
 			k := min(target-have, maxAssignPerCall)
-			tok, _, _ := b.clientToken(false, "assign", itoa(b.mem.Epoch), e.eni.ID, itoa(fam), itoa(have), itoa(k))
+			famKey := itoa(fam)
+			if fam == 4 && prefix {
+				k, famKey = min(ceilDiv(target-have, prefixSize), maxPrefixesPerCall), "4prefix"
+			}
+			tok, _, _ := b.clientToken(false, "assign", itoa(b.mem.Epoch), e.eni.ID, famKey, itoa(have), itoa(k))
 			a := Action{Kind: AssignIPs, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID, ClientToken: tok}
-			if fam == 4 {
+			switch {
+			case fam == 4 && prefix:
+				a.IPv4PrefixCount = k
+				k *= prefixSize
+			case fam == 4:
 				a.IPv4Count = k
-			} else {
+			default:
 				a.IPv6Count = k
+			}
+			if fam == 4 {
+				taken4 += k
 			}
 			if prev >= 0 {
 				a.DependsOn = []int{prev}
@@ -177,6 +199,8 @@ func (b *builder) assign(e *eniState, target int, why Reason) {
 			have += k
 		}
 	}
+	e.lastCall = prev + 1
+	return taken4
 }
 
 // adoptable returns the first owned Available ENI in a vSwitch pods may use
@@ -224,8 +248,10 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 		return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no security group configured"}
 	}
 	var best *observed.VSwitch
+	bestFrag := false // best refused a prefix (Memory.Fragmented)
 	unknown := 0
-	var missing []string // configured vSwitches the cloud says do not exist
+	var missing []string    // configured vSwitches the cloud says do not exist
+	var fragmented []string // refused a prefix, in strict prefix mode
 	for _, id := range ids {
 		v, ok := b.vsw[id]
 		if !ok && slices.Contains(b.o.UnknownVSwitches, id) {
@@ -243,14 +269,25 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 		// (Memory.MarkExhausted): a mark taken from a projection would
 		// outlive a plan that is held back or fails, and keep pods
 		// waiting while the vSwitch has room.
-		if v.AvailableIPs < b.createNeeds() {
+		if v.AvailableIPs < b.createNeeds(id) {
 			continue
 		}
-		if best == nil || (b.cfg.ENI.VSwitchPolicy != "ordered" && v.AvailableIPs > best.AvailableIPs) {
-			vv := v
-			best = &vv
+		if _, ok := b.growKind(id); !ok {
+			fragmented = append(fragmented, id)
+			continue
 		}
-		if b.cfg.ENI.VSwitchPolicy == "ordered" {
+		// prefer-prefix: a vSwitch that refused a prefix serves only when
+		// none that gives prefixes has room.
+		frag := b.allocation() == desired.IPv4PreferPrefix && b.fragmented(id)
+		switch {
+		case best == nil:
+		case bestFrag && !frag:
+		case frag && !bestFrag, b.cfg.ENI.VSwitchPolicy == "ordered", v.AvailableIPs <= best.AvailableIPs:
+			continue
+		}
+		vv := v
+		best, bestFrag = &vv, frag
+		if b.cfg.ENI.VSwitchPolicy == "ordered" && !frag {
 			break
 		}
 	}
@@ -267,6 +304,8 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 				Reason: "no usable vSwitch in zone " + zone + ": " + gone + "; waiting for the config or the cloud to change"}
 		case unknown == len(ids):
 			return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no configured vSwitch of zone " + zone + " was found"}
+		case len(fragmented) > 0:
+			return observed.VSwitch{}, b.fragmentedStatus(fragmented[0])
 		}
 		reason := "every vSwitch of zone " + zone + " is exhausted; waiting for addresses to free up"
 		if gone != "" {
@@ -354,17 +393,27 @@ func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) (int, in
 	a := Action{Kind: CreateENI, Target: "new", Reason: why, VSwitchID: v.ID,
 		SecurityGroups: slices.Clone(b.cfg.ENI.SecurityGroups), Tags: tags, ClientToken: tok}
 	if b.v4 && !b.excl {
-		a.IPv4Count = k
+		if prefix, _ := b.growKind(v.ID); prefix {
+			a.IPv4PrefixCount = ceilDiv(k, prefixSize)
+		} else {
+			a.IPv4Count = k
+		}
 	}
 	if b.v6 {
 		a.IPv6Count = k
 	}
 	if rec.Sent {
 		// The same call again: the same parameters, or ECS refuses it.
-		a.IPv4Count, a.IPv6Count = rec.IPv4, rec.IPv6
+		a.IPv4Count, a.IPv6Count, a.IPv4PrefixCount = rec.IPv4, rec.IPv6, rec.IPv4Prefixes
 		k = max(a.IPv4Count, a.IPv6Count, 1)
+		if a.IPv4PrefixCount > 0 {
+			k = a.IPv4PrefixCount * prefixSize
+			if b.v6 {
+				k = min(k, a.IPv6Count)
+			}
+		}
 	} else {
-		rec.IPv4, rec.IPv6 = a.IPv4Count, a.IPv6Count
+		rec.IPv4, rec.IPv6, rec.IPv4Prefixes = a.IPv4Count, a.IPv6Count, a.IPv4PrefixCount
 		b.mem.Tokens[base] = rec
 	}
 	id := b.add(a)

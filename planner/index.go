@@ -12,11 +12,11 @@ import (
 )
 
 // indexAddrs builds addrIdx: the secondary addresses of every usable ENI
-// (exclusive mode: each ENI's primary address and first IPv6).
+// and the addresses of its IPv4 prefixes (exclusive mode: each ENI's primary address and first IPv6).
 func (b *builder) indexAddrs() {
 	n := 0
 	for _, e := range b.usable {
-		n += len(e.eni.IPv4) + len(e.eni.IPv6) + 1
+		n += v4Addrs(e.eni) + len(e.eni.IPv6) + 1
 	}
 	b.addrIdx = make([]addrRef, 0, n)
 	for _, e := range b.usable {
@@ -27,6 +27,17 @@ func (b *builder) indexAddrs() {
 		for _, a := range a4 {
 			hi, lo := addrKey(a)
 			b.addrIdx = append(b.addrIdx, addrRef{hi: hi, lo: lo, ip: a, eni: e})
+		}
+		if !b.excl {
+			// Every address of a prefix is a pod address.
+			for _, p := range e.eni.IPv4Prefixes {
+				a := p.Masked().Addr()
+				for range prefixSize {
+					hi, lo := addrKey(a)
+					b.addrIdx = append(b.addrIdx, addrRef{hi: hi, lo: lo, ip: a, eni: e, inPfx: true})
+					a = a.Next()
+				}
+			}
 		}
 		for _, a := range a6 {
 			hi, lo := addrKey(a)
@@ -77,4 +88,6 @@ type addrRef struct {
 	ip     netip.Addr
 	eni    *eniState
 	h      *holder
+	// inPfx: the address lies in one of the ENI's IPv4 prefixes.
+	inPfx bool
 }

@@ -99,9 +99,16 @@ type builder struct {
 
 // eniState is an attached owned ENI during planning.
 type eniState struct {
-	eni         *observed.ENI
-	free4       []netip.Addr // unheld, not cooling down, ascending
-	free6       []netip.Addr
+	eni   *observed.ENI
+	free4 []netip.Addr // unheld, not cooling down, in hand-out order (orderFree)
+	free6 []netip.Addr
+	// spare4 are free IPv4 addresses of the kind the allocation no longer
+	// asks for (surplus): handed out last, released at once.
+	spare4 []netip.Addr
+	// lastCall is ID+1 of the last address call (assign, unassign)
+	// planned on the ENI in this pass, 0 for none: calls on one ENI are
+	// chained, as ECS refuses concurrent changes to one ENI.
+	lastCall    int
 	used        int // live bindings
 	held        int // sticky, stale or cooling addresses (units)
 	configureID int // ConfigureENI action ID, -1 when none

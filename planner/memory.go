@@ -99,6 +99,9 @@ type TokenRecord struct {
 	Sent bool `json:"sent,omitempty"`
 	IPv4 int  `json:"ipv4,omitempty"`
 	IPv6 int  `json:"ipv6,omitempty"`
+	// IPv4Prefixes is a CreateENI's IPv4 prefix count as last planned
+	// (kept and resent like IPv4).
+	IPv4Prefixes int `json:"ipv4Prefixes,omitempty"`
 }
 
 // Reservation is a sticky pod's hold on its addresses (or, in exclusive

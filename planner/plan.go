@@ -76,6 +76,13 @@ type PoolSummary struct {
 	Target int `json:"target"`
 	// Capacity is the most the instance can hold under its limits.
 	Capacity int `json:"capacity"`
+	// Prefixes is how many /28 IPv4 prefixes the ENIs hold (their
+	// addresses are counted in Total like secondary addresses).
+	Prefixes int `json:"prefixes,omitempty"`
+	// Surplus counts free IPv4 addresses of the kind eni.ipv4Allocation
+	// no longer asks for (after a switch in place): not in Idle, handed
+	// out only when no address of the right kind is free, released.
+	Surplus int `json:"surplus,omitempty"`
 }
 
 // ActionKind names what an action does.
@@ -179,6 +186,14 @@ const (
 	// ReasonVSwitchUnknown: no configured vSwitch of the zone can serve,
 	// and some do not exist (named in the reason).
 	ReasonVSwitchUnknown ReasonCode = "vswitch-unknown"
+	// ReasonVSwitchFragmented: eni.ipv4Allocation is prefix and the
+	// vSwitch refused a prefix (no aligned /28 free, Memory.Fragmented):
+	// the pod waits until the mark expires.
+	ReasonVSwitchFragmented ReasonCode = "vswitch-fragmented"
+	// ReasonAllocationModeChanged: eni.ipv4Allocation changed in place;
+	// free addresses of the old kind (whole prefixes, single secondary
+	// addresses) go back as their pods go.
+	ReasonAllocationModeChanged ReasonCode = "allocation-mode-changed"
 )
 
 // Action is one step of a plan. Only the parameters its Kind needs are set.

@@ -2,6 +2,8 @@ package planner
 
 import (
 	"time"
+
+	"github.com/enidnet/enid/desired"
 )
 
 // This file is the pool policy: how many units to hold, counted in one
@@ -10,12 +12,16 @@ import (
 // poolPolicy is the config's pool with defaults and sanity applied.
 type poolPolicy struct {
 	minIdle, maxIdle, minTotal, batch int
+	// alloc is eni.ipv4Allocation in force: a change of it is a change
+	// of the pool's knobs (spread, like the counts).
+	alloc desired.IPv4Allocation
 }
 
 func (b *builder) policy() poolPolicy {
 	p := b.cfg.Pool
 	pp := poolPolicy{minIdle: max(0, p.MinIdle), maxIdle: max(0, p.MaxIdle), minTotal: max(0, p.MinTotal), batch: max(1, p.Batch)}
 	pp.maxIdle = max(pp.maxIdle, pp.minIdle)
+	pp.alloc = b.allocation()
 	return pp
 }
 
@@ -68,11 +74,16 @@ func (b *builder) shared() {
 		need = len(waiting) - idle
 		grow = max(0, min(roundUp(need, pp.batch), len(waiting)+pp.maxIdle-idle))
 	}
+	steer := grow
+	if b.perSlot() > 1 && !b.v6 {
+		steer = roundUp(grow, prefixSize) // prefixes come whole
+	}
 	b.plan.Pool = PoolSummary{
 		Total: total, Used: used, Idle: idle, Cooldown: cooling + gone, Sticky: sticky,
-		Waiting: len(waiting), Target: max(total+grow, pp.minTotal), Capacity: b.capacity(),
+		Waiting: len(waiting), Target: max(total+steer, pp.minTotal), Capacity: b.capacity(),
 	}
 	b.plan.Pool.Target = min(b.plan.Pool.Target, max(b.plan.Pool.Capacity, total))
+	b.plan.Pool.Prefixes, b.plan.Pool.Surplus = b.prefixCount(), b.surplusCount()
 
 	var sources []source
 	blocked := (*PodStatus)(nil)
@@ -95,6 +106,16 @@ func (b *builder) shared() {
 	}
 	b.leaks()
 
+	if b.plan.Pool.Surplus > 0 {
+		// Pods no growth serves (it is blocked, or the cloud is not
+		// observed) take surplus addresses the node holds rather than wait.
+		waiting = b.bindSurplus(waiting, sources)
+		b.plan.Pool.Waiting, b.plan.Pool.Surplus = len(waiting), b.surplusCount()
+		b.rememberSticky()
+	}
+	if b.complete && !spread {
+		b.releaseSurplus() // after bindSurplus: it gives back what is left
+	}
 	b.tellWaiting(waiting, sources, blocked, cooling+gone)
 	b.podActions()
 }

@@ -51,8 +51,18 @@ func randomWorld(t *testing.T, seed uint64) {
 	}
 	minIdle := r.IntN(5)
 	maxIdle := minIdle + r.IntN(6)
-	must(fmt.Sprintf("config mode=%s stack=%s minIdle=%d maxIdle=%d minTotal=%d batch=%d delay=%ds cooldown=%ds hold=%ds vswitches=vsw-b,vsw-a sg=sg-1",
-		mode, stack, minIdle, maxIdle, r.IntN(8), 1+r.IntN(6), r.IntN(180), r.IntN(60), r.IntN(300)))
+	if r.IntN(3) == 0 {
+		maxIdle += 16 // room for an idle prefix to go back
+	}
+	// IPv4 prefix mode in half the shared worlds; it switches in place and
+	// vSwitches fragment below.
+	allocs := []string{"secondary", "prefix", "prefer-prefix"}
+	alloc := "secondary"
+	if mode == "shared" && r.IntN(2) == 0 {
+		alloc = allocs[1+r.IntN(2)]
+	}
+	must(fmt.Sprintf("config mode=%s stack=%s minIdle=%d maxIdle=%d minTotal=%d batch=%d delay=%ds cooldown=%ds hold=%ds vswitches=vsw-b,vsw-a sg=sg-1 ipv4Allocation=%s",
+		mode, stack, minIdle, maxIdle, r.IntN(8), 1+r.IntN(6), r.IntN(180), r.IntN(60), r.IntN(300), alloc))
 	if r.IntN(2) == 0 {
 		must("eni eni-f foreign status=InUse dev=4 vsw=vsw-a ips=10.0.9.1,10.0.9.2")
 	}
@@ -81,6 +91,17 @@ func randomWorld(t *testing.T, seed uint64) {
 				delete(live, id)
 			}
 		}
+		if mode == "shared" && r.IntN(8) == 0 {
+			must("config ipv4Allocation=" + allocs[r.IntN(3)])
+		}
+		if r.IntN(6) == 0 {
+			vsw := []string{"vsw-a", "vsw-b"}[r.IntN(2)]
+			if r.IntN(2) == 0 {
+				must("fragment " + vsw)
+			} else {
+				must("fragment " + vsw + " off")
+			}
+		}
 		partial := r.IntN(8) == 0
 		switch {
 		case partial && r.IntN(2) == 0:
@@ -92,9 +113,10 @@ func randomWorld(t *testing.T, seed uint64) {
 		}
 		must(fmt.Sprintf("tick %ds", r.IntN(90)))
 
-		o := w.Observe()
+		o, mem := w.Observe(), w.Memory
 		p := w.Plan()
 		checkPlan(t, w, o, p)
+		checkPrefixes(t, w, o, mem, p)
 		if r.IntN(6) == 0 && len(p.Actions) > 0 {
 			w.ApplyN(p, r.IntN(len(p.Actions))) // crash part way
 		} else {
@@ -107,6 +129,8 @@ func randomWorld(t *testing.T, seed uint64) {
 
 	// Demand freezes; time passes; the world must settle.
 	must("observe complete=true")
+	must("fragment vsw-a off")
+	must("fragment vsw-b off")
 	settled, empties := false, 0
 	var p planner.Plan
 	for round := range 30 {
@@ -120,6 +144,7 @@ func randomWorld(t *testing.T, seed uint64) {
 			}
 		}
 		checkPlan(t, w, w.Observe(), p)
+		checkPrefixes(t, w, w.Observe(), w.Memory, p)
 		if p.Empty() {
 			w.Memory = p.Memory // the agent persists the memory of every pass
 			empties++
@@ -185,8 +210,8 @@ func checkPlan(t *testing.T, w *plannertest.World, o observed.State, p planner.P
 				t.Fatalf("%s on ENI %s that is not ours", a.Kind, a.ENIID)
 			}
 		}
-		if a.Kind == planner.AssignIPs && (a.IPv4Count > 10 || a.IPv6Count > 10) {
-			t.Fatalf("assign of more than 10 addresses in one call")
+		if a.Kind == planner.AssignIPs && (a.IPv4Count > 10 || a.IPv6Count > 10 || a.IPv4PrefixCount > 10) {
+			t.Fatalf("assign of more than 10 addresses or prefixes in one call")
 		}
 		if a.Kind == planner.UnassignIPs {
 			for _, ip := range append(append([]netip.Addr{}, a.IPv4...), a.IPv6...) {
@@ -229,8 +254,36 @@ func checkSettled(t *testing.T, w *plannertest.World, p planner.Plan) {
 		}
 	}
 	s := p.Pool
-	if s.Idle > max(cfg.Pool.MaxIdle, cfg.Pool.MinIdle) && s.Total > cfg.Pool.MinTotal && s.Waiting == 0 {
-		t.Fatalf("idle %d above maxIdle %d after settling (total %d, minTotal %d)\n%s\n%s", s.Idle, cfg.Pool.MaxIdle, s.Total, cfg.Pool.MinTotal, p.Render(), w.Dump())
+	bound := max(cfg.Pool.MaxIdle, cfg.Pool.MinIdle)
+	above := s.Idle > bound && s.Total > cfg.Pool.MinTotal && s.Waiting == 0
+	alloc := cfg.ENI.IPv4Allocation
+	if cfg.Mode != desired.ModeSharedENI || cfg.IPStack == desired.IPv6Only {
+		alloc = desired.IPv4Secondary
+	}
+	freePrefixes, freeSingles := freeKinds(w)
+	switch {
+	case alloc == desired.IPv4Secondary || alloc == "":
+		if above {
+			t.Fatalf("idle %d above maxIdle %d after settling (total %d, minTotal %d)\n%s\n%s", s.Idle, cfg.Pool.MaxIdle, s.Total, cfg.Pool.MinTotal, p.Render(), w.Dump())
+		}
+		if freePrefixes > 0 {
+			t.Fatalf("%d whole free prefixes left in secondary mode after settling\n%s\n%s", freePrefixes, p.Render(), w.Dump())
+		}
+	default:
+		// Prefixes go back only whole and only while idle - 16 stays at
+		// or above the bound: idle may rest up to 15 above it, or more in
+		// prefixes partly used.
+		if freePrefixes > 0 && s.Idle-16 >= bound && s.Total-16 >= cfg.Pool.MinTotal && s.Waiting == 0 {
+			t.Fatalf("a whole free prefix left with idle %d (maxIdle %d) after settling\n%s\n%s", s.Idle, cfg.Pool.MaxIdle, p.Render(), w.Dump())
+		}
+		// prefer-prefix: a free secondary address is idle like any, and
+		// goes first when idle is above the bound; on dual stack only
+		// with a free IPv6 address of its ENI to pair (an unpaired one is
+		// not a unit: docs/plan.md, "Not done").
+		single := alloc == desired.IPv4Prefix || (above && cfg.IPStack != desired.DualStack)
+		if freeSingles > 0 && single {
+			t.Fatalf("%d free secondary addresses left in %s mode with idle %d (maxIdle %d) after settling\n%s\n%s", freeSingles, alloc, s.Idle, cfg.Pool.MaxIdle, p.Render(), w.Dump())
+		}
 	}
 	for _, st := range p.Statuses {
 		if st.Phase == planner.PhasePending && st.ReasonCode != planner.ReasonWaitingCooldown {
@@ -249,4 +302,119 @@ func checkSettled(t *testing.T, w *plannertest.World, p planner.Plan) {
 		}
 	}
 	_ = time.Second
+}
+
+// checkPrefixes checks the prefix invariants of a plan made from
+// observation o with memory mem: no address sits both in a prefix and as a
+// secondary address; a bound address is on its ENI (secondary or inside a
+// prefix); and an UnassignIPs never gives back a prefix, or an address,
+// that is bound, set up, held for a sticky pod or cooling down.
+func checkPrefixes(t *testing.T, w *plannertest.World, o observed.State, mem planner.Memory, p planner.Plan) {
+	t.Helper()
+	enis := map[string]observed.ENI{}
+	for _, e := range o.ENIs {
+		enis[e.ID] = e
+		for _, x := range o.ENIs {
+			for _, ip := range e.IPv4 {
+				if pf, ok := x.PrefixOf(ip); ok {
+					t.Fatalf("%s is a secondary address of %s and inside prefix %s of %s", ip, e.ID, pf, x.ID)
+				}
+			}
+		}
+	}
+	for _, s := range p.Statuses {
+		if s.Phase != planner.PhaseReady || !s.IPv4.IsValid() || s.Exclusive {
+			continue
+		}
+		if e, ok := enis[s.ENIID]; ok && !e.HasIP(s.IPv4) {
+			t.Fatalf("%s Ready with %s, which %s does not hold", s.Key, s.IPv4, s.ENIID)
+		}
+	}
+	taken := func(ip netip.Addr) string {
+		for _, s := range p.Statuses {
+			if s.IPv4 == ip || s.IPv6 == ip {
+				return "bound to " + s.Key.String()
+			}
+		}
+		for _, pn := range o.Node.Pods {
+			if pn.IPv4 == ip || pn.IPv6 == ip {
+				return "set up for " + pn.Key.String()
+			}
+		}
+		for k, r := range mem.Sticky {
+			if (r.IPv4 == ip || r.IPv6 == ip) && (r.Until.IsZero() || w.Now.Before(r.Until)) {
+				return "held for sticky " + k
+			}
+		}
+		if until, ok := mem.Cooldowns[ip]; ok && w.Now.Before(until) {
+			return "cooling down until " + until.Format(time.RFC3339)
+		}
+		return ""
+	}
+	for _, a := range p.Actions {
+		if a.Kind != planner.UnassignIPs {
+			continue
+		}
+		if len(a.IPv4Prefixes) > 10 {
+			t.Fatalf("unassign of %d prefixes in one call", len(a.IPv4Prefixes))
+		}
+		for _, pf := range a.IPv4Prefixes {
+			if !slices.Contains(enis[a.ENIID].IPv4Prefixes, pf) {
+				t.Fatalf("unassign of prefix %s that %s does not hold", pf, a.ENIID)
+			}
+			for ip := pf.Addr(); pf.Contains(ip); ip = ip.Next() {
+				if why := taken(ip); why != "" {
+					t.Fatalf("unassign of prefix %s while %s is %s\n%s", pf, ip, why, p.Render())
+				}
+			}
+		}
+		for _, ip := range append(slices.Clone(a.IPv4), a.IPv6...) {
+			if why := taken(ip); why != "" {
+				t.Fatalf("unassign of %s while it is %s\n%s", ip, why, p.Render())
+			}
+		}
+	}
+}
+
+// freeKinds counts, over the owned ENIs, the prefixes none of whose
+// addresses is bound, set up, sticky or cooling, and such free secondary
+// addresses.
+func freeKinds(w *plannertest.World) (prefixes, singles int) {
+	used := map[netip.Addr]bool{}
+	for _, b := range w.Node.Published {
+		used[b.IPv4] = true
+	}
+	for _, pn := range w.Node.Pods {
+		used[pn.IPv4] = true
+	}
+	for _, r := range w.Memory.Sticky {
+		if r.Until.IsZero() || w.Now.Before(r.Until) {
+			used[r.IPv4] = true
+		}
+	}
+	for ip, until := range w.Memory.Cooldowns {
+		if w.Now.Before(until) {
+			used[ip] = true
+		}
+	}
+	for _, e := range w.ENIs {
+		if !e.Owned(w.Instance.ID) || e.Status != observed.ENIInUse {
+			continue
+		}
+		for _, ip := range e.IPv4 {
+			if !used[ip] {
+				singles++
+			}
+		}
+		for _, pf := range e.IPv4Prefixes {
+			free := true
+			for ip := pf.Addr(); pf.Contains(ip); ip = ip.Next() {
+				free = free && !used[ip]
+			}
+			if free {
+				prefixes++
+			}
+		}
+	}
+	return prefixes, singles
 }

@@ -12,7 +12,8 @@ import (
 
 // release gives back idle units above maxIdle once idle has stayed above
 // it for ReleaseDelay: whole idle ENIs first (newest first), then single
-// addresses from the least used ENIs (highest addresses first). Addresses
+// addresses from the least used ENIs (highest addresses first), then whole
+// free prefixes that fit in the excess (releasePrefixes). Addresses
 // held, sticky or cooling down are never released, and nothing is released
 // while a pod waits.
 func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
@@ -20,7 +21,7 @@ func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
 	// Owned ENIs holding nothing at all are released at once: they serve no
 	// pod and count for nothing in the pool.
 	for _, e := range slices.Backward(b.usable) {
-		if !b.excl && b.units(e.eni) == 0 && e.used == 0 && e.held == 0 && len(e.eni.IPv4)+len(e.eni.IPv6) == 0 {
+		if !b.excl && b.units(e.eni) == 0 && e.used == 0 && e.held == 0 && len(e.eni.IPv4)+len(e.eni.IPv6)+len(e.eni.IPv4Prefixes) == 0 {
 			b.dropENI(e, Reason{ReasonIdleAboveMax, "ENI holds no address"})
 		}
 	}
@@ -55,19 +56,20 @@ func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
 		if dropped[e] || b.excl {
 			continue
 		}
-		k := min(excess, b.freeSlots(e))
-		if k <= 0 {
-			continue
-		}
+		// Single addresses first (the highest), then whole prefixes.
+		k := min(excess, b.freeSingles(e))
 		excess -= k
-		prev := -1
+		prev := e.lastCall - 1
 		for _, fam := range []int{4, 6} {
 			var addrs []netip.Addr
 			switch {
+			case k <= 0:
 			case fam == 4 && b.v4:
 				addrs = e.free4[len(e.free4)-k:]
+				e.free4 = e.free4[:len(e.free4)-k]
 			case fam == 6 && b.v6:
 				addrs = e.free6[len(e.free6)-k:]
+				e.free6 = e.free6[:len(e.free6)-k]
 			}
 			for len(addrs) > 0 {
 				c := min(len(addrs), maxAssignPerCall)
@@ -84,6 +86,8 @@ func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
 				addrs = addrs[c:]
 			}
 		}
+		excess, prev = b.releasePrefixes(e, excess, why, prev)
+		e.lastCall = prev + 1
 	}
 }
 

@@ -73,7 +73,16 @@ func (p Plan) Render() string {
 	s := p.Pool
 	w.WriteString("Pool: total " + itoa(s.Total) + ", used " + itoa(s.Used) + ", idle " + itoa(s.Idle) +
 		", cooldown " + itoa(s.Cooldown) + ", sticky " + itoa(s.Sticky) + ", waiting " + itoa(s.Waiting) +
-		", target " + itoa(s.Target) + ", capacity " + itoa(s.Capacity) + ".\n")
+		", target " + itoa(s.Target) + ", capacity " + itoa(s.Capacity))
+	// Shown only when there are any, so a node without prefixes reads as
+	// it always did.
+	if s.Prefixes > 0 {
+		w.WriteString(", prefixes " + itoa(s.Prefixes))
+	}
+	if s.Surplus > 0 {
+		w.WriteString(", surplus " + itoa(s.Surplus))
+	}
+	w.WriteString(".\n")
 	if t := p.Memory.SpreadUntil; !t.IsZero() {
 		w.WriteString("Spread: pool work after the pool's change waits for this node's turn, until " +
 			t.UTC().Format(time.RFC3339) + " (pool.spreadWindow); waiting pods are served now.\n")
@@ -107,6 +116,9 @@ func describe(a Action) string {
 	case UnassignIPs:
 		addrs(&w, a.IPv4)
 		addrs(&w, a.IPv6)
+		for _, p := range a.IPv4Prefixes {
+			w.WriteString(" " + p.String())
+		}
 	case ConfigureENI:
 		if a.Table == 0 {
 			w.WriteString(" table " + itoa(tableBase) + "+index")
@@ -148,6 +160,12 @@ func describe(a Action) string {
 func counts(w *strings.Builder, a Action) {
 	if a.IPv4Count > 0 {
 		w.WriteString(" ipv4 +" + itoa(a.IPv4Count))
+	}
+	switch n := a.IPv4PrefixCount; {
+	case n == 1:
+		w.WriteString(" ipv4 +1 /28 prefix")
+	case n > 1:
+		w.WriteString(" ipv4 +" + itoa(n) + " /28 prefixes")
 	}
 	if a.IPv6Count > 0 {
 		w.WriteString(" ipv6 +" + itoa(a.IPv6Count))

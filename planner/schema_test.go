@@ -32,6 +32,8 @@ func TestSchemaRejects(t *testing.T) {
 		"long token":     strings.Replace(string(good), `"actions":[]`, `"actions":[{"id":0,"kind":"AssignIPs","target":"x","reason":{"code":"ready"},"clientToken":"`+strings.Repeat("x", 65)+`"}]`, 1),
 		"bad phase":      strings.Replace(string(good), `"statuses":[]`, `"statuses":[{"key":{"ContainerID":"c","IfName":"eth0"},"phase":"Running","reasonCode":"ready"}]`, 1),
 		"missing pool":   strings.Replace(string(good), `"pool":`, `"pooh":`, 1),
+		"not a /28":      strings.Replace(string(good), `"actions":[]`, `"actions":[{"id":0,"kind":"UnassignIPs","target":"x","reason":{"code":"idle-above-max"},"ipv4Prefixes":["10.0.0.0/24"]}]`, 1),
+		"11 prefixes":    strings.Replace(string(good), `"actions":[]`, `"actions":[{"id":0,"kind":"AssignIPs","target":"x","reason":{"code":"pods-waiting"},"ipv4PrefixCount":11}]`, 1),
 	} {
 		if errs := s.Validate([]byte(doc)); len(errs) == 0 {
 			t.Errorf("%s: validated, want an error:\n%s", name, doc)

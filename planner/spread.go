@@ -4,6 +4,8 @@ import (
 	"hash/fnv"
 	"strconv"
 	"time"
+
+	"github.com/enidnet/enid/desired"
 )
 
 // This file spreads optional pool work over a fleet (docs/plan.md, "Pacing
@@ -36,8 +38,14 @@ func SpreadOffset(instanceID string, window time.Duration) time.Duration {
 
 // knobs renders what of the pool policy decides how much to hold.
 func (pp poolPolicy) knobs() string {
-	return "minIdle=" + strconv.Itoa(pp.minIdle) + " maxIdle=" + strconv.Itoa(pp.maxIdle) +
+	k := "minIdle=" + strconv.Itoa(pp.minIdle) + " maxIdle=" + strconv.Itoa(pp.maxIdle) +
 		" minTotal=" + strconv.Itoa(pp.minTotal) + " batch=" + strconv.Itoa(pp.batch)
+	if pp.alloc != "" && pp.alloc != desired.IPv4Secondary {
+		// Only when not the default, so memories written before prefix
+		// mode existed see no change.
+		k += " ipv4Allocation=" + string(pp.alloc)
+	}
+	return k
 }
 
 // spreading notes a change of the pool's knobs and reports whether optional

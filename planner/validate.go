@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/enidnet/enid/observed"
 )
 
 // maxAddressesPerCall is ECS's limit of addresses in one assign or
@@ -45,6 +47,16 @@ func (a Action) Validate() error {
 	deny(a.Kind != MoveENI && a.Prefix.IsValid(), "Prefix")
 	deny(a.Kind != MoveENI && a.PrefixV6.IsValid(), "PrefixV6")
 	deny(a.Kind != CreateENI && a.Kind != UpdateENI && len(a.SecurityGroups) > 0, "SecurityGroups")
+	deny(a.Kind != CreateENI && a.Kind != AssignIPs && a.IPv4PrefixCount != 0, "IPv4PrefixCount")
+	deny(a.Kind != UnassignIPs && len(a.IPv4Prefixes) > 0, "IPv4Prefixes")
+	// A call takes IPv4 as single addresses or as prefixes, never both.
+	deny(a.IPv4PrefixCount != 0 && (a.IPv4Count != 0 || len(a.IPv4) > 0), "IPv4PrefixCount with IPv4 addresses")
+	deny(len(a.IPv4Prefixes) > 0 && len(a.IPv4) > 0, "IPv4Prefixes with IPv4 addresses")
+	need(a.IPv4PrefixCount >= 0 && a.IPv4PrefixCount <= maxPrefixesPerCall, fmt.Sprintf("an IPv4PrefixCount of 0 to %d", maxPrefixesPerCall))
+	need(len(a.IPv4Prefixes) <= maxPrefixesPerCall, fmt.Sprintf("at most %d IPv4Prefixes", maxPrefixesPerCall))
+	for _, p := range a.IPv4Prefixes {
+		need(p.Addr().Is4() && p.Bits() == observed.IPv4PrefixBits && p.Masked() == p, "IPv4Prefixes of aligned /28s (got "+p.String()+")")
+	}
 	switch a.Kind {
 	case CreateENI:
 		need(a.VSwitchID != "", "VSwitchID")
@@ -59,12 +71,12 @@ func (a Action) Validate() error {
 		oneENI()
 		need(a.ClientToken != "", "ClientToken")
 		need(a.IPv4Count >= 0 && a.IPv6Count >= 0, "non-negative counts")
-		need(a.IPv4Count+a.IPv6Count+len(a.IPv4)+len(a.IPv6) > 0, "addresses to assign")
+		need(a.IPv4Count+a.IPv6Count+len(a.IPv4)+len(a.IPv6)+a.IPv4PrefixCount > 0, "addresses to assign")
 		need(a.IPv4Count+len(a.IPv4) <= maxAddressesPerCall && a.IPv6Count+len(a.IPv6) <= maxAddressesPerCall,
 			fmt.Sprintf("at most %d addresses per family", maxAddressesPerCall))
 	case UnassignIPs:
 		existingENI()
-		need(len(a.IPv4)+len(a.IPv6) > 0, "addresses to unassign")
+		need(len(a.IPv4)+len(a.IPv6)+len(a.IPv4Prefixes) > 0, "addresses to unassign")
 		need(len(a.IPv4) <= maxAddressesPerCall && len(a.IPv6) <= maxAddressesPerCall,
 			fmt.Sprintf("at most %d addresses per family", maxAddressesPerCall))
 	case DetachENI:

@@ -9,8 +9,9 @@ import (
 // NextDeadline returns the earliest time after now at which a plan could
 // change although nothing observed or desired did: a cooldown or a sticky
 // hold ends, idle has been above maxIdle for releaseDelay, a vSwitch stops
-// being skipped, a leaked ENI's grace ends. The agent plans again then. It
-// reports false when no such time is pending.
+// being skipped (exhausted, or fragmented: no prefix asked of it), a leaked
+// ENI's grace ends. The agent plans again then. It reports false when no
+// such time is pending.
 func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) {
 	var next time.Time
 	consider := func(t time.Time) {
@@ -30,6 +31,9 @@ func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) 
 		consider(m.IdleAboveMaxSince.Add(cfg.Pool.ReleaseDelay.D()))
 	}
 	for _, t := range m.Exhausted {
+		consider(t)
+	}
+	for _, t := range m.Fragmented {
 		consider(t)
 	}
 	if !m.SpreadUntil.IsZero() {

@@ -45,6 +45,65 @@ func (w *World) alloc(v *observed.VSwitch, n int, v6 bool) ([]netip.Addr, error)
 	return out, nil
 }
 
+// allocPrefixes takes n aligned /28 prefixes of vSwitch v whose 16
+// addresses are all free, lowest first; the first and the last /28 of the
+// CIDR hold addresses the vSwitch reserves (network, gateway) and are never
+// given. A vSwitch marked by the script's `fragment` control refuses every
+// prefix though it may have single addresses free, as ECS does when no
+// aligned /28 is left.
+func (w *World) allocPrefixes(v *observed.VSwitch, n int) ([]netip.Prefix, error) {
+	if w.fragmentedVSw[v.ID] {
+		return nil, fmt.Errorf("InvalidVSwitchId.IpNotEnough: %s has no aligned /28 free (%d single addresses free)", v.ID, v.AvailableIPs)
+	}
+	if w.allocd[v.ID] == nil {
+		w.allocd[v.ID] = map[netip.Addr]bool{}
+	}
+	used := w.allocd[v.ID]
+	cidr := v.CIDR.Masked()
+	size := uint64(1) << (32 - cidr.Bits())
+	var out []netip.Prefix
+	a := cidr.Addr()
+	for off := uint64(0); off+observed.IPv4PrefixSize <= size && len(out) < n; off += observed.IPv4PrefixSize {
+		p := netip.PrefixFrom(a, observed.IPv4PrefixBits)
+		first, last := off == 0, off+observed.IPv4PrefixSize == size
+		free := !first && !last
+		x := a
+		for range observed.IPv4PrefixSize {
+			free = free && !used[x]
+			x = x.Next()
+		}
+		if free {
+			out = append(out, p)
+		}
+		a = x
+	}
+	if len(out) < n || v.AvailableIPs < n*observed.IPv4PrefixSize {
+		return nil, fmt.Errorf("InvalidVSwitchId.IpNotEnough: %s has no aligned /28 free", v.ID)
+	}
+	for _, p := range out {
+		x := p.Addr()
+		for range observed.IPv4PrefixSize {
+			used[x] = true
+			x = x.Next()
+		}
+	}
+	v.AvailableIPs -= n * observed.IPv4PrefixSize
+	return out, nil
+}
+
+// prefixAddrs lists the addresses of the prefixes.
+func prefixAddrs(ps []netip.Prefix) []netip.Addr {
+	var out []netip.Addr
+	for _, p := range ps {
+		x := p.Masked().Addr()
+		for range observed.IPv4PrefixSize {
+			out = append(out, x)
+			x = x.Next()
+		}
+	}
+	return out
+}
+
 func (w *World) free(vswID string, addrs ...netip.Addr) {
 	v := w.vswitch(vswID)
 	for _, a := range addrs {
@@ -78,6 +137,23 @@ func (w *World) create(a planner.Action) (string, error) {
 	if a.IPv4Count > 49 {
 		return "", fmt.Errorf("SecondaryPrivateIpAddressCount %d > 49", a.IPv4Count)
 	}
+	if a.IPv4PrefixCount > 10 {
+		return "", fmt.Errorf("InvalidParam.Ipv4PrefixCount: %d", a.IPv4PrefixCount)
+	}
+	// Each secondary address and each prefix takes one private-address
+	// slot of the instance type's; the primary takes one more.
+	if a.IPv4Count+a.IPv4PrefixCount > w.Instance.Limits.IPv4PerENI-1 {
+		return "", fmt.Errorf("InvalidOperation.Ipv4CountExceeded: %d addresses and %d prefixes", a.IPv4Count, a.IPv4PrefixCount)
+	}
+	var prefixes []netip.Prefix
+	if a.IPv4PrefixCount > 0 {
+		var err error
+		if prefixes, err = w.allocPrefixes(v, a.IPv4PrefixCount); err != nil {
+			// As the executor does: no prefix is asked of it for a while.
+			w.Memory = w.Memory.MarkFragmented(v.ID, w.Now.Add(planner.DefaultFragmentedFor))
+			return "", err
+		}
+	}
 	all, err := w.alloc(v, 1+a.IPv4Count, false)
 	if err != nil {
 		w.Memory = w.Memory.MarkExhausted(v.ID, w.Now.Add(planner.DefaultExhaustedFor))
@@ -94,7 +170,7 @@ func (w *World) create(a planner.Action) (string, error) {
 	e := observed.ENI{
 		ID: fmt.Sprintf("eni-n%d", n), MAC: fmt.Sprintf("02:00:00:00:%02x:%02x", n>>8, n&255),
 		Status: observed.ENIAvailable, Type: observed.ENITypeSecondary, VSwitchID: v.ID, ZoneID: v.ZoneID,
-		VPCID: v.VPCID, PrimaryIP: all[0], IPv4: all[1:], IPv6: v6,
+		VPCID: v.VPCID, PrimaryIP: all[0], IPv4: all[1:], IPv6: v6, IPv4Prefixes: prefixes,
 		SecurityGroups: slices.Clone(a.SecurityGroups), Tags: maps.Clone(a.Tags), CreatedAt: w.Now,
 	}
 	w.apply(a, planner.Result{ENI: &e})
@@ -140,12 +216,29 @@ func (w *World) assign(a planner.Action) error {
 	if _, ok := w.tokens[a.ClientToken]; ok {
 		return nil
 	}
-	if a.IPv4Count > 10 || a.IPv6Count > 10 {
-		return fmt.Errorf("more than 10 addresses in one call")
+	if a.IPv4Count > 10 || a.IPv6Count > 10 || a.IPv4PrefixCount > 10 {
+		return fmt.Errorf("more than 10 addresses or prefixes in one call")
+	}
+	if a.IPv4Count > 0 && a.IPv4PrefixCount > 0 {
+		return fmt.Errorf("InvalidParameter: addresses and prefixes in one call")
 	}
 	v := w.vswitch(e.VSwitchID)
+	// Each secondary address and each prefix takes one of the ENI's
+	// private-address slots (the primary takes one more).
+	slots := len(e.IPv4) + len(e.IPv4Prefixes) + a.IPv4Count + a.IPv4PrefixCount
+	if a.IPv4PrefixCount > 0 {
+		if slots > w.Instance.Limits.IPv4PerENI-1 {
+			return fmt.Errorf("InvalidOperation.Ipv4CountExceeded: %s", e.ID)
+		}
+		got, err := w.allocPrefixes(v, a.IPv4PrefixCount)
+		if err != nil {
+			w.Memory = w.Memory.MarkFragmented(v.ID, w.Now.Add(planner.DefaultFragmentedFor))
+			return err
+		}
+		w.apply(a, planner.Result{IPv4Prefixes: got})
+	}
 	if a.IPv4Count > 0 {
-		if len(e.IPv4)+a.IPv4Count > w.Instance.Limits.IPv4PerENI-1 {
+		if slots > w.Instance.Limits.IPv4PerENI-1 {
 			return fmt.Errorf("InvalidOperation.Ipv4CountExceeded: %s", e.ID)
 		}
 		got, err := w.alloc(v, a.IPv4Count, false)
@@ -196,6 +289,17 @@ func (w *World) unassign(a planner.Action) error {
 			w.violate("unassign %s of %s while %s uses it", ip, e.ID, k)
 		}
 	}
+	for _, p := range a.IPv4Prefixes {
+		if !slices.Contains(e.IPv4Prefixes, p) {
+			continue // gone already: success, as for an address
+		}
+		for _, ip := range prefixAddrs([]netip.Prefix{p}) {
+			if k := w.inUse(ip); k != "" {
+				w.violate("unassign prefix %s of %s while %s uses %s", p, e.ID, k, ip)
+			}
+		}
+		w.free(e.VSwitchID, prefixAddrs([]netip.Prefix{p})...)
+	}
 	w.free(e.VSwitchID, a.IPv4...)
 	w.free(e.VSwitchID, a.IPv6...)
 	w.apply(a, planner.Result{})
@@ -208,7 +312,7 @@ func (w *World) detach(a planner.Action) error {
 		return nil
 	}
 	w.mayDestroy(a, e)
-	for _, ip := range append(slices.Clone(e.IPv4), e.IPv6...) {
+	for _, ip := range append(append(slices.Clone(e.IPv4), e.IPv6...), prefixAddrs(e.IPv4Prefixes)...) {
 		if k := w.inUse(ip); k != "" {
 			w.violate("detach %s while %s uses %s", e.ID, k, ip)
 		}
@@ -228,6 +332,7 @@ func (w *World) delete(a planner.Action) error {
 		return fmt.Errorf("InvalidOperation.InvalidEniState: %s is %s", e.ID, e.Status)
 	}
 	w.free(e.VSwitchID, append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6...)...)
+	w.free(e.VSwitchID, prefixAddrs(e.IPv4Prefixes)...)
 	w.apply(a, planner.Result{})
 	return nil
 }

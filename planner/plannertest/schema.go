@@ -3,6 +3,7 @@ package plannertest
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -11,7 +12,7 @@ import (
 // Schema validates JSON documents against docs/plan.schema.json. It knows
 // the subset of JSON Schema (2020-12) that schema uses: type, const, enum,
 // properties, required, additionalProperties, items, minimum, maximum,
-// maxLength and local $ref. The planner's tests check every scripted plan
+// maxLength, maxItems, pattern and local $ref. The planner's tests check every scripted plan
 // with it, and the end-to-end tests what `enid plan -o json` prints.
 type Schema struct {
 	root map[string]any
@@ -97,6 +98,9 @@ func (s *Schema) check(path string, v any, sc map[string]any, errs *[]string) {
 			fail("want an array, got %T", v)
 			return
 		}
+		if n, ok := sc["maxItems"].(float64); ok && len(l) > int(n) {
+			fail("more than %v items", n)
+		}
 		if it, ok := sc["items"].(map[string]any); ok {
 			for i, x := range l {
 				s.check(fmt.Sprintf("%s[%d]", path, i), x, it, errs)
@@ -110,6 +114,13 @@ func (s *Schema) check(path string, v any, sc map[string]any, errs *[]string) {
 		}
 		if n, ok := sc["maxLength"].(float64); ok && len(str) > int(n) {
 			fail("longer than %v", n)
+		}
+		if p, ok := sc["pattern"].(string); ok {
+			if re, err := regexp.Compile(p); err != nil {
+				fail("bad pattern %q: %v", p, err)
+			} else if !re.MatchString(str) {
+				fail("%q does not match %s", str, p)
+			}
 		}
 	case "boolean":
 		if _, ok := v.(bool); !ok {

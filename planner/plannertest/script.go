@@ -61,6 +61,8 @@ var scriptVerbs = map[string]func(*World, *scriptArgs) error{
 	"cooldown":       (*World).scriptCooldown,
 	"sticky":         (*World).scriptSticky,
 	"exhausted":      (*World).scriptExhausted,
+	"fragment":       (*World).scriptFragment,
+	"fragmented":     (*World).scriptFragmented,
 	"leaked":         (*World).scriptLeaked,
 	"sent-creates":   (*World).scriptSentCreates,
 	"tick":           (*World).scriptTick,
@@ -179,11 +181,19 @@ func (w *World) scriptConfig(a *scriptArgs) error {
 	return nil
 }
 
-// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [ipv6=...] [dev=N] [status=S] [owned [owner=I]] [configured] ...`.
+// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [prefixes=P/28,...] [ipv6=...] [dev=N] [status=S] [owned [owner=I]] [configured] ...`.
 func (w *World) scriptENI(a *scriptArgs) error {
 	e := observed.ENI{ID: a.arg(0), MAC: cmpOr(a.kv["mac"], macOf(a.arg(0))), Status: observed.ENIStatus(cmpOr(a.kv["status"], "InUse")),
 		Type: observed.ENITypeSecondary, VSwitchID: a.kv["vsw"], IPv4: a.addrs("ips"), IPv6: a.addrs("ipv6"),
 		PrimaryIP: a.addr("primary"), DeviceIndex: a.num("dev", 0), SecurityGroups: []string{"sg-1"}, CreatedAt: w.Now}
+	for _, x := range list(a.kv["prefixes"]) {
+		p, err := netip.ParsePrefix(x)
+		if err != nil || p.Bits() != observed.IPv4PrefixBits || p.Masked() != p {
+			return fmt.Errorf("prefixes: %q is not an aligned /28", x)
+		}
+		e.IPv4Prefixes = append(e.IPv4Prefixes, p)
+	}
+	slices.SortFunc(e.IPv4Prefixes, func(x, y netip.Prefix) int { return x.Addr().Compare(y.Addr()) })
 	if v := w.vswitch(e.VSwitchID); v != nil {
 		e.ZoneID, e.VPCID = v.ZoneID, v.VPCID
 	} else {
@@ -201,6 +211,7 @@ func (w *World) scriptENI(a *scriptArgs) error {
 		e.Tags = map[string]string{"team": "other"}
 	}
 	w.Reserve(e.VSwitchID, append(append([]netip.Addr{e.PrimaryIP}, e.IPv4...), e.IPv6...)...)
+	w.Reserve(e.VSwitchID, prefixAddrs(e.IPv4Prefixes)...)
 	w.ENIs = slices.DeleteFunc(w.ENIs, func(x observed.ENI) bool { return x.ID == e.ID })
 	w.ENIs = append(w.ENIs, e)
 	if a.flag("configured") {
@@ -354,6 +365,29 @@ func (w *World) scriptExhausted(a *scriptArgs) error {
 	return nil
 }
 
+// scriptFragment makes the model's cloud refuse IPv4 prefixes on a vSwitch
+// (no aligned /28 free) while its single addresses are still given:
+// `fragment ID [off]`. A refused prefix marks the vSwitch in memory as the
+// executor does (Memory.MarkFragmented).
+func (w *World) scriptFragment(a *scriptArgs) error {
+	if w.vswitch(a.arg(0)) == nil {
+		return fmt.Errorf("no vswitch %s", a.arg(0))
+	}
+	if a.flag("off") {
+		delete(w.fragmentedVSw, a.arg(0))
+	} else {
+		w.fragmentedVSw[a.arg(0)] = true
+	}
+	return nil
+}
+
+// scriptFragmented marks a vSwitch in memory as having refused a prefix:
+// `fragmented ID [for=D]` (default planner.DefaultFragmentedFor).
+func (w *World) scriptFragmented(a *scriptArgs) error {
+	w.Memory = w.Memory.MarkFragmented(a.arg(0), w.Now.Add(a.dur("for", planner.DefaultFragmentedFor)))
+	return nil
+}
+
 // scriptLeaked records since when an ENI looks leaked: `leaked ID [ago=D]`.
 func (w *World) scriptLeaked(a *scriptArgs) error {
 	if w.Memory.LeakedSince == nil {
@@ -403,6 +437,9 @@ func applyConfig(c *desired.Config, a *scriptArgs, zone string) {
 	c.ENI.MTU = a.num("mtu", c.ENI.MTU)
 	if v, ok := a.kv["vswitches"]; ok {
 		c.ENI.VSwitches = map[string][]string{zone: list(v)}
+	}
+	if v, ok := a.kv["ipv4Allocation"]; ok {
+		c.ENI.IPv4Allocation = desired.IPv4Allocation(v)
 	}
 	if v, ok := a.kv["policy"]; ok {
 		c.ENI.VSwitchPolicy = desired.VSwitchPolicy(v)
@@ -456,6 +493,12 @@ func (w *World) Dump() string {
 			own = "owned"
 		}
 		fmt.Fprintf(&b, "eni %s %s %s dev=%d vsw=%s ipv4=%d%s", e.ID, e.Status, own, e.DeviceIndex, e.VSwitchID, len(e.IPv4), joinAddrs(e.IPv4))
+		if len(e.IPv4Prefixes) > 0 {
+			fmt.Fprintf(&b, " prefixes=%d", len(e.IPv4Prefixes))
+			for _, p := range e.IPv4Prefixes {
+				b.WriteString(" " + p.String())
+			}
+		}
 		if len(e.IPv6) > 0 {
 			fmt.Fprintf(&b, " ipv6=%d%s", len(e.IPv6), joinAddrs(e.IPv6))
 		}
@@ -494,6 +537,9 @@ func (w *World) Dump() string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.Exhausted)) {
 		fmt.Fprintf(&b, "memory exhausted %s for %s\n", k, m.Exhausted[k].Sub(w.Now))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Fragmented)) {
+		fmt.Fprintf(&b, "memory fragmented %s for %s\n", k, m.Fragmented[k].Sub(w.Now))
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.LeakedSince)) {
 		fmt.Fprintf(&b, "memory leaked %s since %s ago\n", k, w.Now.Sub(m.LeakedSince[k]))

@@ -49,7 +49,10 @@ type World struct {
 	allocd   map[string]map[netip.Addr]bool    // per vSwitch: addresses in use
 	tokens   map[string]string                 // ClientToken -> ENI ID
 	burnt    map[string]bool                   // ClientTokens whose call failed
-	nextENI  int
+	// fragmentedVSw are vSwitches that refuse every IPv4 prefix (no
+	// aligned /28 free) while single addresses may be (script `fragment`).
+	fragmentedVSw map[string]bool
+	nextENI       int
 }
 
 type release struct {
@@ -61,7 +64,8 @@ type release struct {
 func New(now time.Time, inst observed.Instance) *World {
 	return &World{Now: now, Instance: inst, Complete: true,
 		released: map[netip.Addr]release{}, identity: map[observed.AttachmentKey]string{},
-		allocd: map[string]map[netip.Addr]bool{}, tokens: map[string]string{}, burnt: map[string]bool{}}
+		allocd: map[string]map[netip.Addr]bool{}, tokens: map[string]string{}, burnt: map[string]bool{},
+		fragmentedVSw: map[string]bool{}}
 }
 
 // Observe returns what the agent would observe now (a deep copy).
@@ -73,6 +77,7 @@ func (w *World) Observe() observed.State {
 			continue
 		}
 		e.IPv4, e.IPv6, e.Tags = slices.Clone(e.IPv4), slices.Clone(e.IPv6), maps.Clone(e.Tags)
+		e.IPv4Prefixes = slices.Clone(e.IPv4Prefixes)
 		s.ENIs = append(s.ENIs, e)
 	}
 	slices.SortFunc(s.ENIs, func(a, b observed.ENI) int { return strings.Compare(a.ID, b.ID) })
