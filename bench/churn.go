@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -137,7 +138,11 @@ func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, st
 	pool := fmt.Sprintf("  minIdle: %d\n  maxIdle: %d\n  batch: %d\n  releaseDelay: %s\n  cooldown: %s\n",
 		s.minIdle, s.maxIdle, s.batch, releaseDelay, cooldown)
 	extra := fmt.Sprintf("resyncPeriod: %s\n", desired.DefaultResyncPeriod/churnCompress)
-	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, "churn-"+s.name), sim: sim, instanceID: inst.ID,
+	dir := "churn-" + s.name
+	if s.scenario != "" {
+		dir = fmt.Sprintf("%s-%x", dir, sha256.Sum256([]byte(s.scenario)))[:len(dir)+9]
+	}
+	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, dir), sim: sim, instanceID: inst.ID,
 		nodeName: "churn-" + s.name, config: configYAMLENI(sim, inst.Zone, s.eni, pool, extra), log: e.log})
 	if err != nil {
 		r.broken("start agent: %v", err)
