@@ -138,6 +138,17 @@ type ENIConfig struct {
 	// IPv4 addresses are taken from ENIs (shared-eni mode only). It may
 	// change on a running node: bound addresses stay with their pods.
 	IPv4Allocation IPv4Allocation `json:"ipv4Allocation,omitempty"`
+	// SecurityGroupSets name further sets of security groups and may tune
+	// each set's pool (see SecurityGroupSet, docs/config.md).
+	SecurityGroupSets []SecurityGroupSet `json:"securityGroupSets,omitempty"`
+	// NamespaceSecurityGroups maps a pod namespace to the name of a set in
+	// SecurityGroupSets: its pods without the security-groups annotation
+	// get that set instead of SecurityGroups.
+	NamespaceSecurityGroups map[string]string `json:"namespaceSecurityGroups,omitempty"`
+	// MaxENIsPerSet caps the ENIs of each security-group set other than
+	// the default on a node (0: no cap but MaxENIs, which counts every
+	// set's), so that pods of one set cannot take every ENI slot.
+	MaxENIsPerSet int `json:"maxENIsPerSet,omitempty"`
 }
 
 // Cloud says how to reach the ECS/VPC API.

@@ -94,7 +94,7 @@ func TestValidationRules(t *testing.T) {
 		{"tag value", `eni: {tags: {a: "acs:1"}}`, []string{`eni.tags[a]: tag values may not start with "aliyun" or "acs:" (got "acs:1")`}},
 		{"tag key too long", `eni: {tags: {` + strings.Repeat("k", 129) + `: v}}`, []string{`eni.tags[` + strings.Repeat("k", 129) + `]: tag key must be 1 to 128 characters (got 129)`}},
 		{"too many tags", `eni: {tags: {a: "1", b: x, c: x, d: x, e: x, f: x, g: x, h: x, i: x, j: x, k: x, l: x, m: x, o: x, p: x, q: x, r: x, s: x}}`, []string{
-			`eni.tags: at most 17 tags: ECS allows 20 per ENI and enid sets 3 (got 18)`}},
+			`eni.tags: at most 16 tags: ECS allows 20 per ENI and enid sets 4 (got 18)`}},
 		{"tag value type", `eni: {tags: {a: 1, b: yes}}`, []string{`eni.tags[a]: must be a string (got 1)`, `eni.tags[b]: must be a string (got true)`}},
 		{"region", `cloud: {region: Hangzhou}`, []string{`cloud.region: must be a region ID such as cn-hangzhou, or empty for the instance's own (got "Hangzhou")`}},
 		{"endpoint with scheme", `cloud: {endpoint: "https://ecs.aliyuncs.com"}`, []string{`cloud.endpoint: must be host or host:port without a scheme, e.g. ecs-vpc.cn-hangzhou.aliyuncs.com (got "https://ecs.aliyuncs.com")`}},

@@ -22,6 +22,10 @@ const (
 	// AnnotationTerwayIPReservation is Terway's equivalent, honoured so
 	// workloads migrate unchanged.
 	AnnotationTerwayIPReservation = "k8s.aliyun.com/pod-ip-reservation"
+	// AnnotationSecurityGroups lists the security groups the pod's ENI
+	// must carry ("sg-a,sg-b"; order does not matter): the pod gets an
+	// address only on an ENI with exactly that set.
+	AnnotationSecurityGroups = "enid.dev/security-groups"
 )
 
 // Limits of an entry file and its fields.

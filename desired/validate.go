@@ -37,8 +37,9 @@ var cloudActions = []string{
 func CloudActions() []string { return slices.Clone(cloudActions) }
 
 // MaxExtraTags is how many eni.tags may be set: ECS allows 20 tags on a
-// resource and enid uses 3 of them (managed-by, owner, created-at).
-const MaxExtraTags = 17
+// resource and enid uses 4 of them (managed-by, owner, created-at,
+// security-group-set).
+const MaxExtraTags = 16
 
 // ReservedTagPrefix starts the tag keys enid sets itself.
 const ReservedTagPrefix = "enid.dev/"
@@ -85,6 +86,7 @@ func (c Config) problems() []Problem {
 
 	v.eni(c.ENI)
 	v.ipv4Allocation(c)
+	v.securityGroupSets(c.ENI, c.Pool.Batch)
 	v.cloud(c.Cloud)
 
 	v.duration("stickyIPHold", c.StickyIPHold)
@@ -179,7 +181,7 @@ func (v *validator) eni(e ENIConfig) {
 		sgSeen[sg] = true
 	}
 	if len(e.Tags) > MaxExtraTags {
-		v.add("eni.tags", "at most %d tags: ECS allows 20 per ENI and enid sets 3 (got %d)", MaxExtraTags, len(e.Tags))
+		v.add("eni.tags", "at most %d tags: ECS allows 20 per ENI and enid sets 4 (got %d)", MaxExtraTags, len(e.Tags))
 	}
 	for _, k := range sortedKeys(e.Tags) {
 		p := fmt.Sprintf("eni.tags[%s]", k)

@@ -19,6 +19,11 @@ const (
 	TagOwner = "enid.dev/owner"
 	// TagCreatedAt records creation time (RFC 3339) for leak grace periods.
 	TagCreatedAt = "enid.dev/created-at"
+	// TagSecurityGroupSet names the security-group set an ENI was created
+	// for: "default" (the config's eni.securityGroups), a set of
+	// eni.securityGroupSets, or "annotation" (a set only pods' annotations
+	// name). An owned ENI without it predates sets and is the default's.
+	TagSecurityGroupSet = "enid.dev/security-group-set"
 )
 
 // State is one observation of the world.

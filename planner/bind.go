@@ -124,6 +124,9 @@ func (b *builder) bindShared() {
 			}
 			continue
 		}
+		if !b.stickyFits(p, e, r) {
+			continue
+		}
 		h := b.holderOf(r.IPv4, r.IPv6)
 		if h != nil && (h.kind == holdStale || h.kind == holdSticky) {
 			e.held-- // taken over below
@@ -352,6 +355,7 @@ func (b *builder) computeFree() (cooling int) {
 		if c := cool[e]; c != nil {
 			n := max(c.c4, c.c6)
 			e.held += n
+			e.cooling = n
 			cooling += n
 		}
 	}
@@ -421,7 +425,7 @@ func (b *builder) bindNew() []*podState {
 	var waiting []*podState
 	i := 0
 	for _, p := range b.pods {
-		if p.bound() || p.status != nil {
+		if p.bound() || p.status != nil || p.set != b.cur {
 			continue
 		}
 		if !b.bindable {

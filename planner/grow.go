@@ -220,7 +220,12 @@ func (b *builder) adoptable() *observed.ENI {
 // further ENI may be attached, or nil when one may.
 func (b *builder) eniLimit(planned int) *PodStatus {
 	l := b.o.Instance.Limits.ENIs
-	mine := len(b.usable) + len(b.inflight) + planned
+	if st := b.setCap(planned); st != nil {
+		return st
+	}
+	// The ENIs of the other security-group sets take slots too (sgset.go).
+	planned += b.plannedENIs
+	mine := len(b.usable) + len(b.inflight) + planned + b.otherENIs
 	switch {
 	case l <= 0:
 		return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "instance ENI limit unknown"}
@@ -386,7 +391,7 @@ func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) (int, in
 	}
 	tags[observed.TagManagedBy] = observed.TagManagedByValue
 	tags[observed.TagOwner] = b.o.Instance.ID
-	tok, base, rec := b.clientToken(true, "create", itoa(b.mem.Epoch), b.o.Instance.ID, v.ID, itoa(b.owned+nth))
+	tok, base, rec := b.clientToken(true, "create", b.createParts(v.ID, nth)...)
 	// The tag carries when the call was first planned, not b.now: a resend
 	// with the same token must send the same parameters.
 	tags[observed.TagCreatedAt] = rec.Since.UTC().Format(rfc3339)

@@ -95,6 +95,15 @@ type builder struct {
 	stickyHolders map[string]bool
 	// staleTeardown maps a stale key to its TeardownPod/ReturnENI action ID.
 	staleTeardown map[observed.AttachmentKey]int
+
+	// Security-group sets (sgset.go): every set on the node, the set
+	// the pool code is narrowed to now (nil outside), the ENIs of the
+	// other sets, and the ENIs earlier sets of this plan attach.
+	sets        []*sgSet
+	setByKey    map[string]*sgSet
+	cur         *sgSet
+	otherENIs   int
+	plannedENIs int
 }
 
 // eniState is an attached owned ENI during planning.
@@ -115,6 +124,16 @@ type eniState struct {
 	gw, gw6     netip.Addr
 	bits        int // vSwitch prefix length
 	bits6       int // vSwitch IPv6 prefix length (0: no IPv6 CIDR)
+
+	// Security-group sets (sgset.go): the set the ENI serves, its units
+	// cooling down, and its UpdateENI action's ID+1 (0: none).
+	set       *sgSet
+	cooling   int
+	updateRef int
+	// own and target are the ENI's groups and the groups of the set its
+	// tag names, sorted, with their keys.
+	own, target       []string
+	ownKey, targetKey string
 }
 
 func (e *eniState) table() int { return Table(e.eni.DeviceIndex) }
@@ -135,6 +154,7 @@ type podState struct {
 	h       holder            // the pod's hold on its addresses
 	kn      *observed.PodNet  // the pod's kernel state, nil when none
 	pub     *observed.Binding // the pod's published status, nil when none
+	set     *sgSet            // the security-group set the pod asks for
 }
 
 // holder says who holds an address during planning.

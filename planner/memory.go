@@ -58,6 +58,9 @@ type Memory struct {
 	// is asked of it: the cloud refused a prefix there (no aligned /28 is
 	// free), though single addresses may be. See MarkFragmented.
 	Fragmented map[string]time.Time `json:"fragmented,omitempty"`
+	// SetIdleAboveMaxSince is IdleAboveMaxSince for each security-group
+	// set other than the default, by the set's groups ("sg-a,sg-b").
+	SetIdleAboveMaxSince map[string]time.Time `json:"setIdleAboveMaxSince,omitempty"`
 }
 
 // DefaultFragmentedFor is how long a vSwitch that refused an IPv4 prefix
@@ -191,6 +194,7 @@ func (m Memory) clone() Memory {
 	n.ExhaustedFree = maps.Clone(m.ExhaustedFree)
 	n.Unseen = maps.Clone(m.Unseen)
 	n.Fragmented = maps.Clone(m.Fragmented)
+	n.SetIdleAboveMaxSince = maps.Clone(m.SetIdleAboveMaxSince)
 	return n
 }
 
@@ -253,5 +257,8 @@ func (m *Memory) prune(now time.Time) {
 	}
 	if len(m.Fragmented) == 0 {
 		m.Fragmented = nil
+	}
+	if len(m.SetIdleAboveMaxSince) == 0 {
+		m.SetIdleAboveMaxSince = nil
 	}
 }

@@ -52,6 +52,9 @@ type Plan struct {
 	Memory Memory
 	// Pool summarises the shared-mode pool (in exclusive mode: ENIs).
 	Pool PoolSummary
+	// Sets summarises each security-group set's pool when the node has
+	// more than the default set (nil otherwise): Pool is their sum.
+	Sets []SetSummary
 	// NodeName and InstanceID are copied from the inputs for display.
 	NodeName   string
 	InstanceID string
@@ -83,6 +86,20 @@ type PoolSummary struct {
 	// no longer asks for (after a switch in place): not in Idle, handed
 	// out only when no address of the right kind is free, released.
 	Surplus int `json:"surplus,omitempty"`
+}
+
+// SetSummary is one security-group set's pool on the node.
+type SetSummary struct {
+	// Name is "default", the set's name in eni.securityGroupSets, or ""
+	// for a set only pods' annotations name.
+	Name string `json:"name,omitempty"`
+	// SecurityGroups are the set's groups, sorted.
+	SecurityGroups []string `json:"securityGroups"`
+	// ENIs are the usable ENIs serving the set, sorted by device index.
+	ENIs []string `json:"enis,omitempty"`
+	// Pods counts the live attachments that ask for the set.
+	Pods int `json:"pods"`
+	PoolSummary
 }
 
 // ActionKind names what an action does.
@@ -194,6 +211,22 @@ const (
 	// free addresses of the old kind (whole prefixes, single secondary
 	// addresses) go back as their pods go.
 	ReasonAllocationModeChanged ReasonCode = "allocation-mode-changed"
+	// ReasonSecurityGroupsInvalid: the pod's enid.dev/security-groups
+	// annotation is not a valid set of security group IDs (the pod Fails).
+	ReasonSecurityGroupsInvalid ReasonCode = "security-groups-invalid"
+	// ReasonSGSetNoENISlot: the pod's security-group set needs an ENI and
+	// every ENI slot of the instance (or eni.maxENIs) is taken by ENIs of
+	// other sets; the pod waits until one empties and is released.
+	ReasonSGSetNoENISlot ReasonCode = "sg-set-no-eni-slot"
+	// ReasonSGSetENILimit: the pod's security-group set has the most
+	// ENIs eni.maxENIsPerSet (or the set's maxENIs) allows, all full.
+	ReasonSGSetENILimit ReasonCode = "sg-set-eni-limit"
+	// ReasonSGSetSlotReclaim: an empty ENI of one set is released so that
+	// a set whose pods wait for an ENI slot gets one (an action reason).
+	ReasonSGSetSlotReclaim ReasonCode = "sg-set-slot-reclaim"
+	// ReasonSecurityGroupsChanged: an ENI's set has new groups (the config
+	// changed); the ENI is moved to them in place (UpdateENI).
+	ReasonSecurityGroupsChanged ReasonCode = "security-groups-changed"
 )
 
 // Action is one step of a plan. Only the parameters its Kind needs are set.

@@ -36,10 +36,23 @@ type source struct {
 // shared plans shared-ENI mode.
 func (b *builder) shared() {
 	b.configureENIs()
+	b.podSets()
+	b.eniTargets()
 	b.bindShared()
-	cooling := b.computeFree()
-	waiting := b.bindNew()
+	b.eniSets()
+	b.computeFree()
+	b.eachSet(b.setPool)
 	b.rememberSticky()
+	b.leaks()
+	b.podActions()
+}
+
+// setPool plans the pool of the security-group set the builder is
+// narrowed to (sgset.go; with one set, the node's whole pool): its new
+// bindings, growth or release, and what its waiting pods wait for.
+// cooling counts the set's units cooling down.
+func (b *builder) setPool(cooling int) {
+	waiting := b.bindNew()
 	pp := b.policy()
 
 	used, sticky, gone := b.countHeld()
@@ -94,6 +107,7 @@ func (b *builder) shared() {
 			why := Reason{code, growText(code, len(waiting), idle, wantIdle, total, pp.minTotal)}
 			first := len(b.plan.Actions)
 			sources, blocked = b.grow(need, grow, pp.batch, why)
+			blocked = b.slotWait(blocked, len(waiting))
 			if len(waiting) > 0 {
 				b.markUrgent(first)
 			}
@@ -104,8 +118,6 @@ func (b *builder) shared() {
 	if grow > 0 || len(waiting) > 0 {
 		b.mem.IdleAboveMaxSince = time.Time{}
 	}
-	b.leaks()
-
 	if b.plan.Pool.Surplus > 0 {
 		// Pods no growth serves (it is blocked, or the cloud is not
 		// observed) take surplus addresses the node holds rather than wait.
@@ -117,7 +129,6 @@ func (b *builder) shared() {
 		b.releaseSurplus() // after bindSurplus: it gives back what is left
 	}
 	b.tellWaiting(waiting, sources, blocked, cooling+gone)
-	b.podActions()
 }
 
 // countHeld counts the addresses held by live (or kept) attachments, by
@@ -126,7 +137,7 @@ func (b *builder) shared() {
 func (b *builder) countHeld() (used, sticky, gone int) {
 	for _, s := range b.addrIdx {
 		h := s.h
-		if h == nil || s.ip.Is4() != b.v4 {
+		if h == nil || s.ip.Is4() != b.v4 || s.eni.set != b.cur {
 			continue
 		}
 		switch h.kind {
@@ -195,7 +206,9 @@ func (b *builder) incompleteStatus() *PodStatus {
 
 // hinted counts admitted pods that have no entry yet: demand soon to come.
 func (b *builder) hinted() int {
-	if len(b.d.Hints.AdmittedPodUIDs) == 0 {
+	// Admitted pods' annotations are unknown: their demand counts for the
+	// default set.
+	if len(b.d.Hints.AdmittedPodUIDs) == 0 || (b.cur != nil && !b.cur.isDefault()) {
 		return 0
 	}
 	have := make(map[string]bool, len(b.pods))

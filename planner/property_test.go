@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,6 +70,17 @@ func randomWorld(t *testing.T, seed uint64) {
 	if r.IntN(3) == 0 {
 		must("eni eni-l owned status=Available vsw=vsw-a ips=10.0.9.10,10.0.9.11")
 	}
+	// Security-group sets: some pods ask for groups by annotation (some
+	// invalid), a namespace may have a named set, and the default groups
+	// may change under running pods (moved in place).
+	sets := r.IntN(3) == 0
+	if sets && r.IntN(2) == 0 {
+		must(fmt.Sprintf("sgset web groups=sg-w minIdle=%d maxIdle=%d maxENIs=%d ns=shop", r.IntN(2), 1+r.IntN(3), r.IntN(3)))
+	}
+	if sets && r.IntN(3) == 0 {
+		must(fmt.Sprintf("config maxENIsPerSet=%d", 1+r.IntN(2)))
+	}
+	annotations := []string{"sg-a", "sg-b,sg-a", "sg-a,sg-b", "sg-1", "sg-w", "SG-bad", "sg-a,,"}
 
 	live := map[string]string{} // container ID -> pod name
 	next := 0
@@ -82,7 +94,13 @@ func randomWorld(t *testing.T, seed uint64) {
 			if r.IntN(3) == 0 {
 				sticky = " sticky"
 			}
-			must(fmt.Sprintf("pod %s ns=ns name=%s uid=u%s%s", id, name, id, sticky))
+			ns := "ns"
+			if sets && r.IntN(3) == 0 {
+				sticky += " sg=" + annotations[r.IntN(len(annotations))]
+			} else if sets && r.IntN(3) == 0 {
+				ns = "shop"
+			}
+			must(fmt.Sprintf("pod %s ns=%s name=%s uid=u%s%s", id, ns, name, id, sticky))
 			live[id] = name
 		}
 		for _, id := range slices.Sorted(maps.Keys(live)) {
@@ -101,6 +119,9 @@ func randomWorld(t *testing.T, seed uint64) {
 			} else {
 				must("fragment " + vsw + " off")
 			}
+		}
+		if sets && r.IntN(15) == 0 {
+			must(fmt.Sprintf("config sg=sg-%d", 1+r.IntN(3)))
 		}
 		partial := r.IntN(8) == 0
 		switch {
@@ -176,6 +197,15 @@ func randomWorld(t *testing.T, seed uint64) {
 		t.Fatalf("converged world gave a plan:\n%s", again.Render())
 	}
 	checkSettled(t, w, p)
+	// Every pod runs on an ENI whose groups are the set it asks for, but
+	// one whose set changed while it ran (the default groups changed) on
+	// an ENI that another pod keeps on the old groups: it is never moved,
+	// and the plan says so.
+	for k, v := range w.GroupMismatches() {
+		if !slices.ContainsFunc(p.Problems, func(s string) bool { return strings.Contains(s, "pod "+k.String()+" asks for") }) {
+			t.Fatalf("pod on an ENI of another security-group set after settling, and the plan does not say so:\n%s\n%s\n%s", v, p.Render(), w.Dump())
+		}
+	}
 }
 
 // checkPlan checks invariants visible in the plan itself.
@@ -253,40 +283,61 @@ func checkSettled(t *testing.T, w *plannertest.World, p planner.Plan) {
 			t.Fatalf("owned ENI %s left Available after settling", e.ID)
 		}
 	}
-	s := p.Pool
-	bound := max(cfg.Pool.MaxIdle, cfg.Pool.MinIdle)
-	above := s.Idle > bound && s.Total > cfg.Pool.MinTotal && s.Waiting == 0
+	// Each security-group set keeps its own pool (one set: the config's).
+	sets := p.Sets
+	if sets == nil {
+		sets = []planner.SetSummary{{Name: desired.DefaultSetName, PoolSummary: p.Pool}}
+	}
 	alloc := cfg.ENI.IPv4Allocation
 	if cfg.Mode != desired.ModeSharedENI || cfg.IPStack == desired.IPv6Only {
 		alloc = desired.IPv4Secondary
 	}
 	freePrefixes, freeSingles := freeKinds(w)
-	switch {
-	case alloc == desired.IPv4Secondary || alloc == "":
-		if above {
-			t.Fatalf("idle %d above maxIdle %d after settling (total %d, minTotal %d)\n%s\n%s", s.Idle, cfg.Pool.MaxIdle, s.Total, cfg.Pool.MinTotal, p.Render(), w.Dump())
+	if (alloc == desired.IPv4Secondary || alloc == "") && freePrefixes > 0 {
+		t.Fatalf("%d whole free prefixes left in secondary mode after settling\n%s\n%s", freePrefixes, p.Render(), w.Dump())
+	}
+	for _, set := range sets {
+		bound, minTotal := max(cfg.Pool.MaxIdle, cfg.Pool.MinIdle), cfg.Pool.MinTotal
+		if cs, ok := cfg.SecurityGroupSet(set.Name); ok && cs.Pool != nil {
+			bound, minTotal = max(cs.Pool.MaxIdle, cs.Pool.MinIdle), cs.Pool.MinTotal
+		} else if set.Name != desired.DefaultSetName {
+			bound, minTotal = min(cfg.Pool.Batch, cfg.Pool.MaxIdle), 0
+			if set.Pods == 0 {
+				bound = 0
+			}
 		}
-		if freePrefixes > 0 {
-			t.Fatalf("%d whole free prefixes left in secondary mode after settling\n%s\n%s", freePrefixes, p.Render(), w.Dump())
-		}
-	default:
-		// Prefixes go back only whole and only while idle - 16 stays at
-		// or above the bound: idle may rest up to 15 above it, or more in
-		// prefixes partly used.
-		if freePrefixes > 0 && s.Idle-16 >= bound && s.Total-16 >= cfg.Pool.MinTotal && s.Waiting == 0 {
-			t.Fatalf("a whole free prefix left with idle %d (maxIdle %d) after settling\n%s\n%s", s.Idle, cfg.Pool.MaxIdle, p.Render(), w.Dump())
-		}
-		// prefer-prefix: a free secondary address is idle like any, and
-		// goes first when idle is above the bound; on dual stack only
-		// with a free IPv6 address of its ENI to pair (an unpaired one is
-		// not a unit: docs/plan.md, "Not done").
-		single := alloc == desired.IPv4Prefix || (above && cfg.IPStack != desired.DualStack)
-		if freeSingles > 0 && single {
-			t.Fatalf("%d free secondary addresses left in %s mode with idle %d (maxIdle %d) after settling\n%s\n%s", freeSingles, alloc, s.Idle, cfg.Pool.MaxIdle, p.Render(), w.Dump())
+		s := set.PoolSummary
+		above := s.Idle > bound && s.Total > minTotal && s.Waiting == 0
+		switch {
+		case alloc == desired.IPv4Secondary || alloc == "":
+			if above {
+				t.Fatalf("set %q: idle %d above maxIdle %d after settling (total %d, minTotal %d)\n%s\n%s", set.Name, s.Idle, bound, s.Total, minTotal, p.Render(), w.Dump())
+			}
+		case len(sets) > 1:
+			// The free kinds below are counted over the node, not per
+			// set: with several sets only the secondary-mode bound is
+			// checked per set.
+		default:
+			// Prefixes go back only whole and only while idle - 16 stays at
+			// or above the bound: idle may rest up to 15 above it, or more in
+			// prefixes partly used.
+			if freePrefixes > 0 && s.Idle-16 >= bound && s.Total-16 >= minTotal && s.Waiting == 0 {
+				t.Fatalf("a whole free prefix left with idle %d (maxIdle %d) after settling\n%s\n%s", s.Idle, bound, p.Render(), w.Dump())
+			}
+			// prefer-prefix: a free secondary address is idle like any, and
+			// goes first when idle is above the bound; on dual stack only
+			// with a free IPv6 address of its ENI to pair (an unpaired one is
+			// not a unit: docs/plan.md, "Not done").
+			single := alloc == desired.IPv4Prefix || (above && cfg.IPStack != desired.DualStack)
+			if freeSingles > 0 && single {
+				t.Fatalf("%d free secondary addresses left in %s mode with idle %d (maxIdle %d) after settling\n%s\n%s", freeSingles, alloc, s.Idle, bound, p.Render(), w.Dump())
+			}
 		}
 	}
 	for _, st := range p.Statuses {
-		if st.Phase == planner.PhasePending && st.ReasonCode != planner.ReasonWaitingCooldown {
+		// A set with no ENI slot waits for another set's pods to go:
+		// that may be never, and is not a failure to settle.
+		if st.Phase == planner.PhasePending && st.ReasonCode != planner.ReasonWaitingCooldown && st.ReasonCode != planner.ReasonSGSetNoENISlot {
 			t.Fatalf("%s still Pending after settling: %s", st.Key, st.Reason)
 		}
 	}

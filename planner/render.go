@@ -6,6 +6,9 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/observed"
 )
 
 // FormatVersion is the version of the plan's JSON form (docs/plan.md,
@@ -83,11 +86,30 @@ func (p Plan) Render() string {
 		w.WriteString(", surplus " + itoa(s.Surplus))
 	}
 	w.WriteString(".\n")
+	for _, s := range p.Sets {
+		w.WriteString(renderSet(s))
+	}
 	if t := p.Memory.SpreadUntil; !t.IsZero() {
 		w.WriteString("Spread: pool work after the pool's change waits for this node's turn, until " +
 			t.UTC().Format(time.RFC3339) + " (pool.spreadWindow); waiting pods are served now.\n")
 	}
 	return w.String()
+}
+
+// renderSet is one security-group set's line: its name and groups, its
+// ENIs, its pods and its pool.
+func renderSet(s SetSummary) string {
+	name := s.Name
+	if name == "" {
+		name = "(annotation)"
+	}
+	enis := "none"
+	if len(s.ENIs) > 0 {
+		enis = strings.Join(s.ENIs, " ")
+	}
+	return "Set " + name + " [" + strings.Join(s.SecurityGroups, ",") + "]: ENIs " + enis + "; pods " + itoa(s.Pods) +
+		"; total " + itoa(s.Total) + ", used " + itoa(s.Used) + ", idle " + itoa(s.Idle) + ", cooldown " + itoa(s.Cooldown) +
+		", sticky " + itoa(s.Sticky) + ", waiting " + itoa(s.Waiting) + ", target " + itoa(s.Target) + ".\n"
 }
 
 // groupOf names the section an action is shown in.
@@ -109,8 +131,14 @@ func describe(a Action) string {
 	case CreateENI:
 		w.WriteString(" in " + a.VSwitchID)
 		counts(&w, a)
+		if set := a.Tags[observed.TagSecurityGroupSet]; set != "" && set != desired.DefaultSetName {
+			// Another set than the config's: say which groups.
+			w.WriteString(" security groups " + strings.Join(a.SecurityGroups, ","))
+		}
 	case AttachENI:
 		w.WriteString(" to " + a.InstanceID)
+	case UpdateENI:
+		w.WriteString(": security groups " + strings.Join(a.SecurityGroups, ","))
 	case AssignIPs:
 		counts(&w, a)
 	case UnassignIPs:
@@ -189,18 +217,19 @@ func pair(w *strings.Builder, a, b netip.Addr) {
 
 // jsonPlan is the JSON form of a Plan (docs/plan.md).
 type jsonPlan struct {
-	FormatVersion int         `json:"formatVersion"`
-	Node          string      `json:"node,omitempty"`
-	InstanceID    string      `json:"instanceID,omitempty"`
-	Complete      bool        `json:"complete"`
-	Empty         bool        `json:"empty"`
-	CloudCalls    int         `json:"cloudCalls"`
-	NodeChanges   int         `json:"nodeChanges"`
-	Problems      []string    `json:"problems"`
-	Actions       []Action    `json:"actions"`
-	Statuses      []PodStatus `json:"statuses"`
-	Pool          PoolSummary `json:"pool"`
-	Memory        Memory      `json:"memory"`
+	FormatVersion int          `json:"formatVersion"`
+	Node          string       `json:"node,omitempty"`
+	InstanceID    string       `json:"instanceID,omitempty"`
+	Complete      bool         `json:"complete"`
+	Empty         bool         `json:"empty"`
+	CloudCalls    int          `json:"cloudCalls"`
+	NodeChanges   int          `json:"nodeChanges"`
+	Problems      []string     `json:"problems"`
+	Actions       []Action     `json:"actions"`
+	Statuses      []PodStatus  `json:"statuses"`
+	Pool          PoolSummary  `json:"pool"`
+	Sets          []SetSummary `json:"sets,omitempty"`
+	Memory        Memory       `json:"memory"`
 }
 
 // MarshalJSON writes the plan in its documented JSON form.
@@ -208,7 +237,7 @@ func (p Plan) MarshalJSON() ([]byte, error) {
 	j := jsonPlan{
 		FormatVersion: FormatVersion, Node: p.NodeName, InstanceID: p.InstanceID,
 		Complete: p.Complete, Empty: p.Empty(), CloudCalls: p.CloudCalls(), NodeChanges: p.NodeChanges(),
-		Problems: p.Problems, Actions: p.Actions, Statuses: p.Statuses, Pool: p.Pool, Memory: p.Memory,
+		Problems: p.Problems, Actions: p.Actions, Statuses: p.Statuses, Pool: p.Pool, Sets: p.Sets, Memory: p.Memory,
 	}
 	if j.Problems == nil {
 		j.Problems = []string{}

@@ -52,6 +52,10 @@ func (pp poolPolicy) knobs() string {
 // pool work waits at this pass. The first pass of an agent (no knobs
 // remembered) starts no spread: a node that joins has its own time.
 func (b *builder) spreading(pp poolPolicy) bool {
+	if b.cur != nil && !b.cur.isDefault() {
+		// Another set's knobs: that set's pool follows its pods.
+		return false
+	}
 	k := pp.knobs()
 	if b.mem.PoolKnobs != "" && b.mem.PoolKnobs != k {
 		if w := b.cfg.Pool.SpreadWindow.D(); w > 0 {

@@ -30,6 +30,9 @@ func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) 
 	if !m.IdleAboveMaxSince.IsZero() {
 		consider(m.IdleAboveMaxSince.Add(cfg.Pool.ReleaseDelay.D()))
 	}
+	for _, t := range m.SetIdleAboveMaxSince {
+		consider(t.Add(cfg.Pool.ReleaseDelay.D()))
+	}
 	for _, t := range m.Exhausted {
 		consider(t)
 	}

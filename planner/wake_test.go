@@ -29,9 +29,14 @@ func TestNextDeadline(t *testing.T) {
 	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(20 * time.Second)) {
 		t.Fatalf("NextDeadline = %v, want the sticky hold's end", got)
 	}
-	// A vSwitch that refused a prefix is asked again when its mark ends.
-	m = m.MarkFragmented("vsw-a", now.Add(5*time.Second))
+	// Another security-group set's release delay wakes the agent too.
+	m.SetIdleAboveMaxSince = map[string]time.Time{"sg-a": now.Add(-55 * time.Second)}
 	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(5 * time.Second)) {
+		t.Fatalf("NextDeadline = %v, want the sg-a set's release delay end", got)
+	}
+	// A vSwitch that refused a prefix is asked again when its mark ends.
+	m = m.MarkFragmented("vsw-a", now.Add(3*time.Second))
+	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(3 * time.Second)) {
 		t.Fatalf("NextDeadline = %v, want the fragmented mark's end", got)
 	}
 }

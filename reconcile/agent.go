@@ -543,7 +543,7 @@ func (a *Agent) pass(ctx context.Context) {
 		}
 	}
 	a.updateMetrics(p)
-	if p.Pool != prev.Pool || phaseCounts(p) != phaseCounts(prev) {
+	if p.Pool != prev.Pool || phaseCounts(p) != phaseCounts(prev) || !reflect.DeepEqual(p.Sets, prev.Sets) {
 		// `enid status` and STATUS read the heartbeat: keep its summary current.
 		a.writeHeartbeat()
 	}

@@ -102,6 +102,7 @@ func (a *Agent) snapshotHeartbeat() {
 	for _, s := range p.Statuses {
 		hb.Pods[status.Phase(s.Phase)]++
 	}
+	hb.Sets = setSummaries(p)
 	a.beat.mu.Lock()
 	a.beat.agent = hb
 	a.beat.mu.Unlock()
@@ -150,4 +151,15 @@ func (a *Agent) startHeartbeat() (stop func()) {
 		once.Do(func() { close(quit) })
 		<-done
 	}
+}
+
+// setSummaries is the plan's per-set pools in the heartbeat's shape (nil
+// when the node has only the default set).
+func setSummaries(p planner.Plan) []status.SetSummary {
+	var out []status.SetSummary
+	for _, s := range p.Sets {
+		out = append(out, status.SetSummary{Name: s.Name, SecurityGroups: s.SecurityGroups, ENIs: s.ENIs, Pods: s.Pods,
+			Waiting: s.Waiting, Total: s.Total, Used: s.Used, Idle: s.Idle, Cooldown: s.Cooldown, Sticky: s.Sticky})
+	}
+	return out
 }

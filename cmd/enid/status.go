@@ -113,6 +113,14 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 		}
 		p := a.Pool
 		fmt.Fprintf(w, "Pool:      %d IPs on %d ENIs: %d used, %d idle, %d cooldown, %d sticky\n", p.Total, p.ENIs, p.Used, p.Idle, p.Cooldown, p.Sticky)
+		for _, s := range a.Sets {
+			name := s.Name
+			if name == "" {
+				name = "(annotation)"
+			}
+			fmt.Fprintf(w, "  Set %s [%s]: %d pods (%d waiting) on ENIs %s; %d IPs: %d used, %d idle, %d cooldown, %d sticky\n",
+				name, strings.Join(s.SecurityGroups, ","), s.Pods, s.Waiting, orDash(strings.Join(s.ENIs, " ")), s.Total, s.Used, s.Idle, s.Cooldown, s.Sticky)
+		}
 		if p.Capacity > 0 {
 			fmt.Fprintf(w, "Capacity:  %d pod addresses (enid.dev/pod-ips); kubelet maxPods: at most %d + the node's host-network pods\n", p.Capacity, p.Capacity)
 		}

@@ -336,3 +336,18 @@ func (w *World) delete(a planner.Action) error {
 	w.apply(a, planner.Result{})
 	return nil
 }
+
+// update moves an ENI to new security groups
+// (ModifyNetworkInterfaceAttribute): only an owned ENI, never the primary.
+func (w *World) update(a planner.Action) error {
+	e := w.eni(a.ENIID)
+	if e == nil {
+		return fmt.Errorf("InvalidEniId.NotFound: %s", a.ENIID)
+	}
+	w.mayDestroy(a, e)
+	if len(a.SecurityGroups) == 0 || len(a.SecurityGroups) > 10 {
+		return fmt.Errorf("InvalidSecurityGroupId.Malformed: %d groups", len(a.SecurityGroups))
+	}
+	w.apply(a, planner.Result{})
+	return nil
+}

@@ -60,6 +60,7 @@ var scriptVerbs = map[string]func(*World, *scriptArgs) error{
 	"observe":        (*World).scriptObserve,
 	"cooldown":       (*World).scriptCooldown,
 	"sticky":         (*World).scriptSticky,
+	"sgset":          (*World).scriptSGSet,
 	"exhausted":      (*World).scriptExhausted,
 	"fragment":       (*World).scriptFragment,
 	"fragmented":     (*World).scriptFragmented,
@@ -181,11 +182,11 @@ func (w *World) scriptConfig(a *scriptArgs) error {
 	return nil
 }
 
-// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [prefixes=P/28,...] [ipv6=...] [dev=N] [status=S] [owned [owner=I]] [configured] ...`.
+// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [prefixes=P/28,...] [ipv6=...] [dev=N] [status=S] [owned [owner=I] [set=NAME]] [sg=G,G] [configured] ...`.
 func (w *World) scriptENI(a *scriptArgs) error {
 	e := observed.ENI{ID: a.arg(0), MAC: cmpOr(a.kv["mac"], macOf(a.arg(0))), Status: observed.ENIStatus(cmpOr(a.kv["status"], "InUse")),
 		Type: observed.ENITypeSecondary, VSwitchID: a.kv["vsw"], IPv4: a.addrs("ips"), IPv6: a.addrs("ipv6"),
-		PrimaryIP: a.addr("primary"), DeviceIndex: a.num("dev", 0), SecurityGroups: []string{"sg-1"}, CreatedAt: w.Now}
+		PrimaryIP: a.addr("primary"), DeviceIndex: a.num("dev", 0), SecurityGroups: list(cmpOr(a.kv["sg"], "sg-1")), CreatedAt: w.Now}
 	for _, x := range list(a.kv["prefixes"]) {
 		p, err := netip.ParsePrefix(x)
 		if err != nil || p.Bits() != observed.IPv4PrefixBits || p.Masked() != p {
@@ -207,6 +208,9 @@ func (w *World) scriptENI(a *scriptArgs) error {
 	}
 	if a.flag("owned") {
 		e.Tags = map[string]string{observed.TagManagedBy: observed.TagManagedByValue, observed.TagOwner: cmpOr(a.kv["owner"], w.Instance.ID)}
+		if set, ok := a.kv["set"]; ok {
+			e.Tags[observed.TagSecurityGroupSet] = set
+		}
 	} else {
 		e.Tags = map[string]string{"team": "other"}
 	}
@@ -221,7 +225,7 @@ func (w *World) scriptENI(a *scriptArgs) error {
 	return nil
 }
 
-// scriptPod adds or replaces a pod's entry: `pod CID [if=IF] [ns= name= uid= rev=] [sticky]`.
+// scriptPod adds or replaces a pod's entry: `pod CID [if=IF] [ns= name= uid= rev=] [sticky] [sg=G,G]` (sg: the security-groups annotation, as written).
 func (w *World) scriptPod(a *scriptArgs) error {
 	k := a.key()
 	e := desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: k.ContainerID, IfName: k.IfName,
@@ -229,6 +233,12 @@ func (w *World) scriptPod(a *scriptArgs) error {
 		PodUID: a.kv["uid"], Revision: cmpOr(a.kv["rev"], "r1"), Created: w.Now}
 	if a.flag("sticky") {
 		e.Annotations = map[string]string{desired.AnnotationStickyIP: "true"}
+	}
+	if sg, ok := a.kv["sg"]; ok {
+		if e.Annotations == nil {
+			e.Annotations = map[string]string{}
+		}
+		e.Annotations[desired.AnnotationSecurityGroups] = sg
 	}
 	w.Desired.Entries = slices.DeleteFunc(w.Desired.Entries, func(x desired.Entry) bool { return x.ContainerID == k.ContainerID && x.IfName == k.IfName })
 	w.Desired.Entries = append(w.Desired.Entries, e)
@@ -359,6 +369,35 @@ func (w *World) scriptSticky(a *scriptArgs) error {
 	return nil
 }
 
+// scriptSGSet adds, replaces or removes a named security-group set:
+// `sgset NAME groups=G,G [minIdle= maxIdle= minTotal= batch=] [maxENIs=N] [ns=NS,NS]`
+// (ns: namespaces whose pods get the set), `sgset NAME remove`.
+func (w *World) scriptSGSet(a *scriptArgs) error {
+	c := &w.Desired.Config.ENI
+	name := a.arg(0)
+	c.SecurityGroupSets = slices.DeleteFunc(c.SecurityGroupSets, func(s desired.SecurityGroupSet) bool { return s.Name == name })
+	for ns, n := range c.NamespaceSecurityGroups {
+		if n == name {
+			delete(c.NamespaceSecurityGroups, ns)
+		}
+	}
+	if a.flag("remove") {
+		return nil
+	}
+	s := desired.SecurityGroupSet{Name: name, SecurityGroups: list(a.kv["groups"]), MaxENIs: a.num("maxENIs", 0)}
+	if _, ok := a.kv["minIdle"]; ok || a.kv["maxIdle"] != "" || a.kv["minTotal"] != "" || a.kv["batch"] != "" {
+		s.Pool = &desired.SetPool{MinIdle: a.num("minIdle", 0), MaxIdle: a.num("maxIdle", 0), MinTotal: a.num("minTotal", 0), Batch: a.num("batch", 0)}
+	}
+	c.SecurityGroupSets = append(c.SecurityGroupSets, s)
+	for _, ns := range list(a.kv["ns"]) {
+		if c.NamespaceSecurityGroups == nil {
+			c.NamespaceSecurityGroups = map[string]string{}
+		}
+		c.NamespaceSecurityGroups[ns] = name
+	}
+	return nil
+}
+
 // scriptExhausted marks a vSwitch exhausted: `exhausted ID [for=D]`.
 func (w *World) scriptExhausted(a *scriptArgs) error {
 	w.Memory = w.Memory.MarkExhausted(a.arg(0), w.Now.Add(a.dur("for", 10*time.Minute)))
@@ -434,6 +473,7 @@ func applyConfig(c *desired.Config, a *scriptArgs, zone string) {
 	c.Pool.SpreadWindow = desired.Duration(a.dur("spread", c.Pool.SpreadWindow.D()))
 	c.StickyIPHold = desired.Duration(a.dur("hold", c.StickyIPHold.D()))
 	c.ENI.MaxENIs = a.num("maxENIs", c.ENI.MaxENIs)
+	c.ENI.MaxENIsPerSet = a.num("maxENIsPerSet", c.ENI.MaxENIsPerSet)
 	c.ENI.MTU = a.num("mtu", c.ENI.MTU)
 	if v, ok := a.kv["vswitches"]; ok {
 		c.ENI.VSwitches = map[string][]string{zone: list(v)}
@@ -501,6 +541,10 @@ func (w *World) Dump() string {
 		}
 		if len(e.IPv6) > 0 {
 			fmt.Fprintf(&b, " ipv6=%d%s", len(e.IPv6), joinAddrs(e.IPv6))
+		}
+		// Security groups only where they are not the config's default.
+		if g := slices.Sorted(slices.Values(e.SecurityGroups)); !slices.Equal(g, slices.Sorted(slices.Values(w.Desired.Config.ENI.SecurityGroups))) {
+			fmt.Fprintf(&b, " sg=%s", strings.Join(g, ","))
 		}
 		b.WriteString("\n")
 	}

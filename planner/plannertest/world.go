@@ -165,7 +165,7 @@ func (w *World) vswitch(id string) *observed.VSwitch {
 	return nil
 }
 
-// mayDestroy checks invariant 1 for a destructive call on e.
+// mayDestroy checks invariant 1 for a destructive call (or an update) on e.
 func (w *World) mayDestroy(a planner.Action, e *observed.ENI) {
 	if e.ID == w.Instance.PrimaryENI || e.Type == observed.ENITypePrimary {
 		w.violate("%s on the primary ENI %s", a.Kind, e.ID)
@@ -193,6 +193,8 @@ func (w *World) do(a planner.Action) (string, error) {
 		return "", w.detach(a)
 	case planner.DeleteENI:
 		return "", w.delete(a)
+	case planner.UpdateENI:
+		return "", w.update(a)
 	case planner.ConfigureENI:
 		return "", w.configure(a)
 	case planner.SetupPod, planner.MoveENI:
@@ -264,6 +266,11 @@ func (w *World) setup(a planner.Action) error {
 	}
 	excl := a.Kind == planner.MoveENI
 	identity := p.Namespace + "/" + p.Name + "/" + p.IfName
+	if a.Reason.Code == planner.ReasonNewBinding || a.Reason.Code == planner.ReasonStickyRestore {
+		// A pod is placed only on an ENI of its set. (One set up again on
+		// its address keeps it: a running pod is never moved.)
+		w.checkGroups(p.Key, e)
+	}
 	for _, ip := range []netip.Addr{p.IPv4, p.IPv6} {
 		if !ip.IsValid() {
 			continue
@@ -323,6 +330,42 @@ func (w *World) publish(a planner.Action) { w.apply(a, planner.Result{}) }
 func (w *World) apply(a planner.Action, r planner.Result) {
 	st := planner.Apply(observed.State{ENIs: w.ENIs, Node: w.Node}, a, r)
 	w.ENIs, w.Node = st.ENIs, st.Node
+}
+
+// checkGroups checks that a pod set up on e asks for e's security groups
+// (the pod's entry, as desired.Config.SecurityGroupsFor reads it).
+func (w *World) checkGroups(k observed.AttachmentKey, e *observed.ENI) {
+	i := slices.IndexFunc(w.Desired.Entries, func(x desired.Entry) bool { return x.Key() == k })
+	if i < 0 {
+		return
+	}
+	want, _, err := w.Desired.Config.SecurityGroupsFor(w.Desired.Entries[i])
+	if err != nil || len(want) == 0 {
+		return
+	}
+	if have := slices.Sorted(slices.Values(e.SecurityGroups)); !slices.Equal(have, want) {
+		w.violate("pod %s set up on %s with security groups %v, asks for %v", k, e.ID, have, want)
+	}
+}
+
+// GroupMismatches lists the kernel pods whose ENI's security groups differ
+// from the set their entry asks for (empty when every pod is on its set),
+// by attachment key.
+func (w *World) GroupMismatches() map[observed.AttachmentKey]string {
+	out := map[observed.AttachmentKey]string{}
+	for _, p := range w.Node.Pods {
+		i := slices.IndexFunc(w.ENIs, func(e observed.ENI) bool { return e.MAC == p.ENIMAC })
+		if i < 0 {
+			continue
+		}
+		n := len(w.Violations)
+		w.checkGroups(p.Key, &w.ENIs[i])
+		if len(w.Violations) > n {
+			out[p.Key] = w.Violations[n]
+		}
+		w.Violations = w.Violations[:n]
+	}
+	return out
 }
 
 // checkPublished checks invariant 2 over Ready statuses and kernel pods.

@@ -35,6 +35,9 @@ type Agent struct {
 	// Heartbeat is.
 	Stopped bool        `json:"stopped,omitempty"`
 	Pool    PoolSummary `json:"pool"`
+	// Sets is the pool of each security-group set when the node has more
+	// than the default set (absent otherwise); Pool is their sum.
+	Sets []SetSummary `json:"sets,omitempty"`
 	// LastErrors are the most recent errors (the last 10), oldest first,
 	// repeats kept, for operators.
 	LastErrors []string `json:"lastErrors,omitempty"`
@@ -82,6 +85,27 @@ type PoolSummary struct {
 	// instance type's limits and the config (ENIs in exclusive mode); 0
 	// until known. It is what the node advertises as enid.dev/pod-ips.
 	Capacity int `json:"capacity,omitempty"`
+}
+
+// SetSummary is one security-group set's pool on the node.
+type SetSummary struct {
+	// Name is "default" (eni.securityGroups), a name of
+	// eni.securityGroupSets, or empty for a set only pods' annotations name.
+	Name string `json:"name,omitempty"`
+	// SecurityGroups are the set's groups, sorted.
+	SecurityGroups []string `json:"securityGroups"`
+	// ENIs are the owned attached ENIs serving the set.
+	ENIs []string `json:"enis,omitempty"`
+	// Pods counts the attachments asking for the set; Waiting, those of
+	// them without an address yet.
+	Pods    int `json:"pods"`
+	Waiting int `json:"waiting"`
+	// Total, Used, Idle, Cooldown and Sticky count IPs as in PoolSummary.
+	Total    int `json:"total"`
+	Used     int `json:"used"`
+	Idle     int `json:"idle"`
+	Cooldown int `json:"cooldown"`
+	Sticky   int `json:"sticky"`
 }
 
 // WriteAgent writes the heartbeat atomically to path, creating its
