@@ -160,8 +160,14 @@ type pod struct {
 
 // addPod writes an entry for pod i (what CNI ADD writes) and returns it.
 func (a *agent) addPod(name string, netns string, now time.Time) (pod, error) {
+	return a.addPodAnnotated(name, netns, now, nil)
+}
+
+// addPodAnnotated is addPod for a pod with the given annotations (as the
+// runtime passes them to CNI).
+func (a *agent) addPodAnnotated(name string, netns string, now time.Time, annotations map[string]string) (pod, error) {
 	e := desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: containerID(a.dir + "/" + name), IfName: "eth0",
-		NetNS: netns, PodNamespace: "bench", PodName: name, PodUID: "uid-" + name, Created: now.UTC()}
+		NetNS: netns, PodNamespace: "bench", PodName: name, PodUID: "uid-" + name, Created: now.UTC(), Annotations: annotations}
 	if e.NetNS == "" {
 		e.NetNS = "/var/run/netns/" + name
 	}

@@ -247,9 +247,12 @@ func instanceType(st ecssim.State, instance string) ecssim.InstanceType {
 
 // startOneNodeSim starts a simulator with the latency model of e and one
 // burstType instance.
-func startOneNodeSim(e env) (*ecssim.Server, ecssim.InstanceInfo, error) {
+func startOneNodeSim(e env, change ...func(*ecssim.Config)) (*ecssim.Server, ecssim.InstanceInfo, error) {
 	cfg := ecssim.Config{}
 	e.model.apply(&cfg)
+	for _, f := range change {
+		f(&cfg)
+	}
 	sim, err := ecssim.New(cfg)
 	if err != nil {
 		return nil, ecssim.InstanceInfo{}, fmt.Errorf("simulator: %w", err)
