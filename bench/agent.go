@@ -160,8 +160,14 @@ type pod struct {
 
 // addPod writes an entry for pod i (what CNI ADD writes) and returns it.
 func (a *agent) addPod(name string, netns string, now time.Time) (pod, error) {
+	return a.addPodAnnotated(name, netns, now, nil)
+}
+
+// addPodAnnotated is addPod for a pod with the given annotations (as the
+// runtime passes them to CNI).
+func (a *agent) addPodAnnotated(name string, netns string, now time.Time, annotations map[string]string) (pod, error) {
 	e := desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: containerID(a.dir + "/" + name), IfName: "eth0",
-		NetNS: netns, PodNamespace: "bench", PodName: name, PodUID: "uid-" + name, Created: now.UTC()}
+		NetNS: netns, PodNamespace: "bench", PodName: name, PodUID: "uid-" + name, Created: now.UTC(), Annotations: annotations}
 	if e.NetNS == "" {
 		e.NetNS = "/var/run/netns/" + name
 	}
@@ -200,6 +206,12 @@ func containerID(name string) string {
 // with the given pool block (YAML lines under "pool:", indented two spaces)
 // and extra top-level lines.
 func configYAML(sim *ecssim.Server, zone, pool, extra string) string {
+	return configYAMLENI(sim, zone, "", pool, extra)
+}
+
+// configYAMLENI is configYAML with extra lines under "eni:" (indented two
+// spaces), such as the IPv4 allocation mode.
+func configYAMLENI(sim *ecssim.Server, zone, eni, pool, extra string) string {
 	var ids []string
 	for _, v := range sim.Dump().VSwitches {
 		if v.ZoneID == zone {
@@ -210,6 +222,7 @@ func configYAML(sim *ecssim.Server, zone, pool, extra string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: %s\nkind: %s\nmode: shared-eni\n", desired.ConfigAPIVersion, desired.ConfigKind)
 	fmt.Fprintf(&b, "eni:\n  vSwitches:\n    %s: [%s]\n  securityGroups: [%s]\n", zone, strings.Join(ids, ", "), ecssim.DefaultSecurityGroup)
+	b.WriteString(eni)
 	if pool != "" {
 		b.WriteString("pool:\n" + pool)
 	}

@@ -103,7 +103,7 @@ func TestBurstBound(t *testing.T) {
 		{need: 20, idle: 5, want: realistic().mutation},
 		{need: 64, idle: 5, want: 2*realistic().mutation + realistic().attach},
 	} {
-		if got, why := burstBound(realistic(), st, "i-1", c.need, c.idle); got != c.want {
+		if got, why := burstBound(realistic(), st, "i-1", c.need, c.idle, 1); got != c.want {
 			t.Errorf("burstBound(need %d, idle %d) = %s (%s), want %s", c.need, c.idle, got, why, c.want)
 		}
 	}

@@ -26,13 +26,29 @@ const burstRounds = 5
 // runBurst runs the burst on fresh nodes, one after another, and reports
 // the median and worst rounds.
 func runBurst(ctx context.Context, e env) []Result {
+	return burstRoundsOf(ctx, e, burstCase{scenario: "cold burst", perSlot: 1})
+}
+
+// burstCase is one kind of node the cold burst runs on.
+type burstCase struct {
+	scenario string
+	// eni holds extra config lines under "eni:" (indented two spaces).
+	eni string
+	// perSlot is how many pod addresses one private-address slot of an
+	// ENI gives: 1 (a secondary address) or 16 (a /28 prefix).
+	perSlot int
+}
+
+// burstRoundsOf runs the burst of c on fresh nodes, one after another,
+// and reports the median and worst rounds.
+func burstRoundsOf(ctx context.Context, e env, c burstCase) []Result {
 	rounds := burstRounds
 	if e.quick {
 		rounds = 1
 	}
 	var rs []Result
 	for i := range rounds {
-		rs = append(rs, burstOnce(ctx, e, i))
+		rs = append(rs, burstOnce(ctx, e, i, c))
 		if len(rs[i].Broken) > 0 || ctx.Err() != nil {
 			return rs[i:]
 		}
@@ -40,7 +56,7 @@ func runBurst(ctx context.Context, e env) []Result {
 	if rounds == 1 {
 		return rs
 	}
-	r := Result{Scenario: "cold burst", Setup: fmt.Sprintf("%s; %d rounds, each on a fresh node", rs[0].Setup, rounds)}
+	r := Result{Scenario: c.scenario, Setup: fmt.Sprintf("%s; %d rounds, each on a fresh node", rs[0].Setup, rounds)}
 	get := func(name string) []float64 { return figureValues(rs, name) }
 	all, ratio, calls := get("all Ready"), get("ratio"), get("cloud calls")
 	r.add("all Ready median", all[len(all)/2], "ms")
@@ -63,9 +79,12 @@ func runBurst(ctx context.Context, e env) []Result {
 // burstOnce ADDs burstPods pods at once on a node whose agent has just
 // warmed its default pool, and compares the time until all are Ready with
 // the shortest sequence of cloud calls the latency model allows.
-func burstOnce(ctx context.Context, e env, round int) Result {
+func burstOnce(ctx context.Context, e env, round int, c burstCase) Result {
 	n := e.sizes.burstPods
-	r := Result{Scenario: "cold burst", Setup: fmt.Sprintf("%d pods at once on a fresh %s node (default pool, no datapath); %s", n, burstType, e.model)}
+	r := Result{Scenario: c.scenario, Setup: fmt.Sprintf("%d pods at once on a fresh %s node (default pool, no datapath); %s", n, burstType, e.model)}
+	if c.eni != "" {
+		r.Setup += "; eni: " + strings.Join(strings.Fields(c.eni), " ")
+	}
 	start := time.Now()
 	defer func() { r.Elapsed = Seconds(time.Since(start)) }()
 	sim, inst, err := startOneNodeSim(e)
@@ -74,8 +93,8 @@ func burstOnce(ctx context.Context, e env, round int) Result {
 		return r
 	}
 	defer sim.Close()
-	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, fmt.Sprintf("burst%d", round)), sim: sim, instanceID: inst.ID,
-		nodeName: "burst", config: configYAML(sim, inst.Zone, "", ""), log: e.log})
+	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, fmt.Sprintf("burst%d-%d", round, c.perSlot)), sim: sim, instanceID: inst.ID,
+		nodeName: "burst", config: configYAMLENI(sim, inst.Zone, c.eni, "", ""), log: e.log})
 	if err != nil {
 		r.broken("start agent: %v", err)
 		return r
@@ -87,7 +106,7 @@ func burstOnce(ctx context.Context, e env, round int) Result {
 	}
 	time.Sleep(500 * time.Millisecond) // let the warm-up's last calls land
 	h, _ := a.heartbeat()
-	bound, why := burstBound(e.model, sim.Dump(), inst.ID, n, h.Pool.Idle)
+	bound, why := burstBound(e.model, sim.Dump(), inst.ID, n, h.Pool.Idle, c.perSlot)
 	sim.ResetCounters()
 
 	// The pods arrive at once: all entries are written before the agent
@@ -189,7 +208,9 @@ func waitReady(ctx context.Context, a *agent, pods []pod, t0 time.Time) ([]time.
 // suffice; one assign round while attached ENIs have room; else a new
 // ENI's create (carrying its IPs) -> attach -> attach completion, all new
 // ENIs in parallel (a describe sent just before completion answers at it).
-func burstBound(m latencyModel, st ecssim.State, instance string, need, idle int) (time.Duration, string) {
+// perSlot is how many pod addresses a free private-address slot of an
+// attached ENI gives in one assign (16 for a /28 prefix).
+func burstBound(m latencyModel, st ecssim.State, instance string, need, idle, perSlot int) (time.Duration, string) {
 	if need <= idle {
 		return time.Millisecond, "0: the warm pool holds every pod"
 	}
@@ -197,7 +218,7 @@ func burstBound(m latencyModel, st ecssim.State, instance string, need, idle int
 	room := 0
 	for _, en := range st.ENIs {
 		if en.InstanceID == instance && en.Type == "Secondary" {
-			room += itype.IPv4PerENI - 1 - len(en.IPv4)
+			room += (itype.IPv4PerENI - 1 - len(en.IPv4) - len(en.IPv4Prefixes)) * perSlot
 		}
 	}
 	if need-idle <= room {
@@ -226,9 +247,12 @@ func instanceType(st ecssim.State, instance string) ecssim.InstanceType {
 
 // startOneNodeSim starts a simulator with the latency model of e and one
 // burstType instance.
-func startOneNodeSim(e env) (*ecssim.Server, ecssim.InstanceInfo, error) {
+func startOneNodeSim(e env, change ...func(*ecssim.Config)) (*ecssim.Server, ecssim.InstanceInfo, error) {
 	cfg := ecssim.Config{}
 	e.model.apply(&cfg)
+	for _, f := range change {
+		f(&cfg)
+	}
 	sim, err := ecssim.New(cfg)
 	if err != nil {
 		return nil, ecssim.InstanceInfo{}, fmt.Errorf("simulator: %w", err)

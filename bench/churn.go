@@ -2,14 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile/status"
@@ -32,13 +36,40 @@ const (
 type poolSetting struct {
 	name                    string
 	minIdle, maxIdle, batch int
+	// scenario names the row ("" : "churn, pool <name>").
+	scenario string
+	// eni holds extra config lines under "eni:" (indented two spaces).
+	eni string
+	// prepare, when set, changes the simulator before the agent starts
+	// (e.g. fragments its vSwitches).
+	prepare func(*ecssim.Server) error
+	// resync, when set, is the resync period (default: the config's
+	// default / churnCompress).
+	resync time.Duration
+	// simConfig, when set, changes the simulator's config (e.g. the
+	// security groups that exist).
+	simConfig func(*ecssim.Config)
+	// annotate, when set, gives pod i of the trace its annotations.
+	annotate func(i int) map[string]string
+	// inspect, when set, adds figures at the end, with the agent and the
+	// simulator still running.
+	inspect func(r *Result, sim *ecssim.Server, a *agent)
+	// target judges the calls per pod start (nil: the default pool's
+	// target of 0.2).
+	target *callTarget
+}
+
+// callTarget is a bound on cloud calls per pod start.
+type callTarget struct {
+	text string
+	max  float64
 }
 
 func churnSettings() []poolSetting {
 	return []poolSetting{
-		{"lean", 0, 1, 1},
-		{"default", desired.DefaultMinIdle, desired.DefaultMaxIdle, desired.DefaultBatch},
-		{"large", 10, 40, 10},
+		{name: "lean", minIdle: 0, maxIdle: 1, batch: 1},
+		{name: "default", minIdle: desired.DefaultMinIdle, maxIdle: desired.DefaultMaxIdle, batch: desired.DefaultBatch},
+		{name: "large", minIdle: 10, maxIdle: 40, batch: 10},
 	}
 }
 
@@ -90,21 +121,50 @@ func runChurn(ctx context.Context, e env) []Result {
 func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, starts int) Result {
 	releaseDelay := desired.DefaultReleaseDelay / churnCompress
 	cooldown := desired.DefaultCooldown / churnCompress
-	r := Result{Scenario: "churn, pool " + s.name,
-		Setup: fmt.Sprintf("%d pod starts in %s (Poisson %.0f/s, mean life %s, seed %d) on %s; pool minIdle %d, maxIdle %d, batch %d; releaseDelay %s, cooldown %s, resync %s (time constants / %d); %s",
-			starts, e.sizes.churnTime, churnRate, churnLifeMean, churnSeed, burstType, s.minIdle, s.maxIdle, s.batch,
-			releaseDelay, cooldown, desired.DefaultResyncPeriod/churnCompress, churnCompress, e.model)}
-	sim, inst, err := startOneNodeSim(e)
+	name := s.scenario
+	if name == "" {
+		name = "churn, pool " + s.name
+	}
+	resync, resyncNote := desired.DefaultResyncPeriod/churnCompress, "time constants / "+fmt.Sprint(churnCompress)
+	if s.resync > 0 {
+		resync, resyncNote = s.resync, fmt.Sprintf("releaseDelay and cooldown / %d, resync not compressed", churnCompress)
+	}
+	length := e.sizes.churnTime
+	if len(events) > 0 {
+		length = max(length, events[len(events)-1].at.Round(time.Second))
+	}
+	r := Result{Scenario: name,
+		Setup: fmt.Sprintf("%d pod starts in %s (Poisson %.0f/s, mean life %s, seed %d) on %s; pool minIdle %d, maxIdle %d, batch %d; releaseDelay %s, cooldown %s, resync %s (%s); %s",
+			starts, length, churnRate, churnLifeMean, churnSeed, burstType, s.minIdle, s.maxIdle, s.batch,
+			releaseDelay, cooldown, resync, resyncNote, e.model)}
+	if s.eni != "" {
+		r.Setup += "; eni: " + strings.Join(strings.Fields(s.eni), " ")
+	}
+	var change []func(*ecssim.Config)
+	if s.simConfig != nil {
+		change = append(change, s.simConfig)
+	}
+	sim, inst, err := startOneNodeSim(e, change...)
 	if err != nil {
 		r.broken("%v", err)
 		return r
 	}
 	defer sim.Close()
+	if s.prepare != nil {
+		if err := s.prepare(sim); err != nil {
+			r.broken("prepare the simulator: %v", err)
+			return r
+		}
+	}
 	pool := fmt.Sprintf("  minIdle: %d\n  maxIdle: %d\n  batch: %d\n  releaseDelay: %s\n  cooldown: %s\n",
 		s.minIdle, s.maxIdle, s.batch, releaseDelay, cooldown)
-	extra := fmt.Sprintf("resyncPeriod: %s\n", desired.DefaultResyncPeriod/churnCompress)
-	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, "churn-"+s.name), sim: sim, instanceID: inst.ID,
-		nodeName: "churn-" + s.name, config: configYAML(sim, inst.Zone, pool, extra), log: e.log})
+	extra := fmt.Sprintf("resyncPeriod: %s\n", resync)
+	dir := "churn-" + s.name
+	if s.scenario != "" {
+		dir = fmt.Sprintf("%s-%x", dir, sha256.Sum256([]byte(s.scenario)))[:len(dir)+9]
+	}
+	a, err := startAgent(ctx, agentOptions{dir: filepath.Join(e.workDir, dir), sim: sim, instanceID: inst.ID,
+		nodeName: "churn-" + s.name, config: configYAMLENI(sim, inst.Zone, s.eni, pool, extra), log: e.log})
 	if err != nil {
 		r.broken("start agent: %v", err)
 		return r
@@ -118,7 +178,7 @@ func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, st
 	sim.ResetCounters()
 
 	stopSampler := sampleIdle(ctx, a)
-	c := &churnPods{a: a, pods: map[int]*livePod{}}
+	c := &churnPods{a: a, pods: map[int]*livePod{}, annotate: s.annotate}
 	t0 := time.Now()
 	if !c.replay(ctx, &r, events, t0) {
 		r.broken("interrupted")
@@ -126,7 +186,7 @@ func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, st
 		return r
 	}
 	elapsed := time.Since(t0)
-	idleIPSeconds := stopSampler()
+	idleIPSeconds, perSet := stopSampler()
 	counters := sim.Counters()
 	calls := countCalls(counters)
 	r.note("calls: %s", callBreakdown(counters))
@@ -146,20 +206,34 @@ func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, st
 	r.add("mutations/pod start", float64(calls.mutations)/float64(starts), "calls")
 	r.add("idle IP-s", idleIPSeconds, "IP-s")
 	r.add("mean idle IPs", idleIPSeconds/elapsed.Seconds(), "IPs")
+	if len(perSet) > 1 {
+		for _, name := range slices.Sorted(maps.Keys(perSet)) {
+			r.add("mean idle IPs, set "+name, perSet[name]/elapsed.Seconds(), "IPs")
+		}
+	}
 	r.add("ready p50", float64(pct(readyTimes, 50).Microseconds())/1000, "ms")
 	r.add("ready p99", float64(pct(readyTimes, 99).Microseconds())/1000, "ms")
-	if s.name == "default" {
+	switch {
+	case s.target != nil:
+		r.judge(s.target.text, perStart <= s.target.max)
+	case s.name == "default":
 		r.judge("<= 0.2 calls/pod start", perStart <= 0.2)
+	}
+	if s.inspect != nil {
+		s.inspect(&r, sim, a)
 	}
 	return r
 }
 
 // sampleIdle integrates held-but-unused IPs over time from the heartbeat,
 // which the agent rewrites whenever the pool changes, until the returned
-// stop is called; stop returns the IP-seconds.
-func sampleIdle(ctx context.Context, a *agent) (stop func() float64) {
+// stop is called; stop returns the IP-seconds, in all and per
+// security-group set (by name, or groups for a set only annotations name)
+// when the node has more than the default set.
+func sampleIdle(ctx context.Context, a *agent) (stop func() (float64, map[string]float64)) {
 	sctx, cancel := context.WithCancel(ctx)
 	var idleIPSeconds float64
+	perSet := map[string]float64{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -172,16 +246,24 @@ func sampleIdle(ctx context.Context, a *agent) (stop func() float64) {
 				return
 			case now := <-tick.C:
 				if h, ok := a.heartbeat(); ok {
-					idleIPSeconds += float64(h.Pool.Total-h.Pool.Used) * now.Sub(last).Seconds()
+					dt := now.Sub(last).Seconds()
+					idleIPSeconds += float64(h.Pool.Total-h.Pool.Used) * dt
+					for _, set := range h.Sets {
+						name := set.Name
+						if name == "" {
+							name = strings.Join(set.SecurityGroups, ",")
+						}
+						perSet[name] += float64(set.Total-set.Used) * dt
+					}
 				}
 				last = now
 			}
 		}
 	}()
-	return func() float64 {
+	return func() (float64, map[string]float64) {
 		cancel()
 		<-done
-		return idleIPSeconds
+		return idleIPSeconds, perSet
 	}
 }
 
@@ -198,6 +280,8 @@ type churnPods struct {
 	a          *agent
 	pods       map[int]*livePod
 	readyTimes []time.Duration
+	// annotate, when set, gives pod i its annotations.
+	annotate func(i int) map[string]string
 	// notReady counts pods deleted after 30 s without being Ready.
 	notReady int
 }
@@ -227,7 +311,11 @@ func (c *churnPods) replay(ctx context.Context, r *Result, events []churnEvent, 
 			}
 		}
 		if ev.start {
-			p, err := c.a.addPod(fmt.Sprintf("churn-%d", ev.pod), "", time.Now())
+			var ann map[string]string
+			if c.annotate != nil {
+				ann = c.annotate(ev.pod)
+			}
+			p, err := c.a.addPodAnnotated(fmt.Sprintf("churn-%d", ev.pod), "", time.Now(), ann)
 			if err != nil {
 				r.broken("%v", err)
 				return true

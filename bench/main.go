@@ -1,9 +1,10 @@
 // Command bench is enid's benchmark harness: it runs the scenarios of
 // docs/benchmarks.md (warm ADD against the netlink floor, a cold burst
 // against the API lower bound, churn under three pool settings, planner
-// cost, agent memory, a fleet sharing one account's rate limit, and the
-// fast path side by side with the reference plugins ptp and bridge) on the
-// ECS simulator, prints one Markdown table and writes the figures as JSON.
+// cost, agent memory, a fleet sharing one account's rate limit, the fast
+// path side by side with the reference plugins ptp and bridge, /28
+// prefix mode beside secondary addresses, and pods of two security-group
+// sets on one node) on the ECS simulator, prints one Markdown table and writes the figures as JSON.
 //
 // It sits outside desired -> observed -> plan -> execute: it drives the
 // real agent (in-process, or `enid run` as a subprocess) and the real CNI
@@ -50,7 +51,7 @@ func main() {
 	var (
 		quick   = flag.Bool("quick", false, "small sizes, for CI (under 2 minutes)")
 		out     = flag.String("out", "bench-results.json", "write the results as JSON here")
-		run     = flag.String("run", "all", "comma-separated scenarios: warm,burst,churn,planner,memory,fleet,reference (or all)")
+		run     = flag.String("run", "all", "comma-separated scenarios: warm,burst,churn,planner,memory,fleet,reference,prefix,sets (or all)")
 		workDir = flag.String("work-dir", "", "scratch directory (default: a temporary one under /dev/shm or /tmp, removed at the end)")
 		verbose = flag.Bool("v", false, "log the agents' warnings to stderr")
 		debug   = flag.Bool("debug", false, "log the agents' debug lines (every plan) to stderr")
@@ -162,6 +163,8 @@ func scenarios() []scenario {
 		{"memory", runMemory},
 		{"fleet", runFleet},
 		{"reference", runReference},
+		{"prefix", runPrefix},
+		{"sets", runSGSets},
 	}
 }
 
@@ -176,7 +179,7 @@ func runAll(ctx context.Context, e env, picked []string, out string) (int, error
 	}
 	for p := range want {
 		if !known[p] {
-			return 2, fmt.Errorf("-run: unknown scenario %q (use warm, burst, churn, planner, memory, fleet, reference or all)", p)
+			return 2, fmt.Errorf("-run: unknown scenario %q (use warm, burst, churn, planner, memory, fleet, reference, prefix, sets or all)", p)
 		}
 	}
 	src, err := moduleRoot()
