@@ -104,10 +104,15 @@ func churnTrace(d time.Duration) (events []churnEvent, starts int) {
 // its own simulator and agent.
 func runChurn(ctx context.Context, e env) []Result {
 	events, starts := churnTrace(e.sizes.churnTime)
-	settings := churnSettings()
-	out := make([]Result, len(settings))
+	return churnCases(ctx, e, churnSettings(), events, starts)
+}
+
+// churnCases plays the trace against each setting at once, each on its
+// own simulator and agent.
+func churnCases(ctx context.Context, e env, cases []poolSetting, events []churnEvent, starts int) []Result {
+	out := make([]Result, len(cases))
 	var wg sync.WaitGroup
-	for i, s := range settings {
+	for i, s := range cases {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

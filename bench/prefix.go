@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/enidnet/enid/cloud/ecssim"
@@ -51,17 +50,7 @@ func runPrefix(ctx context.Context, e env) []Result {
 	fragmented.scenario, fragmented.eni = "prefix: churn, fragmented vSwitch (prefer-prefix)", allocPrefer
 	fragmented.prepare = fragmentAll
 	fragmented.inspect = countByKind
-	cases := []poolSetting{secondary, prefix, fragmented}
-	out := make([]Result, len(cases))
-	var wg sync.WaitGroup
-	for i, s := range cases {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = churnOne(ctx, e, s, events, starts)
-		}()
-	}
-	wg.Wait()
+	out := churnCases(ctx, e, []poolSetting{secondary, prefix, fragmented}, events, starts)
 	out = append(out, burstRoundsOf(ctx, e, burstCase{scenario: "prefix: cold burst", eni: allocPrefix, perSlot: 16})...)
 	return append(out, runDensity(ctx, e))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"sync"
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
@@ -28,16 +27,5 @@ func runSGSets(ctx context.Context, e env) []Result {
 		}
 		return nil
 	}
-	cases := []poolSetting{one, two}
-	out := make([]Result, len(cases))
-	var wg sync.WaitGroup
-	for i, s := range cases {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = churnOne(ctx, e, s, events, starts)
-		}()
-	}
-	wg.Wait()
-	return out
+	return churnCases(ctx, e, []poolSetting{one, two}, events, starts)
 }

@@ -58,16 +58,20 @@ func benchState(n int, warm bool) (desired.State, observed.State) {
 
 // BenchmarkMake plans nodes of 10 to 5000 pods, steady (warm) and burst.
 // Figures are recorded in docs/plan.md.
-func BenchmarkMake(b *testing.B) {
+func BenchmarkMake(b *testing.B) { benchMake(b, []int{10, 100, 1000, 5000}, benchState) }
+
+// benchMake plans nodes of each size from state, converged (warm) and with
+// every pod new (burst).
+func benchMake(b *testing.B, sizes []int, state func(n int, warm bool) (desired.State, observed.State)) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, warm := range []bool{true, false} {
-		for _, n := range []int{10, 100, 1000, 5000} {
+		for _, n := range sizes {
 			name := fmt.Sprintf("warm/pods=%d", n)
 			if !warm {
 				name = fmt.Sprintf("burst/pods=%d", n)
 			}
 			b.Run(name, func(b *testing.B) {
-				d, o := benchState(n, warm)
+				d, o := state(n, warm)
 				mem := planner.Make(d, o, planner.Options{Now: now}).Memory
 				if p := planner.Make(d, o, planner.Options{Now: now, Memory: mem}); warm && !p.Empty() {
 					b.Fatalf("warm state is not converged:\n%s", p.Render())
@@ -127,25 +131,4 @@ func benchPrefixState(n int, warm bool) (desired.State, observed.State) {
 
 // BenchmarkMakePrefix plans prefix-mode nodes, steady and burst: the cost
 // of indexing prefix addresses and ordering them fullest prefix first.
-func BenchmarkMakePrefix(b *testing.B) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, warm := range []bool{true, false} {
-		for _, n := range []int{100, 1000, 5000} {
-			name := fmt.Sprintf("warm/pods=%d", n)
-			if !warm {
-				name = fmt.Sprintf("burst/pods=%d", n)
-			}
-			b.Run(name, func(b *testing.B) {
-				d, o := benchPrefixState(n, warm)
-				mem := planner.Make(d, o, planner.Options{Now: now}).Memory
-				if p := planner.Make(d, o, planner.Options{Now: now, Memory: mem}); warm && !p.Empty() {
-					b.Fatalf("warm state is not converged:\n%s", p.Render())
-				}
-				b.ReportAllocs()
-				for b.Loop() {
-					planner.Make(d, o, planner.Options{Now: now, Memory: mem})
-				}
-			})
-		}
-	}
-}
+func BenchmarkMakePrefix(b *testing.B) { benchMake(b, []int{100, 1000, 5000}, benchPrefixState) }

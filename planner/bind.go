@@ -448,13 +448,19 @@ func (b *builder) bindNew() []*podState {
 		if b.v6 {
 			ip6, e.free6 = e.free6[0], e.free6[1:]
 		}
-		src := ReasonNewBinding
-		if p.source != "" {
-			src = p.source
-		}
-		b.bindTo(p, ip4, ip6, e, src)
+		b.bindFree(p, ip4, ip6, e)
 	}
 	return waiting
+}
+
+// bindFree binds p to free addresses of e, with the reason its entry gives
+// (a new binding unless it says otherwise).
+func (b *builder) bindFree(p *podState, ip4, ip6 netip.Addr, e *eniState) {
+	src := ReasonNewBinding
+	if p.source != "" {
+		src = p.source
+	}
+	b.bindTo(p, ip4, ip6, e, src)
 }
 
 // rememberSticky records the binding of every bound sticky pod, so that it

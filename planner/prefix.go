@@ -270,11 +270,7 @@ func (b *builder) bindSurplus(waiting []*podState, sources []source) []*podState
 		if b.v6 {
 			ip6, e.free6 = e.free6[0], e.free6[1:]
 		}
-		src := ReasonNewBinding
-		if p.source != "" {
-			src = p.source
-		}
-		b.bindTo(p, ip4, ip6, e, src)
+		b.bindFree(p, ip4, ip6, e)
 	}
 	return left
 }
