@@ -408,6 +408,22 @@ func (b *builder) setCap(planned int) *PodStatus {
 		Reason: "security-group set " + s.label() + " has its maximum of " + itoa(s.maxENIs) + " ENIs (eni.maxENIsPerSet or the set's maxENIs) and every address on them is in use"}
 }
 
+// refusedStatus returns the status for pods of the set the builder is
+// narrowed to while the cloud's refusal of its groups holds
+// (Memory.RefusedGroups), or nil. No CreateENI is planned then: retried
+// every pass, it would hold an ENI slot (counted in this plan) that
+// another set's pods may need, for an ENI that cannot be made.
+func (b *builder) refusedStatus() *PodStatus {
+	_, key := sortedKey(b.cfg.ENI.SecurityGroups)
+	until, ok := b.mem.RefusedGroups[key]
+	if !ok || !b.now.Before(until) {
+		return nil
+	}
+	return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonSecurityGroupsRefused,
+		Reason: "the cloud refused to create an ENI with security groups " + key + " (a group that does not exist, is of another VPC, or is full; " +
+			"`enid status` shows the cloud's error); an ENI of them is tried again after " + until.UTC().Format(rfc3339)}
+}
+
 // slotWait turns the status of a set's pods that wait for an ENI no slot
 // is left for into sg-set-no-eni-slot when ENIs of other sets hold slots:
 // such a pod is served once one of them empties (reclaimSlots), so it

@@ -63,6 +63,10 @@ type executor struct {
 	// aligned /28) since the loop last drained it
 	// (planner.Memory.MarkFragmented).
 	fragmented []string
+	// refusedGroups lists the security-group sets (sorted, comma-joined)
+	// whose CreateENI the cloud refused for their groups since the loop
+	// last drained it (planner.Memory.MarkRefusedGroups).
+	refusedGroups []string
 	// deferred is set when the last dispatch held optional cloud work back
 	// for the client's backoff (the loop wakes when it ends).
 	deferred bool
@@ -180,6 +184,16 @@ func (x *executor) drainExhausted() []string {
 	defer x.mu.Unlock()
 	out := x.exhausted
 	x.exhausted = nil
+	return out
+}
+
+// drainRefusedGroups returns and forgets the security-group sets (sorted,
+// comma-joined) whose CreateENI the cloud refused for their groups.
+func (x *executor) drainRefusedGroups() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := x.refusedGroups
+	x.refusedGroups = nil
 	return out
 }
 
@@ -449,6 +463,9 @@ func (x *executor) failed(a planner.Action, err error) {
 		} else {
 			x.exhausted = append(x.exhausted, vsw)
 		}
+	}
+	if a.Kind == planner.CreateENI && cloud.SecurityGroupsRefused(err) {
+		x.refusedGroups = append(x.refusedGroups, groupsKey(a.SecurityGroups))
 	}
 	if (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.ClientToken != "" && cloud.Definite(err) {
 		x.burnt = append(x.burnt, a.ClientToken)

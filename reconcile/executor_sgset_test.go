@@ -34,6 +34,10 @@ func TestExecutorBackoffPerSet(t *testing.T) {
 	if n := calls("CreateNetworkInterface"); n != 1 || len(r.x.errors()) != 1 {
 		t.Fatalf("%d creates, errors %v: want the ghost set's create refused", n, r.x.errors())
 	}
+	// The refusal reaches the planner (Memory.MarkRefusedGroups).
+	if got := r.x.drainRefusedGroups(); !slices.Equal(got, []string{"sg-ghost"}) {
+		t.Errorf("refused sets %v, want [sg-ghost]", got)
+	}
 	// The ghost set's next token is held back; the default set's create
 	// in the same vSwitch goes ahead.
 	r.run(planner.Plan{Actions: []planner.Action{create(0, "tok-ghost-2", "sg-ghost"), create(1, "tok-default", ecssim.DefaultSecurityGroup)}})
@@ -51,6 +55,9 @@ func TestExecutorBackoffPerSet(t *testing.T) {
 	}
 	if len(made) != 1 {
 		t.Errorf("ENIs made: %v, want one of the default set", made)
+	}
+	if got := r.x.drainRefusedGroups(); len(got) != 0 {
+		t.Errorf("refused sets %v after a create that succeeded, want none", got)
 	}
 
 	e := r.attached(t)
