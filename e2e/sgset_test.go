@@ -39,8 +39,10 @@ func (n *node) withSecurityGroups(eniExtra, extra string) string {
 // third (chosen by the pod's namespace) get addresses on ENIs whose groups,
 // as the simulator reports them, are exactly their set; the pods of a set
 // share its ENIs; a pod with an invalid annotation fails alone with
-// security-groups-invalid; `enid status` and `enid plan` name the sets;
-// after DEL of all, the other sets' ENIs go and nothing leaks.
+// security-groups-invalid, and one naming a group the cloud does not know
+// with security-groups-refused (its refused create holds back no other
+// set's, and takes no ENI slot); `enid status` and `enid plan` name the
+// sets; after DEL of all, the other sets' ENIs go and nothing leaks.
 func TestSecurityGroupSets(t *testing.T) {
 	n := newNode(t, nodeOptions{sim: ecssim.Config{SecurityGroups: []string{ecssim.DefaultSecurityGroup, "sg-web", "sg-db", "sg-shop"}}})
 	cfg := n.withSecurityGroups(`  securityGroups: [sg-sim]
@@ -80,11 +82,33 @@ func TestSecurityGroupSets(t *testing.T) {
 	bad := n.newPod("bad")
 	bad.Annotations = map[string]string{sgAnnotation: "sg-web,web"}
 
+	// A pod that names a group the cloud does not know comes first: its
+	// set's CreateENI is refused, and its ADD fails with the reason. The
+	// other sets' pods, which need ENIs of their own, then get the
+	// instance's last ENI slots (the refused set plans no create while its
+	// mark holds) and do not wait for the refused create's back-off.
+	ghost := n.newPod("ghost")
+	ghost.Annotations = map[string]string{sgAnnotation: "sg-ghost"}
+	if _, err := n.add(ctx, ghost); err == nil || !strings.Contains(err.Error(), "security-groups-refused") {
+		t.Errorf("ADD of a pod annotated %q: %v, want a failure naming security-groups-refused", ghost.Annotations[sgAnnotation], err)
+	} else {
+		t.Logf("ADD of the pod naming an unknown group: %v", err)
+	}
+
 	var badErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { _, badErr = n.add(ctx, bad) })
+	start := time.Now()
 	ips := n.addAll(ctx, pods)
+	took := time.Since(start)
+	t.Logf("the pods of three sets Ready in %v", took.Round(time.Millisecond))
+	if bound := fastOnly(2 * time.Second); took > bound {
+		t.Errorf("the pods of three sets took %v (> %v) beside a set the cloud refused: its back-off must hold back no other set", took, bound)
+	}
 	wg.Wait()
+	if k := n.sn.Sim.Counters()["CreateNetworkInterface"]["InvalidSecurityGroupId.NotFound"]; k != 1 {
+		t.Errorf("the cloud refused %d creates of the unknown group, want 1 (then none while the mark holds)", k)
+	}
 	if badErr == nil || !strings.Contains(badErr.Error(), "security-groups-invalid") {
 		t.Errorf("ADD of a pod annotated %q: %v, want a failure naming security-groups-invalid", bad.Annotations[sgAnnotation], badErr)
 	} else {
@@ -105,7 +129,7 @@ func TestSecurityGroupSets(t *testing.T) {
 		enisOf[k][st.ENIID] = true
 	}
 	for set, enis := range enisOf {
-		// Density: at most 6 pods of a set here, one ENI holds 14.
+		// Density: at most 4 pods of a set here, one ENI holds 14.
 		if len(enis) != 1 {
 			t.Errorf("set %s: pods on %d ENIs %v, want all on one", set, len(enis), enis)
 		}
@@ -141,8 +165,8 @@ func TestSecurityGroupSets(t *testing.T) {
 		t.FailNow()
 	}
 
-	// kubelet's DEL of the failed sandbox, then of every pod.
-	n.delAll(ctx, append(pods, bad))
+	// kubelet's DEL of the failed sandboxes, then of every pod.
+	n.delAll(ctx, append(pods, bad, ghost))
 	n.waitSettled(2, 6, 30*time.Second)
 	for _, e := range n.owned(n.sn.Sim.Dump()) {
 		if got := sortedGroups(e); !slices.Equal(got, []string{"sg-sim"}) {
@@ -155,9 +179,10 @@ func TestSecurityGroupSets(t *testing.T) {
 // change of eni.securityGroups (a ConfigMap update, the agent running)
 // moves every ENI of the default set to the new groups in place: the same
 // ENIs, no delete, every pod keeps its address and stays reachable. A
-// change made while the agent is stopped shows in `enid plan` as
-// `~ UpdateENI` per ENI, and is applied when the agent is back. Then DEL of
-// all and the leak check.
+// group the cloud does not know is refused without harm, and its
+// correction applies at once. A change made while the agent is stopped
+// shows in `enid plan` as `~ UpdateENI` per ENI, and is applied when the
+// agent is back. Then DEL of all and the leak check.
 func TestSecurityGroupsChangeInPlace(t *testing.T) {
 	n := newNode(t, nodeOptions{configMap: true,
 		sim: ecssim.Config{SecurityGroups: []string{ecssim.DefaultSecurityGroup, "sg-new1", "sg-new2"}}})
@@ -202,6 +227,27 @@ func TestSecurityGroupsChangeInPlace(t *testing.T) {
 	}
 	n.checkPlanEmpty()
 
+	// A group the cloud does not know (a typo): the update is refused and
+	// retried with a back-off, nothing else moves, and the corrected config
+	// is applied at once, not after the refused update's back-off (5 to
+	// 10 s after its second refusal).
+	refused := func() int {
+		return n.sn.Sim.Counters()["ModifyNetworkInterfaceAttribute"]["InvalidSecurityGroupId.NotFound"]
+	}
+	n.swapConfigMap(n.withSecurityGroups("  securityGroups: [sg-new1, sg-typo]\n", testPool))
+	waitFor(t, 20*time.Second, "each ENI's update refused twice", func() (bool, string) {
+		return refused() >= 2*len(before), fmt.Sprintf("%d refusals", refused())
+	})
+	n.waitGroups(newGroups, 0)
+	if a, err := n.agentFile(); err != nil || !a.Ready {
+		t.Errorf("with a refused update: heartbeat %+v (err %v), want ready", a, err)
+	}
+	n.checkUnmoved(pods, ips, before)
+	n.swapConfigMap(n.withSecurityGroups("  securityGroups: [sg-new1]\n", testPool))
+	n.waitGroups([]string{"sg-new1"}, fastOnly(3*time.Second))
+	n.checkUnmoved(pods, ips, before)
+	n.checkPlanEmpty()
+
 	// The change back, planned while the agent is stopped: `enid plan`
 	// shows one in-place update per ENI and nothing else on them.
 	n.agent.stop(t)
@@ -215,6 +261,7 @@ func TestSecurityGroupsChangeInPlace(t *testing.T) {
 			t.Errorf("enid plan does not say %q:\n%s", line, out)
 		}
 	}
+	t.Logf("enid plan after the change back, the agent stopped:\n%s", out)
 	for _, kind := range []string{"DeleteENI", "DetachENI", "CreateENI", "TeardownPod", "SetupPod"} {
 		if strings.Contains(out, kind) {
 			t.Errorf("enid plan for a change of groups has a %s:\n%s", kind, out)
@@ -313,6 +360,16 @@ func (n *node) waitPlanEmpty(ctx context.Context) {
 		code, out, stderr := n.plan(ctx, "--detailed-exitcode")
 		return code == 0, fmt.Sprintf("exit %d\n%s%s", code, out, stderr)
 	})
+}
+
+// fastOnly returns d on the fast simulator profile (the default) and a
+// minute on any other: a bound on how soon something happens holds only
+// where the simulator's own delays are known to be short.
+func fastOnly(d time.Duration) time.Duration {
+	if p := os.Getenv(profileEnv); p != "" && p != ecssim.ProfileFast {
+		return time.Minute
+	}
+	return d
 }
 
 // writeConfig replaces the agent's config file.
