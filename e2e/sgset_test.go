@@ -389,3 +389,77 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestSecurityGroupsExclusive is issue 16 in exclusive-ENI mode: a pod's
+// annotation picks the groups of the whole ENI it gets, and a change of
+// eni.securityGroups moves the default set's ENIs (the one in a pod's
+// netns and the spare) in place, leaving the annotated pod's ENI alone;
+// pods keep their ENIs and addresses. Then DEL of all and the leak check.
+func TestSecurityGroupsExclusive(t *testing.T) {
+	n := newNode(t, nodeOptions{exclusive: true, configMap: true,
+		sim: ecssim.Config{SecurityGroups: []string{ecssim.DefaultSecurityGroup, "sg-web", "sg-new"}}})
+	n.swapConfigMap(n.withSecurityGroups("  securityGroups: [sg-sim]\n", exclusivePool))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n.startAgent()
+	n.waitReady(30 * time.Second)
+	plain, web := n.newPod("plain"), n.newPod("web")
+	web.Annotations = map[string]string{sgAnnotation: "sg-web"}
+	pods := []*pod{plain, web}
+	ips := n.addAll(ctx, pods)
+	n.checkExclusive(pods, ips)
+	want := map[*pod][]string{plain: {"sg-sim"}, web: {"sg-web"}}
+	n.checkENIGroups(pods, want)
+	n.waitPlanEmpty(ctx)
+	before := n.ownedIDs()
+
+	n.swapConfigMap(n.withSecurityGroups("  securityGroups: [sg-new]\n", exclusivePool))
+	want[plain] = []string{"sg-new"}
+	waitFor(t, 20*time.Second, "the default set's ENIs on sg-new", func() (bool, string) {
+		for _, e := range n.owned(n.sn.Sim.Dump()) {
+			if g := sortedGroups(e); !slices.Equal(g, []string{"sg-new"}) && !slices.Equal(g, []string{"sg-web"}) {
+				return false, fmt.Sprintf("ENI %s has %v", e.ID, g)
+			}
+		}
+		return true, ""
+	})
+	if got := n.ownedIDs(); !slices.Equal(got, before) {
+		t.Errorf("owned ENIs %v, were %v: a change of groups must not recreate ENIs", got, before)
+	}
+	n.checkExclusive(pods, ips)
+	n.checkENIGroups(pods, want)
+	for i, p := range pods {
+		if err := linuxtest.Ping(ctx, n.sn.Topology.VPCNS, ips[i]); err != nil {
+			t.Errorf("vpc -> %s: %v", p.Name, err)
+		}
+	}
+	n.checkPlanEmpty()
+
+	n.delAll(ctx, pods)
+	n.waitSettled(1, 1, 60*time.Second)
+	for _, e := range n.owned(n.sn.Sim.Dump()) {
+		if g := sortedGroups(e); !slices.Equal(g, []string{"sg-new"}) {
+			t.Errorf("the spare ENI %s has groups %v, want the default set's [sg-new]", e.ID, g)
+		}
+	}
+}
+
+// checkENIGroups checks that the ENI each pod's status names has, in the
+// simulator, exactly the groups want[p] (sorted).
+func (n *node) checkENIGroups(pods []*pod, want map[*pod][]string) {
+	n.t.Helper()
+	groups := map[string][]string{}
+	for _, e := range n.owned(n.sn.Sim.Dump()) {
+		groups[e.ID] = sortedGroups(e)
+	}
+	for _, p := range pods {
+		st, err := n.statusOf(p)
+		if err != nil {
+			n.t.Errorf("pod %s: %v", p.Name, err)
+			continue
+		}
+		if got := groups[st.ENIID]; !slices.Equal(got, want[p]) {
+			n.t.Errorf("pod %s: its ENI %s has groups %v, want %v", p.Name, st.ENIID, got, want[p])
+		}
+	}
+}
