@@ -179,8 +179,9 @@ func TestSecurityGroupSets(t *testing.T) {
 // change of eni.securityGroups (a ConfigMap update, the agent running)
 // moves every ENI of the default set to the new groups in place: the same
 // ENIs, no delete, every pod keeps its address and stays reachable. A
-// group the cloud does not know is refused without harm, and its
-// correction applies at once. A change made while the agent is stopped
+// group the cloud does not know is refused without harm (a pod started
+// meanwhile fails with security-groups-refused), and its correction
+// applies at once. A change made while the agent is stopped
 // shows in `enid plan` as `~ UpdateENI` per ENI, and is applied when the
 // agent is back. Then DEL of all and the leak check.
 func TestSecurityGroupsChangeInPlace(t *testing.T) {
@@ -243,6 +244,14 @@ func TestSecurityGroupsChangeInPlace(t *testing.T) {
 		t.Errorf("with a refused update: heartbeat %+v (err %v), want ready", a, err)
 	}
 	n.checkUnmoved(pods, ips, before)
+	// A pod started meanwhile is not placed on an ENI that cannot move to
+	// its groups: its ADD fails at once with the reason (kubelet then
+	// deletes the sandbox).
+	late := n.newPod("late")
+	if _, err := n.add(ctx, late); err == nil || !strings.Contains(err.Error(), "security-groups-refused") {
+		t.Errorf("ADD with the default groups refused: %v, want a failure naming security-groups-refused", err)
+	}
+	n.delAll(ctx, []*pod{late})
 	n.swapConfigMap(n.withSecurityGroups("  securityGroups: [sg-new1]\n", testPool))
 	n.waitGroups([]string{"sg-new1"}, fastOnly(3*time.Second))
 	n.checkUnmoved(pods, ips, before)

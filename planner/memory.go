@@ -150,10 +150,11 @@ func (m Memory) MarkFragmented(id string, until time.Time) Memory {
 
 // MarkRefusedGroups returns a copy of m that creates no ENI with the
 // security groups key ("sg-a,sg-b", sorted) until the given time: the
-// executor calls it when the cloud refuses a CreateENI for its groups (a
-// group that does not exist, is of another VPC, or is full). Meanwhile the
-// set's pods fail with ReasonSecurityGroupsRefused, and its create takes no
-// ENI slot another set's pods may need.
+// executor calls it when the cloud refuses a CreateENI or UpdateENI for
+// its groups (a group that does not exist, is of another VPC, or is full).
+// Meanwhile the set's waiting pods fail with ReasonSecurityGroupsRefused,
+// its create takes no ENI slot another set's pods may need, and no pod is
+// newly placed on an ENI that is to move to the groups.
 func (m Memory) MarkRefusedGroups(key string, until time.Time) Memory {
 	n := m.clone()
 	if n.RefusedGroups == nil {

@@ -64,8 +64,8 @@ type executor struct {
 	// (planner.Memory.MarkFragmented).
 	fragmented []string
 	// refusedGroups lists the security-group sets (sorted, comma-joined)
-	// whose CreateENI the cloud refused for their groups since the loop
-	// last drained it (planner.Memory.MarkRefusedGroups).
+	// whose CreateENI or UpdateENI the cloud refused for their groups since
+	// the loop last drained it (planner.Memory.MarkRefusedGroups).
 	refusedGroups []string
 	// deferred is set when the last dispatch held optional cloud work back
 	// for the client's backoff (the loop wakes when it ends).
@@ -188,7 +188,8 @@ func (x *executor) drainExhausted() []string {
 }
 
 // drainRefusedGroups returns and forgets the security-group sets (sorted,
-// comma-joined) whose CreateENI the cloud refused for their groups.
+// comma-joined) whose CreateENI or UpdateENI the cloud refused for their
+// groups.
 func (x *executor) drainRefusedGroups() []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -464,7 +465,7 @@ func (x *executor) failed(a planner.Action, err error) {
 			x.exhausted = append(x.exhausted, vsw)
 		}
 	}
-	if a.Kind == planner.CreateENI && cloud.SecurityGroupsRefused(err) {
+	if (a.Kind == planner.CreateENI || a.Kind == planner.UpdateENI) && cloud.SecurityGroupsRefused(err) {
 		x.refusedGroups = append(x.refusedGroups, groupsKey(a.SecurityGroups))
 	}
 	if (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.ClientToken != "" && cloud.Definite(err) {

@@ -70,6 +70,9 @@ func TestExecutorBackoffPerSet(t *testing.T) {
 	if n := calls("ModifyNetworkInterfaceAttribute"); n != 1 {
 		t.Errorf("%d updates reached the cloud, want 1: the refused one backs off", n)
 	}
+	if got := r.x.drainRefusedGroups(); !slices.Equal(got, []string{"sg-typo"}) {
+		t.Errorf("refused sets %v after the refused update, want [sg-typo]", got)
+	}
 	r.run(planner.Plan{Actions: []planner.Action{update("sg-a")}})
 	if n := calls("ModifyNetworkInterfaceAttribute"); n != 2 {
 		t.Errorf("%d updates reached the cloud, want 2: the corrected update must not wait for the refused one's back-off", n)
