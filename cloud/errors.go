@@ -137,6 +137,19 @@ func inFlightCode(code string) bool {
 	return code == "IdempotentProcessing" || code == "LastTokenProcessing"
 }
 
+// SecurityGroupsRefused reports whether err is the cloud refusing a
+// request for its security groups: a group that does not exist or is not
+// usable here (InvalidSecurityGroupId.*: NotFound, NotVpc, ...), or one that
+// holds all the ENIs it may (SecurityGroupInstanceLimitExceed). Another
+// request with other groups may succeed where this one failed.
+func SecurityGroupsRefused(err error) bool {
+	var ae *APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	return strings.HasPrefix(ae.Code, "InvalidSecurityGroupId.") || ae.Code == "SecurityGroupInstanceLimitExceed"
+}
+
 // Definite reports whether a call that carried a ClientToken failed with
 // err in a way that burns the token on ECS: the service answered a non-5xx
 // error other than "still in flight". A 5xx, a transport error, a timeout

@@ -103,6 +103,31 @@ func TestDefinite(t *testing.T) {
 	}
 }
 
+// TestSecurityGroupsRefused: the refusals that are the groups' own, and
+// nothing else (an unknown ENI or vSwitch is not the groups' fault).
+func TestSecurityGroupsRefused(t *testing.T) {
+	for _, tt := range []struct {
+		code string
+		want bool
+	}{
+		{"InvalidSecurityGroupId.NotFound", true},
+		{"InvalidSecurityGroupId.NotVpc", true},
+		{"SecurityGroupInstanceLimitExceed", true},
+		{"InvalidVSwitchId.NotFound", false},
+		{"InvalidEniId.NotFound", false},
+		{"InvalidVSwitchId.IpNotEnough", false},
+		{"Throttling", false},
+	} {
+		err := fmt.Errorf("create eni: %w", &APIError{Action: "CreateNetworkInterface", Code: tt.code, HTTPStatus: 404, class: classOf(tt.code, 404)})
+		if got := SecurityGroupsRefused(err); got != tt.want {
+			t.Errorf("SecurityGroupsRefused(%s) = %v, want %v", tt.code, got, tt.want)
+		}
+	}
+	if SecurityGroupsRefused(context.DeadlineExceeded) {
+		t.Error("a timeout is a refusal of the groups")
+	}
+}
+
 // TestAPIErrorThroughSDK checks that what the service says survives the
 // SDK: code, request id, status and message, for every class.
 func TestAPIErrorThroughSDK(t *testing.T) {

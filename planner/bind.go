@@ -412,7 +412,7 @@ func (b *builder) slotCap() int {
 // most live pods first (packing, so idle ENIs can be released whole), then
 // the lowest device index, then the lowest ID.
 func (b *builder) fillOrder() []*eniState {
-	order := slices.Clone(b.usable)
+	order := slices.DeleteFunc(slices.Clone(b.usable), b.moveRefused)
 	slices.SortStableFunc(order, func(x, y *eniState) int { return y.used - x.used })
 	return order
 }

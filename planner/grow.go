@@ -112,6 +112,9 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		out = append(out, source{k, ReasonWaitingForAttach, "waiting for ENI " + e.ID + " to attach"})
 	}
 	for n > 0 {
+		if refused := b.refusedStatus(); refused != nil {
+			return out, refused
+		}
 		if blocked := b.eniLimit(planned); blocked != nil {
 			return out, b.limitOrVSwitch(blocked, added, adopted)
 		}

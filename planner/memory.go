@@ -61,6 +61,10 @@ type Memory struct {
 	// SetIdleAboveMaxSince is IdleAboveMaxSince for each security-group
 	// set other than the default, by the set's groups ("sg-a,sg-b").
 	SetIdleAboveMaxSince map[string]time.Time `json:"setIdleAboveMaxSince,omitempty"`
+	// RefusedGroups maps a security-group set ("sg-a,sg-b", sorted) the
+	// cloud refused to create an ENI with to the time until which no ENI
+	// of it is created. See MarkRefusedGroups.
+	RefusedGroups map[string]time.Time `json:"refusedGroups,omitempty"`
 }
 
 // DefaultFragmentedFor is how long a vSwitch that refused an IPv4 prefix
@@ -144,6 +148,22 @@ func (m Memory) MarkFragmented(id string, until time.Time) Memory {
 	return n
 }
 
+// MarkRefusedGroups returns a copy of m that creates no ENI with the
+// security groups key ("sg-a,sg-b", sorted) until the given time: the
+// executor calls it when the cloud refuses a CreateENI or UpdateENI for
+// its groups (a group that does not exist, is of another VPC, or is full).
+// Meanwhile the set's waiting pods fail with ReasonSecurityGroupsRefused,
+// its create takes no ENI slot another set's pods may need, and no pod is
+// newly placed on an ENI that is to move to the groups.
+func (m Memory) MarkRefusedGroups(key string, until time.Time) Memory {
+	n := m.clone()
+	if n.RefusedGroups == nil {
+		n.RefusedGroups = map[string]time.Time{}
+	}
+	n.RefusedGroups[key] = until
+	return n
+}
+
 // TokenFailed returns a copy of m in which the call whose ClientToken is
 // token has failed definitely (the cloud answered a non-5xx error, so the
 // token is burnt): the next pass plans it with a new token. The executor
@@ -195,6 +215,7 @@ func (m Memory) clone() Memory {
 	n.Unseen = maps.Clone(m.Unseen)
 	n.Fragmented = maps.Clone(m.Fragmented)
 	n.SetIdleAboveMaxSince = maps.Clone(m.SetIdleAboveMaxSince)
+	n.RefusedGroups = maps.Clone(m.RefusedGroups)
 	return n
 }
 
@@ -219,6 +240,11 @@ func (m *Memory) prune(now time.Time) {
 	for id, until := range m.Fragmented {
 		if !now.Before(until) {
 			delete(m.Fragmented, id)
+		}
+	}
+	for k, until := range m.RefusedGroups {
+		if !now.Before(until) {
+			delete(m.RefusedGroups, k)
 		}
 	}
 	if !now.Before(m.SpreadUntil) {
@@ -260,5 +286,8 @@ func (m *Memory) prune(now time.Time) {
 	}
 	if len(m.SetIdleAboveMaxSince) == 0 {
 		m.SetIdleAboveMaxSince = nil
+	}
+	if len(m.RefusedGroups) == 0 {
+		m.RefusedGroups = nil
 	}
 }

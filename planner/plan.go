@@ -28,6 +28,9 @@ type Options struct {
 const (
 	DefaultLeakGrace    = 5 * time.Minute
 	DefaultExhaustedFor = 10 * time.Minute
+	// DefaultRefusedFor is how long no ENI is created for a
+	// security-group set the cloud refused (Memory.MarkRefusedGroups).
+	DefaultRefusedFor = time.Minute
 )
 
 // Plan is one pass's decision: what to do, in which order, what to tell each
@@ -227,6 +230,11 @@ const (
 	// ReasonSecurityGroupsChanged: an ENI's set has new groups (the config
 	// changed); the ENI is moved to them in place (UpdateENI).
 	ReasonSecurityGroupsChanged ReasonCode = "security-groups-changed"
+	// ReasonSecurityGroupsRefused: the cloud refused to create an ENI with
+	// the pod's set of security groups (a group that does not exist, is of
+	// another VPC, or is full: Memory.RefusedGroups); the pod Fails, and
+	// no ENI of the set is created until the mark expires.
+	ReasonSecurityGroupsRefused ReasonCode = "security-groups-refused"
 )
 
 // Action is one step of a plan. Only the parameters its Kind needs are set.

@@ -128,6 +128,11 @@ func (b *builder) setPool(cooling int) {
 	if b.complete && !spread {
 		b.releaseSurplus() // after bindSurplus: it gives back what is left
 	}
+	if refused := b.refusedStatus(); refused != nil && len(waiting) > 0 {
+		// The set's groups were refused: neither a new ENI nor an ENI
+		// moving to them will serve these pods before the mark ends.
+		sources, blocked = nil, refused
+	}
 	b.tellWaiting(waiting, sources, blocked, cooling+gone)
 }
 

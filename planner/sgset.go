@@ -426,6 +426,40 @@ func (b *builder) setCap(planned int) *PodStatus {
 		Reason: "security-group set " + s.label() + " has its maximum of " + itoa(s.maxENIs) + " ENIs (eni.maxENIsPerSet or the set's maxENIs) and every address on them is in use"}
 }
 
+// refusedStatus returns the status for pods of the set the builder is
+// narrowed to while the cloud's refusal of its groups holds
+// (Memory.RefusedGroups), or nil. No CreateENI is planned then: retried
+// every pass, it would hold an ENI slot (counted in this plan) that
+// another set's pods may need, for an ENI that cannot be made.
+func (b *builder) refusedStatus() *PodStatus {
+	_, key := sortedKey(b.cfg.ENI.SecurityGroups)
+	until, ok := b.refused(key)
+	if !ok {
+		return nil
+	}
+	return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonSecurityGroupsRefused,
+		Reason: "the cloud refused security groups " + key + " for an ENI (a group that does not exist, is of another VPC, or is full; " +
+			"`enid status` shows the cloud's error); they are tried again after " + until.UTC().Format(rfc3339)}
+}
+
+// refused reports whether the cloud's refusal of the groups key holds
+// now, and until when.
+func (b *builder) refused(key string) (time.Time, bool) {
+	until, ok := b.mem.RefusedGroups[key]
+	return until, ok && b.now.Before(until)
+}
+
+// moveRefused reports whether e is to move to groups the cloud refused
+// (an UpdateENI of them failed so): until it has them, no pod is newly
+// placed on it and the pool does not grow on it.
+func (b *builder) moveRefused(e *eniState) bool {
+	if e.updateRef == 0 {
+		return false
+	}
+	_, ok := b.refused(e.targetKey)
+	return ok
+}
+
 // slotWait turns the status of a set's pods that wait for an ENI no slot
 // is left for into sg-set-no-eni-slot when ENIs of other sets hold slots:
 // such a pod is served once one of them empties (reclaimSlots), so it

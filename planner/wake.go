@@ -9,7 +9,8 @@ import (
 // NextDeadline returns the earliest time after now at which a plan could
 // change although nothing observed or desired did: a cooldown or a sticky
 // hold ends, idle has been above maxIdle for releaseDelay, a vSwitch stops
-// being skipped (exhausted, or fragmented: no prefix asked of it), a leaked
+// being skipped (exhausted, or fragmented: no prefix asked of it), a
+// security-group set the cloud refused may be created again, a leaked
 // ENI's grace ends. The agent plans again then. It reports false when no
 // such time is pending.
 func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) {
@@ -37,6 +38,9 @@ func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) 
 		consider(t)
 	}
 	for _, t := range m.Fragmented {
+		consider(t)
+	}
+	for _, t := range m.RefusedGroups {
 		consider(t)
 	}
 	if !m.SpreadUntil.IsZero() {

@@ -39,4 +39,10 @@ func TestNextDeadline(t *testing.T) {
 	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(3 * time.Second)) {
 		t.Fatalf("NextDeadline = %v, want the fragmented mark's end", got)
 	}
+	// A security-group set the cloud refused is tried again when its
+	// mark ends.
+	m = m.MarkRefusedGroups("sg-ghost", now.Add(2*time.Second))
+	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(2 * time.Second)) {
+		t.Fatalf("NextDeadline = %v, want the refused set's mark end", got)
+	}
 }

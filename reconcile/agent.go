@@ -499,6 +499,13 @@ func (a *Agent) pass(ctx context.Context) {
 		a.memory = a.memory.MarkFragmented(id, now.Add(planner.DefaultFragmentedFor))
 		a.log.Warn("vSwitch has no free /28 for an IPv4 prefix: asking it for none", "vswitch", id, "until", now.Add(planner.DefaultFragmentedFor))
 	}
+	for _, key := range a.exec.drainRefusedGroups() {
+		// A group of the set does not exist (a typo in an annotation or
+		// the config) or is full: the set's pods fail with the reason,
+		// and its create stops holding an ENI slot, until the mark ends.
+		a.memory = a.memory.MarkRefusedGroups(key, now.Add(planner.DefaultRefusedFor))
+		a.log.Warn("the cloud refused an ENI's security groups: creating none for the set", "security_groups", key, "until", now.Add(planner.DefaultRefusedFor))
+	}
 	for _, tok := range a.exec.drainBurnt() {
 		// ECS refuses every resend of a token whose call failed: plan
 		// that call with a new one.

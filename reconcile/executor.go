@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +63,10 @@ type executor struct {
 	// aligned /28) since the loop last drained it
 	// (planner.Memory.MarkFragmented).
 	fragmented []string
+	// refusedGroups lists the security-group sets (sorted, comma-joined)
+	// whose CreateENI or UpdateENI the cloud refused for their groups since
+	// the loop last drained it (planner.Memory.MarkRefusedGroups).
+	refusedGroups []string
 	// deferred is set when the last dispatch held optional cloud work back
 	// for the client's backoff (the loop wakes when it ends).
 	deferred bool
@@ -179,6 +184,17 @@ func (x *executor) drainExhausted() []string {
 	defer x.mu.Unlock()
 	out := x.exhausted
 	x.exhausted = nil
+	return out
+}
+
+// drainRefusedGroups returns and forgets the security-group sets (sorted,
+// comma-joined) whose CreateENI or UpdateENI the cloud refused for their
+// groups.
+func (x *executor) drainRefusedGroups() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := x.refusedGroups
+	x.refusedGroups = nil
 	return out
 }
 
@@ -310,7 +326,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	// was deleted) is forgotten, or it would stay for ever and keep waking
 	// the loop; a cloud action's is kept until it has run out.
 	for k, rs := range x.retry {
-		cloudKey := strings.HasPrefix(k, "eni/") || strings.HasPrefix(k, "create/") || strings.HasPrefix(k, "create-in/")
+		cloudKey := strings.HasPrefix(k, "eni/") || strings.HasPrefix(k, "create/") || strings.HasPrefix(k, "create-in/") || strings.HasPrefix(k, "update/")
 		if !planned[k] && (!cloudKey || !now.Before(rs.until)) {
 			delete(x.retry, k)
 		}
@@ -390,14 +406,28 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 }
 
 // retryKey is the key of an action's back-off: its actionKey, except that
-// a CreateENI backs off per vSwitch, since its token (and so its
-// actionKey) changes after a definite failure, and the new token must
-// not escape the back-off.
+// a CreateENI backs off per vSwitch and security-group set, since its
+// token (and so its actionKey) changes after a definite failure, and the
+// new token must not escape the back-off; and an UpdateENI backs off per
+// ENI and target groups. The groups are in both keys because a failure
+// can be the groups' own (a group the cloud does not know, named by a
+// pod's annotation or a typo in the config): it must hold back neither
+// another set's ENIs in the vSwitch nor the corrected update of the ENI.
+// What fails for every set in a vSwitch (no address left) reaches the
+// planner as an exhausted vSwitch, not through this key.
 func retryKey(a planner.Action) string {
-	if a.Kind == planner.CreateENI {
-		return "create-in/" + a.VSwitchID
+	switch a.Kind {
+	case planner.CreateENI:
+		return "create-in/" + a.VSwitchID + "/" + groupsKey(a.SecurityGroups)
+	case planner.UpdateENI:
+		return "update/" + a.ENIID + "/" + groupsKey(a.SecurityGroups)
 	}
 	return actionKey(a)
+}
+
+// groupsKey is a set of security groups as a key: sorted, comma-separated.
+func groupsKey(groups []string) string {
+	return strings.Join(slices.Sorted(slices.Values(groups)), ",")
 }
 
 // failed records a failure: the action backs off (exponentially, jittered,
@@ -434,6 +464,9 @@ func (x *executor) failed(a planner.Action, err error) {
 		} else {
 			x.exhausted = append(x.exhausted, vsw)
 		}
+	}
+	if (a.Kind == planner.CreateENI || a.Kind == planner.UpdateENI) && cloud.SecurityGroupsRefused(err) {
+		x.refusedGroups = append(x.refusedGroups, groupsKey(a.SecurityGroups))
 	}
 	if (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.ClientToken != "" && cloud.Definite(err) {
 		x.burnt = append(x.burnt, a.ClientToken)

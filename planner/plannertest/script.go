@@ -64,6 +64,7 @@ var scriptVerbs = map[string]func(*World, *scriptArgs) error{
 	"exhausted":      (*World).scriptExhausted,
 	"fragment":       (*World).scriptFragment,
 	"fragmented":     (*World).scriptFragmented,
+	"refused":        (*World).scriptRefused,
 	"leaked":         (*World).scriptLeaked,
 	"sent-creates":   (*World).scriptSentCreates,
 	"tick":           (*World).scriptTick,
@@ -424,6 +425,15 @@ func (w *World) scriptFragment(a *scriptArgs) error {
 // `fragmented ID [for=D]` (default planner.DefaultFragmentedFor).
 func (w *World) scriptFragmented(a *scriptArgs) error {
 	w.Memory = w.Memory.MarkFragmented(a.arg(0), w.Now.Add(a.dur("for", planner.DefaultFragmentedFor)))
+	return nil
+}
+
+// scriptRefused marks a security-group set as refused by the cloud, as the
+// executor does when a CreateENI is refused for its groups
+// (Memory.MarkRefusedGroups): `refused sg-a,sg-b [for=D]` (default
+// planner.DefaultRefusedFor).
+func (w *World) scriptRefused(a *scriptArgs) error {
+	w.Memory = w.Memory.MarkRefusedGroups(a.arg(0), w.Now.Add(a.dur("for", planner.DefaultRefusedFor)))
 	return nil
 }
 
