@@ -1,0 +1,461 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/linux"
+	"github.com/enidnet/enid/linux/linuxtest"
+	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/reconcile/status"
+)
+
+// prefixPool is testPool without the spread of pool work after a change
+// of the pool's knobs (docs/config.md pool.spreadWindow): a one-node test
+// has no fleet to spread, and `enid plan --config` previews the switch
+// itself rather than the wait for the node's turn.
+const prefixPool = testPool + "  spreadWindow: 0s\n"
+
+// allocation returns the eni.ipv4Allocation line for the node's config:
+// n.Config ends inside the eni: block, so the line goes first in extra.
+func allocation(mode string) string { return "  ipv4Allocation: " + mode + "\n" }
+
+// addrKind says what the simulator holds ip as on the owned ENIs in st:
+// "secondary", "prefix" (inside a /28 prefix) or "" (not held), and on
+// which ENI.
+func (n *node) addrKind(st ecssim.State, ip netip.Addr) (kind, eni string) {
+	for _, e := range n.owned(st) {
+		if slices.Contains(e.IPv4, ip) {
+			return "secondary", e.ID
+		}
+		for _, q := range e.IPv4Prefixes {
+			if q.Contains(ip) {
+				return "prefix", e.ID
+			}
+		}
+	}
+	return "", ""
+}
+
+// ownedKinds counts the secondary addresses and the prefixes on owned ENIs.
+func (n *node) ownedKinds() (secondary, prefixes int) {
+	for _, e := range n.owned(n.sn.Sim.Dump()) {
+		secondary += len(e.IPv4)
+		prefixes += len(e.IPv4Prefixes)
+	}
+	return secondary, prefixes
+}
+
+// churnAdd is one ADD of the churn: when it began, the address and what
+// the simulator held it as right after the ADD returned.
+type churnAdd struct {
+	began time.Time
+	pod   string
+	ip    netip.Addr
+	kind  string
+}
+
+// churn adds and deletes short-lived pods on a node from a few workers
+// until stop. Every address it gets must be free among the live pods, be
+// held by an owned ENI when the ADD returns and still be when its DEL
+// begins.
+type churn struct {
+	n    *node
+	stop chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex // guards the fields below
+	live map[netip.Addr]string
+	adds []churnAdd
+	fail int
+}
+
+// startChurn starts workers that each keep one pod at a time, alive for
+// 0-300ms. The test calls end.
+func (n *node) startChurn(ctx context.Context, workers int) *churn {
+	c := &churn{n: n, stop: make(chan struct{}), live: map[netip.Addr]string{}}
+	for w := range workers {
+		rng := rand.New(rand.NewPCG(uint64(w), 0x707265666978))
+		c.wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				select {
+				case <-c.stop:
+					return
+				default:
+				}
+				if !c.one(ctx, fmt.Sprintf("c%d-%d", w, i), time.Duration(rng.IntN(300))*time.Millisecond) {
+					return
+				}
+			}
+		})
+	}
+	return c
+}
+
+// one runs one churn pod's life; false means stop (the test has failed).
+func (c *churn) one(ctx context.Context, name string, life time.Duration) bool {
+	n, t := c.n, c.n.t
+	p, err := n.makePod(name)
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	began := time.Now()
+	ip, err := n.add(ctx, p)
+	kind, eni := "", ""
+	if err == nil {
+		kind, eni = n.addrKind(n.sn.Sim.Dump(), ip)
+	}
+	c.mu.Lock()
+	switch {
+	case err != nil:
+		c.fail++
+		t.Errorf("churn ADD %s: %v", name, err)
+	case c.live[ip] != "":
+		t.Errorf("churn ADD %s returned %s, which live pod %s holds", name, ip, c.live[ip])
+	case kind == "":
+		t.Errorf("churn ADD %s returned %s, which no owned ENI holds", name, ip)
+	default:
+		c.live[ip] = name
+		c.adds = append(c.adds, churnAdd{began: began, pod: name, ip: ip, kind: kind})
+	}
+	c.mu.Unlock()
+	time.Sleep(life)
+	if err == nil {
+		// The pod has its address until its DEL begins: the ENI must still
+		// hold it, as the kind it had (a prefix is never released, nor an
+		// address taken out of it, while a pod is bound in it).
+		if k, e := n.addrKind(n.sn.Sim.Dump(), ip); k != kind || e != eni {
+			t.Errorf("churn pod %s: %s was a %s address of %s, now %q of %q before its DEL", name, ip, kind, eni, k, e)
+		}
+		c.mu.Lock()
+		if c.live[ip] == name {
+			delete(c.live, ip)
+		}
+		c.mu.Unlock()
+	}
+	if err := n.rt.Del(ctx, p.Pod); err != nil {
+		t.Errorf("churn DEL %s: %v", name, err)
+	}
+	n.removePod(p)
+	return true
+}
+
+// since returns the ADDs that began at or after t.
+func (c *churn) since(t time.Time) []churnAdd {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []churnAdd
+	for _, a := range c.adds {
+		if !a.began.Before(t) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// end stops the workers and waits for them (their last pods deleted).
+func (c *churn) end() {
+	close(c.stop)
+	c.wg.Wait()
+}
+
+// kept is a long-lived pod and what it must keep: its address and ENI.
+type kept struct {
+	p   *pod
+	ip  netip.Addr
+	eni string
+}
+
+// addKept adds pods named prefix0..k-1 and records their addresses and
+// ENIs (from their statuses), checking the simulator holds each as kind.
+func (n *node) addKept(ctx context.Context, name string, k int, kind string) []kept {
+	n.t.Helper()
+	pods := make([]*pod, k)
+	for i := range pods {
+		pods[i] = n.newPod(fmt.Sprintf("%s%d", name, i))
+	}
+	ips := n.addAll(ctx, pods)
+	st := n.sn.Sim.Dump()
+	out := make([]kept, k)
+	for i, p := range pods {
+		s, err := n.statusOf(p)
+		if err != nil {
+			n.t.Fatalf("status of %s: %v", p.Name, err)
+		}
+		if got, eni := n.addrKind(st, ips[i]); got != kind || eni != s.ENIID {
+			n.t.Errorf("pod %s: %s is held as %q on %q, want a %s address of %s (its status)", p.Name, ips[i], got, eni, kind, s.ENIID)
+		}
+		out[i] = kept{p: p, ip: ips[i], eni: s.ENIID}
+	}
+	return out
+}
+
+// checkKept checks that long-lived pods still have what they had: Ready
+// status with the same address and ENI, that address (only) in their
+// netns, the host route to it via their veth only, the simulator holding
+// it on that ENI, the VPC reaching it, and CNI CHECK passing.
+func (n *node) checkKept(ctx context.Context, pods []kept) {
+	n.t.Helper()
+	st := n.sn.Sim.Dump()
+	for _, k := range pods {
+		s, err := n.statusOf(k.p)
+		if err != nil || s.Phase != status.Ready || len(s.IPs) == 0 || s.IPs[0].Address.Addr() != k.ip || s.ENIID != k.eni {
+			n.t.Errorf("pod %s: status %+v (err %v), want Ready with %s on %s", k.p.Name, s, err, k.ip, k.eni)
+		}
+		if got := n.podAddrs(k.p.NetNS); !slices.Equal(got, []netip.Addr{k.ip}) {
+			n.t.Errorf("pod %s: addresses in its netns %v, want [%s]", k.p.Name, got, k.ip)
+		}
+		veth := linux.HostVethName(observed.AttachmentKey{ContainerID: k.p.ContainerID, IfName: k.p.IfName})
+		if got := n.hostRouteLinks(k.ip); !slices.Equal(got, []string{veth}) {
+			n.t.Errorf("pod %s (%s): host routes via %v, want exactly [%s]", k.p.Name, k.ip, got, veth)
+		}
+		if kind, eni := n.addrKind(st, k.ip); kind == "" || eni != k.eni {
+			n.t.Errorf("pod %s: %s is held as %q on %q in the simulator, want on %s", k.p.Name, k.ip, kind, eni, k.eni)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := linuxtest.Ping(pctx, n.sn.Topology.VPCNS, k.ip); err != nil {
+			n.t.Errorf("vpc -> %s: %v", k.p.Name, err)
+		}
+		cancel()
+		if err := n.rt.Check(ctx, k.p.Pod); err != nil {
+			n.t.Errorf("CHECK %s: %v", k.p.Name, err)
+		}
+	}
+}
+
+// hostRouteLinks lists the links of enid's main-table routes to ip in the
+// node namespace; unlike nodeKernel it reads only those, and again when
+// the dump is interrupted by the churn changing routes meanwhile.
+func (n *node) hostRouteLinks(ip netip.Addr) []string {
+	n.t.Helper()
+	h := nsHandle(n.t, n.sn.NodeNS())
+	defer h.Close()
+	filter := &netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: linux.Proto}
+	routes, err := h.RouteListFiltered(netlink.FAMILY_V4, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 5; try++ {
+		routes, err = h.RouteListFiltered(netlink.FAMILY_V4, filter, netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+	}
+	if err != nil {
+		n.t.Fatalf("list routes: %v", err)
+	}
+	var out []string
+	for _, r := range routes {
+		if r.Dst == nil {
+			continue
+		}
+		if a, ok := netip.AddrFromSlice(r.Dst.IP); ok && a.Unmap() == ip {
+			l, err := h.LinkByIndex(r.LinkIndex)
+			if err != nil {
+				n.t.Fatalf("link %d: %v", r.LinkIndex, err)
+			}
+			out = append(out, l.Attrs().Name)
+		}
+	}
+	return out
+}
+
+// watchKept checks every 100ms until the returned stop (idempotent) is
+// called that the
+// simulator still holds each long-lived pod's address on its ENI: no pod
+// loses its address at any moment of a switch, not only at the checks.
+// The pods are read through get, as the test removes them when it
+// deletes them.
+func (n *node) watchKept(get func() []kept) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			pods := get()
+			st := n.sn.Sim.Dump()
+			for _, k := range pods {
+				if kind, eni := n.addrKind(st, k.ip); kind == "" || eni != k.eni {
+					n.t.Errorf("pod %s lost its address: %s is held as %q on %q, was on %s", k.p.Name, k.ip, kind, eni, k.eni)
+				}
+			}
+		}
+	})
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+// previewPlan runs `enid plan --config` with cfg as the candidate config
+// until its output has every one of want (the churn moves the pool, and
+// a cooling or bound address is not released), and returns that output.
+func (n *node) previewPlan(ctx context.Context, cfg string, want ...string) string {
+	n.t.Helper()
+	path := filepath.Join(n.dir, "candidate.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		n.t.Fatal(err)
+	}
+	var out string
+	waitFor(n.t, 15*time.Second, "enid plan --config <candidate> shows the switch", func() (bool, string) {
+		code, o, stderr := n.plan(ctx, "--config", path)
+		out = o
+		if code != 0 && code != 2 {
+			return false, fmt.Sprintf("exit %d:\n%s%s", code, o, stderr)
+		}
+		for _, w := range want {
+			if !strings.Contains(o, w) {
+				return false, fmt.Sprintf("no %q in:\n%s", w, o)
+			}
+		}
+		return true, ""
+	})
+	return out
+}
+
+// TestPrefixSwitchUnderChurn is issue 15's acceptance: a node in secondary
+// mode with running pods is switched to `eni.ipv4Allocation: prefix` and
+// back by ConfigMap edits while pods keep coming and going. `enid plan`
+// with the candidate config shows each migration; no pod loses its
+// address (watched every 100ms, and status, netns, route, VPC reach and
+// CHECK after each switch); pods added after a switch takes effect get
+// the new kind; the old kind drains as its pods go (prefixes whole);
+// finally the pool settles in secondary mode with no prefix left, and once
+// more, without pods, in prefix mode within its documented bounds.
+func TestPrefixSwitchUnderChurn(t *testing.T) {
+	n := newNode(t, nodeOptions{extraConfig: allocation("secondary") + prefixPool, configMap: true, addTimeout: 10 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n.startAgent()
+	n.waitReady(30 * time.Second)
+
+	var mu sync.Mutex // guards longLived
+	var longLived []kept
+	setKept := func(k []kept) { mu.Lock(); longLived = k; mu.Unlock() }
+	stopWatch := n.watchKept(func() []kept { mu.Lock(); defer mu.Unlock(); return slices.Clone(longLived) })
+	defer stopWatch()
+
+	old := n.addKept(ctx, "a", 6, "secondary")
+	setKept(old)
+	c := n.startChurn(ctx, 3)
+	churnEnded := false
+	defer func() {
+		if !churnEnded {
+			c.end()
+		}
+	}()
+	time.Sleep(time.Second)
+
+	// Secondary -> prefix. The preview shows the migration: a prefix asked
+	// for, and idle secondary addresses given back for the switch.
+	prefixCfg := n.Config(allocation("prefix") + prefixPool)
+	out := n.previewPlan(ctx, prefixCfg, "/28 prefix", "allocation-mode-changed")
+	t.Logf("enid plan --config <prefix>:\n%s", out)
+	n.swapConfigMap(prefixCfg)
+	n.prefixMode = true
+	waitFor(t, 20*time.Second, "a prefix on an owned ENI", func() (bool, string) {
+		s, p := n.ownedKinds()
+		return p > 0, fmt.Sprintf("%d secondary addresses, %d prefixes", s, p)
+	})
+	// From here on the agent runs in prefix mode: every new pod gets an
+	// address of a prefix.
+	switched := time.Now()
+	n.checkKept(ctx, old)
+	time.Sleep(2 * time.Second)
+	newer := n.addKept(ctx, "b", 6, "prefix")
+	setKept(append(slices.Clone(old), newer...))
+	n.checkKept(ctx, old)
+
+	// The old pods go; their addresses go back, and with them the last
+	// secondary address (churn pods that began before the switch are long
+	// gone too).
+	n.delAll(ctx, podsOf(old))
+	setKept(newer)
+	waitFor(t, 20*time.Second, "no secondary address left", func() (bool, string) {
+		s, p := n.ownedKinds()
+		return s == 0, fmt.Sprintf("%d secondary addresses, %d prefixes", s, p)
+	})
+	adds := c.since(switched)
+	for _, a := range adds {
+		if a.kind != "prefix" {
+			t.Errorf("churn pod %s (ADD began %s after the switch) got %s, a %s address", a.pod, a.began.Sub(switched).Round(time.Millisecond), a.ip, a.kind)
+		}
+	}
+	t.Logf("prefix mode: %d churn ADDs after the switch", len(adds))
+	if len(adds) < 10 {
+		t.Errorf("only %d churn ADDs in prefix mode: too little churn to prove anything", len(adds))
+	}
+
+	// Prefix -> secondary. The free addresses of prefixes become surplus
+	// (not idle), so the preview grows single addresses.
+	secondaryCfg := n.Config(allocation("secondary") + prefixPool)
+	out = n.previewPlan(ctx, secondaryCfg, "surplus ", "# pool-below-min-idle")
+	t.Logf("enid plan --config <secondary>:\n%s", out)
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "AssignIPs") && strings.Contains(l, "/28") {
+			t.Errorf("back to secondary, the preview asks for a prefix: %s", l)
+		}
+	}
+	n.swapConfigMap(secondaryCfg)
+	n.prefixMode = false
+	waitFor(t, 20*time.Second, "a secondary address on an owned ENI", func() (bool, string) {
+		s, p := n.ownedKinds()
+		return s > 0, fmt.Sprintf("%d secondary addresses, %d prefixes", s, p)
+	})
+	switched = time.Now()
+	n.checkKept(ctx, newer)
+	time.Sleep(2 * time.Second)
+	n.checkKept(ctx, newer)
+
+	// The prefix pods go; prefixes go back whole once empty (the watch and
+	// the churn's checks catch any taken while a pod is bound in one).
+	n.delAll(ctx, podsOf(newer))
+	setKept(nil)
+	waitFor(t, 20*time.Second, "no prefix left", func() (bool, string) {
+		s, p := n.ownedKinds()
+		return p == 0, fmt.Sprintf("%d secondary addresses, %d prefixes", s, p)
+	})
+	c.end()
+	churnEnded = true
+	adds = c.since(switched)
+	for _, a := range adds {
+		if a.kind != "secondary" {
+			t.Errorf("churn pod %s (ADD began %s after the switch back) got %s, a %s address", a.pod, a.began.Sub(switched).Round(time.Millisecond), a.ip, a.kind)
+		}
+	}
+	c.mu.Lock()
+	t.Logf("secondary mode again: %d churn ADDs after the switch back; %d in all, %d failed", len(adds), len(c.adds), c.fail)
+	c.mu.Unlock()
+	if len(adds) < 10 {
+		t.Errorf("only %d churn ADDs after the switch back: too little churn to prove anything", len(adds))
+	}
+	stopWatch()
+	n.waitSettled(2, 6, 30*time.Second)
+
+	// Once more to prefix mode, without pods: the pool settles within the
+	// bounds prefix mode documents, all in prefixes.
+	n.swapConfigMap(prefixCfg)
+	n.prefixMode = true
+	n.waitSettled(2, 6, 30*time.Second)
+}
+
+// podsOf returns the pods of kept.
+func podsOf(k []kept) []*pod {
+	out := make([]*pod, len(k))
+	for i := range k {
+		out[i] = k[i].p
+	}
+	return out
+}
