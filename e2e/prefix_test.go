@@ -21,6 +21,7 @@ import (
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/linux/linuxtest"
 	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/reconcile"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -381,8 +382,8 @@ func TestPrefixSwitchUnderChurn(t *testing.T) {
 	// The old pods go; their addresses go back, and with them the last
 	// secondary address (churn pods that began before the switch are long
 	// gone too).
+	setKept(newer) // before their DELs: a deleted pod's address may go
 	n.delAll(ctx, podsOf(old))
-	setKept(newer)
 	waitFor(t, 20*time.Second, "no secondary address left", func() (bool, string) {
 		s, p := n.ownedKinds()
 		return s == 0, fmt.Sprintf("%d secondary addresses, %d prefixes", s, p)
@@ -421,8 +422,8 @@ func TestPrefixSwitchUnderChurn(t *testing.T) {
 
 	// The prefix pods go; prefixes go back whole once empty (the watch and
 	// the churn's checks catch any taken while a pod is bound in one).
-	n.delAll(ctx, podsOf(newer))
 	setKept(nil)
+	n.delAll(ctx, podsOf(newer))
 	waitFor(t, 20*time.Second, "no prefix left", func() (bool, string) {
 		s, p := n.ownedKinds()
 		return p == 0, fmt.Sprintf("%d secondary addresses, %d prefixes", s, p)
@@ -458,4 +459,132 @@ func podsOf(k []kept) []*pod {
 		out[i] = k[i].p
 	}
 	return out
+}
+
+// TestPrefixFragmentedFallback: with `prefer-prefix` on a vSwitch that has
+// no aligned /28 free (fragmented before the agent starts), pods are served
+// with single addresses, none fails, and the agent marks the vSwitch
+// fragmented. The mark lasts planner.DefaultFragmentedFor (5 minutes, no
+// knob), so within the test the vSwitch, defragmented, still gets no
+// prefix request; a switch to strict `prefix` makes a new pod wait with
+// `vswitch-fragmented` (status and `enid plan`) while the running pods keep
+// their addresses, and the switch back to `prefer-prefix` serves it.
+func TestPrefixFragmentedFallback(t *testing.T) {
+	n := newNode(t, nodeOptions{extraConfig: allocation("prefer-prefix") + prefixPool, configMap: true, addTimeout: 30 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	vsw := n.sn.Instance.VSwitchID
+	for _, v := range n.sn.Sim.Dump().VSwitches {
+		if _, err := n.sn.Sim.FragmentVSwitch(v.ID); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := n.vswitch(v.ID); v.FreePrefixes != 0 || v.AvailableIPs < 100 {
+			t.Fatalf("fragmented %s: %d free /28s, %d free addresses; want none and many", v.ID, v.FreePrefixes, v.AvailableIPs)
+		}
+	}
+	n.startAgent()
+	n.waitReady(30 * time.Second)
+
+	pods := n.addKept(ctx, "f", 8, "secondary")
+	if _, p := n.ownedKinds(); p != 0 {
+		t.Errorf("%d prefixes on owned ENIs of a fragmented vSwitch", p)
+	}
+	refused := 0
+	for action, outcomes := range n.sn.Sim.Counters() {
+		if action == "AssignPrivateIpAddresses" || action == "CreateNetworkInterface" {
+			refused += outcomes["InvalidVSwitchId.IpNotEnough"]
+		}
+	}
+	if refused == 0 {
+		t.Error("no prefix request was refused: the test proves nothing")
+	}
+	waitFor(t, 10*time.Second, "the vSwitch marked fragmented in the agent's memory", func() (bool, string) {
+		m, err := reconcile.ReadMemory(n.stateDir)
+		if err != nil {
+			return false, err.Error()
+		}
+		until := m.Fragmented[vsw]
+		return time.Until(until) > time.Minute, fmt.Sprintf("fragmented %v", m.Fragmented)
+	})
+
+	// Defragmented, but the mark holds: prefer-prefix asks no prefix of it
+	// until the mark expires (5 minutes, longer than a test).
+	if _, err := n.sn.Sim.DefragmentVSwitch(vsw); err != nil {
+		t.Fatal(err)
+	}
+	pods = append(pods, n.addKept(ctx, "g", 2, "secondary")...)
+
+	// Strict prefix: free single addresses are of the wrong kind and go
+	// back; a new pod waits, as the vSwitch is marked.
+	n.swapConfigMap(n.Config(allocation("prefix") + prefixPool))
+	waitFor(t, 10*time.Second, "only bound secondary addresses left", func() (bool, string) {
+		s, p := n.ownedKinds()
+		return s == len(pods) && p == 0, fmt.Sprintf("%d secondary addresses (%d pods), %d prefixes", s, len(pods), p)
+	})
+	w := n.newPod("w")
+	added := make(chan error, 1)
+	go func() {
+		_, err := n.add(ctx, w)
+		added <- err
+	}()
+	waitFor(t, 10*time.Second, "the new pod waiting with vswitch-fragmented", func() (bool, string) {
+		s, err := n.statusOf(w)
+		if err != nil {
+			return false, err.Error()
+		}
+		return s.Phase == status.Pending && s.ReasonCode == "vswitch-fragmented", fmt.Sprintf("%s %s: %s", s.Phase, s.ReasonCode, s.Reason)
+	})
+	// The plan's statuses say so too (the text shows only changes).
+	if code, out, stderr := n.plan(ctx, "--output", "json"); code != 0 || !strings.Contains(out, `"reasonCode": "vswitch-fragmented"`) {
+		t.Errorf("enid plan --output json: exit %d, no status with vswitch-fragmented:\n%s%s", code, out, stderr)
+	}
+	select {
+	case err := <-added:
+		t.Fatalf("ADD returned while the pod should wait: %v", err)
+	default:
+	}
+	n.checkBindings(podsOf(pods))
+
+	// prefer-prefix again: the waiting pod gets a single address.
+	n.swapConfigMap(n.Config(allocation("prefer-prefix") + prefixPool))
+	select {
+	case err := <-added:
+		if err != nil {
+			t.Fatalf("ADD after the switch back to prefer-prefix: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ADD not served within 20s of the switch back to prefer-prefix")
+	}
+	all := append(podsOf(pods), w)
+	n.checkBindings(all)
+	for _, k := range pods {
+		if s, err := n.statusOf(k.p); err != nil || s.IPs[0].Address.Addr() != k.ip {
+			t.Errorf("pod %s: status %+v (err %v), want its address %s", k.p.Name, s, err, k.ip)
+		}
+	}
+	if kind, _ := n.addrKind(n.sn.Sim.Dump(), mustStatusIP(t, n, w)); kind != "secondary" {
+		t.Errorf("the waiting pod got a %q address, want a secondary one", kind)
+	}
+	n.delAll(ctx, all)
+	n.waitSettled(2, 6, 30*time.Second)
+}
+
+// vswitch returns the simulator's vSwitch id.
+func (n *node) vswitch(id string) (ecssim.VSwitchState, bool) {
+	for _, v := range n.sn.Sim.Dump().VSwitches {
+		if v.ID == id {
+			return v, true
+		}
+	}
+	return ecssim.VSwitchState{}, false
+}
+
+// mustStatusIP returns the IPv4 address of p's status.
+func mustStatusIP(t *testing.T, n *node, p *pod) netip.Addr {
+	t.Helper()
+	s, err := n.statusOf(p)
+	if err != nil || len(s.IPs) == 0 {
+		t.Fatalf("status of %s: %+v (err %v)", p.Name, s, err)
+	}
+	return s.IPs[0].Address.Addr()
 }
