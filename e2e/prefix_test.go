@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -181,8 +182,9 @@ type kept struct {
 	eni string
 }
 
-// addKept adds pods named prefix0..k-1 and records their addresses and
-// ENIs (from their statuses), checking the simulator holds each as kind.
+// addKept adds pods named name0..k-1 and records their addresses and ENIs
+// (from their statuses), checking the simulator holds each on that ENI, as
+// kind unless kind is "".
 func (n *node) addKept(ctx context.Context, name string, k int, kind string) []kept {
 	n.t.Helper()
 	pods := make([]*pod, k)
@@ -197,7 +199,7 @@ func (n *node) addKept(ctx context.Context, name string, k int, kind string) []k
 		if err != nil {
 			n.t.Fatalf("status of %s: %v", p.Name, err)
 		}
-		if got, eni := n.addrKind(st, ips[i]); got != kind || eni != s.ENIID {
+		if got, eni := n.addrKind(st, ips[i]); (got != kind && kind != "") || got == "" || eni != s.ENIID {
 			n.t.Errorf("pod %s: %s is held as %q on %q, want a %s address of %s (its status)", p.Name, ips[i], got, eni, kind, s.ENIID)
 		}
 		out[i] = kept{p: p, ip: ips[i], eni: s.ENIID}
@@ -468,7 +470,10 @@ func podsOf(k []kept) []*pod {
 // knob), so within the test the vSwitch, defragmented, still gets no
 // prefix request; a switch to strict `prefix` makes a new pod wait with
 // `vswitch-fragmented` (status and `enid plan`) while the running pods keep
-// their addresses, and the switch back to `prefer-prefix` serves it.
+// their addresses, and the switch back to `prefer-prefix` serves it. The
+// expiry itself is played as an agent stopped past it (the mark moved into
+// the past in its memory.json while it is down): restarted, it takes
+// prefixes again, and the pool settles all in prefixes.
 func TestPrefixFragmentedFallback(t *testing.T) {
 	n := newNode(t, nodeOptions{extraConfig: allocation("prefer-prefix") + prefixPool, configMap: true, addTimeout: 30 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -566,6 +571,43 @@ func TestPrefixFragmentedFallback(t *testing.T) {
 		t.Errorf("the waiting pod got a %q address, want a secondary one", kind)
 	}
 	n.delAll(ctx, all)
+	n.waitSettled(2, 6, 30*time.Second)
+
+	// The mark's expiry, without waiting 5 minutes: the agent stopped for
+	// that long (its memory keeps the mark across restarts, so the test
+	// moves the mark into the past while it is down). prefer-prefix then
+	// asks the defragmented vSwitch for a prefix again.
+	n.agent.stop(t)
+	m, err := reconcile.ReadMemory(n.stateDir)
+	if err != nil || m.Fragmented[vsw].IsZero() {
+		t.Fatalf("memory after the stop: fragmented %v (err %v), want %s marked", m.Fragmented, err, vsw)
+	}
+	m.Fragmented[vsw] = time.Now().Add(-time.Second)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.stateDir, "memory.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n.startAgent()
+	n.waitReady(30 * time.Second)
+	pods = n.addKept(ctx, "h", 8, "")
+	kinds := map[string]int{}
+	st := n.sn.Sim.Dump()
+	for _, k := range pods {
+		kind, _ := n.addrKind(st, k.ip)
+		kinds[kind]++
+	}
+	t.Logf("after the mark's expiry, 8 pods got addresses of kinds %v", kinds)
+	if kinds["prefix"] == 0 {
+		t.Errorf("after the mark expired, 8 pods got addresses of kinds %v, want some inside a prefix", kinds)
+	}
+	n.checkBindings(podsOf(pods))
+	n.delAll(ctx, podsOf(pods))
+	// Single addresses go first (docs/config.md), so prefer-prefix settles
+	// like prefix mode: all in prefixes, within maxIdle+15.
+	n.prefixMode = true
 	n.waitSettled(2, 6, 30*time.Second)
 }
 
