@@ -380,6 +380,12 @@ func TestPrefixSwitchUnderChurn(t *testing.T) {
 	newer := n.addKept(ctx, "b", 6, "prefix")
 	setKept(append(slices.Clone(old), newer...))
 	n.checkKept(ctx, old)
+	// A pod on a secondary address and one in a prefix reach each other.
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := linuxtest.Ping(pctx, old[0].p.NetNS, newer[0].ip); err != nil {
+		t.Errorf("%s -> %s (%s): %v", old[0].p.Name, newer[0].p.Name, newer[0].ip, err)
+	}
+	pcancel()
 
 	// The old pods go; their addresses go back, and with them the last
 	// secondary address (churn pods that began before the switch are long
@@ -446,6 +452,14 @@ func TestPrefixSwitchUnderChurn(t *testing.T) {
 	}
 	stopWatch()
 	n.waitSettled(2, 6, 30*time.Second)
+	// No fault was injected, so every call succeeds: a refused one would be
+	// a request the model rejects (an address unassigned out of a prefix,
+	// a prefix on a full ENI...).
+	calls, failed, summary := countCalls(n.sn.Sim.Counters())
+	t.Logf("%d cloud calls: %s", calls, summary)
+	if failed > 0 {
+		t.Errorf("%d cloud calls failed without a fault injected: %s", failed, summary)
+	}
 
 	// Once more to prefix mode, without pods: the pool settles within the
 	// bounds prefix mode documents, all in prefixes.
