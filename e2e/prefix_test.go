@@ -334,7 +334,10 @@ func (n *node) previewPlan(ctx context.Context, cfg string, want ...string) stri
 // with the candidate config shows each migration; no pod loses its
 // address (watched every 100ms, and status, netns, route, VPC reach and
 // CHECK after each switch); pods added after a switch takes effect get
-// the new kind; the old kind drains as its pods go (prefixes whole);
+// the new kind; a burst's prefixes go back whole after it while the churn
+// binds addresses in them; the old kind drains as its pods go (prefixes
+// whole); no cloud call is refused (an address unassigned out of a
+// prefix would be);
 // finally the pool settles in secondary mode with no prefix left, and once
 // more, without pods, in prefix mode within its documented bounds.
 func TestPrefixSwitchUnderChurn(t *testing.T) {
@@ -386,6 +389,19 @@ func TestPrefixSwitchUnderChurn(t *testing.T) {
 		t.Errorf("%s -> %s (%s): %v", old[0].p.Name, newer[0].p.Name, newer[0].ip, err)
 	}
 	pcancel()
+
+	// A burst and its end: prefixes grow for it and go back whole once
+	// idle stays at or above maxIdle without them (idle-16 >= 6), while the
+	// churn keeps binding addresses in them.
+	burst := n.addKept(ctx, "x", 24, "prefix")
+	_, peak := n.ownedKinds()
+	n.delAll(ctx, podsOf(burst))
+	waitFor(t, 20*time.Second, "a prefix released after the burst", func() (bool, string) {
+		s, p := n.ownedKinds()
+		return p < peak, fmt.Sprintf("%d secondary addresses, %d prefixes (peak %d)", s, p, peak)
+	})
+	_, after := n.ownedKinds()
+	t.Logf("prefixes: %d for the burst, %d after it", peak, after)
 
 	// The old pods go; their addresses go back, and with them the last
 	// secondary address (churn pods that began before the switch are long
