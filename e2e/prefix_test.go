@@ -336,10 +336,10 @@ func (n *node) previewPlan(ctx context.Context, cfg string, want ...string) stri
 // CHECK after each switch); pods added after a switch takes effect get
 // the new kind; a burst's prefixes go back whole after it while the churn
 // binds addresses in them; the old kind drains as its pods go (prefixes
-// whole); no cloud call is refused (an address unassigned out of a
-// prefix would be);
-// finally the pool settles in secondary mode with no prefix left, and once
-// more, without pods, in prefix mode within its documented bounds.
+// whole); no cloud call is refused (an address unassigned out of a prefix
+// would be). Finally the pool settles in secondary mode with no prefix
+// left, and once more, without pods, in prefix mode within its documented
+// bounds.
 func TestPrefixSwitchUnderChurn(t *testing.T) {
 	n := newNode(t, nodeOptions{extraConfig: allocation("secondary") + prefixPool, configMap: true, addTimeout: 10 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
