@@ -701,3 +701,67 @@ func (n *node) waitKnobs(want string, timeout time.Duration) {
 		return strings.Contains(m.PoolKnobs, want), "pool knobs " + m.PoolKnobs
 	})
 }
+
+// TestCrashMidPrefixSwitch: the agent is SIGKILLed 0-400ms after each
+// ConfigMap switch (secondary -> prefix -> secondary; API latency keeps the
+// switch's calls in flight) and restarted. Pods running through it keep
+// their addresses, pods added after it get the new kind, the old kind
+// drains as its pods go, and the pool settles without a leak.
+func TestCrashMidPrefixSwitch(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0x737769746368))
+			n := newNode(t, nodeOptions{extraConfig: allocation("secondary") + prefixPool, configMap: true, addTimeout: 20 * time.Second,
+				sim: ecssim.Config{Latency: ecssim.Latency{Fixed: 10 * time.Millisecond, Uniform: 40 * time.Millisecond}}})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			n.startAgent()
+			n.waitReady(30 * time.Second)
+			switchAndKill := func(mode string) {
+				t.Helper()
+				mutations := func() int {
+					c := n.sn.Sim.Counters()
+					return sum(c["AssignPrivateIpAddresses"]) + sum(c["UnassignPrivateIpAddresses"])
+				}
+				before := mutations()
+				n.swapConfigMap(n.Config(allocation(mode) + prefixPool))
+				n.prefixMode = mode == "prefix"
+				d := time.Duration(rng.IntN(300)) * time.Millisecond
+				time.Sleep(d)
+				n.agent.kill()
+				t.Logf("SIGKILL %s after the switch to %s, %d assign/unassign calls after the switch", d, mode, mutations()-before)
+				n.startAgent()
+				n.waitReady(30 * time.Second)
+			}
+			old := n.addKept(ctx, "a", 6, "secondary")
+			switchAndKill("prefix")
+			newer := n.addKept(ctx, "b", 6, "prefix")
+			n.checkKept(ctx, old)
+			n.delAll(ctx, podsOf(old))
+			waitFor(t, 20*time.Second, "no secondary address left", func() (bool, string) {
+				s, p := n.ownedKinds()
+				return s == 0, fmt.Sprintf("%d secondary addresses, %d prefixes", s, p)
+			})
+			switchAndKill("secondary")
+			last := n.addKept(ctx, "c", 4, "secondary")
+			n.checkKept(ctx, newer)
+			n.delAll(ctx, podsOf(newer))
+			waitFor(t, 20*time.Second, "no prefix left", func() (bool, string) {
+				s, p := n.ownedKinds()
+				return p == 0, fmt.Sprintf("%d secondary addresses, %d prefixes", s, p)
+			})
+			n.checkBindings(podsOf(last))
+			n.delAll(ctx, podsOf(last))
+			n.waitSettled(2, 6, 30*time.Second)
+		})
+	}
+}
+
+// sum adds up a counter's outcomes.
+func sum(outcomes map[string]int) int {
+	k := 0
+	for _, v := range outcomes {
+		k += v
+	}
+	return k
+}
