@@ -34,13 +34,31 @@ func (n *node) owned(st ecssim.State) []ecssim.ENIState {
 	return out
 }
 
-// ownedIPs counts the secondary IPv4 addresses on owned ENIs.
+// ownedIPs counts the pod IPv4 addresses on owned ENIs: the secondary
+// addresses and the 16 of every /28 prefix.
 func ownedIPs(enis []ecssim.ENIState) int {
 	k := 0
 	for _, e := range enis {
-		k += len(e.IPv4)
+		k += len(e.IPv4) + 16*len(e.IPv4Prefixes)
 	}
 	return k
+}
+
+// ownedAddrs maps every pod IPv4 address on owned ENIs (secondary or in a
+// /28 prefix) to its ENI.
+func ownedAddrs(enis []ecssim.ENIState) map[netip.Addr]string {
+	held := map[netip.Addr]string{}
+	for _, e := range enis {
+		for _, a := range e.IPv4 {
+			held[a] = e.ID
+		}
+		for _, q := range e.IPv4Prefixes {
+			for a := q.Addr(); q.Contains(a); a = a.Next() {
+				held[a] = e.ID
+			}
+		}
+	}
+	return held
 }
 
 // kernel is enid's state in the node namespace.
@@ -159,12 +177,7 @@ func (n *node) checkBindings(pods []*pod) {
 	for _, s := range n.statuses() {
 		byKey[s.ContainerID+"_"+s.IfName] = s
 	}
-	held := map[netip.Addr]string{}
-	for _, e := range n.owned(n.sn.Sim.Dump()) {
-		for _, a := range e.IPv4 {
-			held[a] = e.ID
-		}
-	}
+	held := ownedAddrs(n.owned(n.sn.Sim.Dump()))
 	k := n.nodeKernel()
 	seen := map[netip.Addr]string{}
 	for _, p := range pods {
@@ -220,9 +233,12 @@ func (n *node) noOrphanRules(pods []*pod) (bool, string) {
 
 // settled reports whether, with no pods, the pool is back inside its
 // bounds: no status left, the node namespace clean, every owned ENI InUse
-// on this instance holding at least one secondary address (none in
+// on this instance holding at least one address or prefix (none in
 // exclusive mode), and between minIdle and maxIdle owned addresses in all
-// (ENIs in exclusive mode).
+// (ENIs in exclusive mode). With n.prefixMode every owned address is in a
+// /28 prefix and the bound above is maxIdle+15 (a prefix goes back only
+// when idle stays at or above maxIdle without it, docs/config.md); without
+// it no prefix is held.
 func (n *node) settled(minIdle, maxIdle int) (bool, string) {
 	if sts := n.statuses(); len(sts) > 0 {
 		return false, fmt.Sprintf("%d statuses left (first %s %s)", len(sts), sts[0].ContainerID[:12], sts[0].Phase)
@@ -232,8 +248,14 @@ func (n *node) settled(minIdle, maxIdle int) (bool, string) {
 	}
 	enis := n.owned(n.sn.Sim.Dump())
 	for _, e := range enis {
-		if e.Status != "InUse" || e.InstanceID != n.sn.Instance.ID || (len(e.IPv4) == 0) != n.exclusive {
-			return false, fmt.Sprintf("owned ENI %s is %s on %q with %d addresses", e.ID, e.Status, e.InstanceID, len(e.IPv4))
+		if e.Status != "InUse" || e.InstanceID != n.sn.Instance.ID || (len(e.IPv4)+len(e.IPv4Prefixes) == 0) != n.exclusive {
+			return false, fmt.Sprintf("owned ENI %s is %s on %q with %d addresses and %d prefixes", e.ID, e.Status, e.InstanceID, len(e.IPv4), len(e.IPv4Prefixes))
+		}
+		if n.prefixMode && len(e.IPv4) > 0 {
+			return false, fmt.Sprintf("owned ENI %s holds secondary addresses %v in a prefix mode", e.ID, e.IPv4)
+		}
+		if !n.prefixMode && len(e.IPv4Prefixes) > 0 {
+			return false, fmt.Sprintf("owned ENI %s holds prefixes %v in secondary mode", e.ID, e.IPv4Prefixes)
 		}
 	}
 	if n.exclusive {
@@ -242,6 +264,9 @@ func (n *node) settled(minIdle, maxIdle int) (bool, string) {
 			return false, fmt.Sprintf("%d owned ENIs, want %d..%d", k, minIdle, maxIdle)
 		}
 		return true, ""
+	}
+	if n.prefixMode {
+		maxIdle += 15
 	}
 	if k := ownedIPs(enis); k < minIdle || k > maxIdle {
 		return false, fmt.Sprintf("%d owned addresses on %d ENIs, want %d..%d", k, len(enis), minIdle, maxIdle)

@@ -21,7 +21,16 @@ import (
 // leaks.
 func TestCrashDuringBurst(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(*crashSeeds); seed++ {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { crashDuringBurst(t, seed, false) })
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { crashDuringBurst(t, seed, false, "") })
+	}
+}
+
+// TestCrashDuringPrefixBurst is TestCrashDuringBurst with
+// `eni.ipv4Allocation: prefix`: kills land while /28 prefixes are asked
+// for, given back and bound.
+func TestCrashDuringPrefixBurst(t *testing.T) {
+	for seed := uint64(1); seed <= uint64(*crashSeeds); seed++ {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { crashDuringBurst(t, seed, false, "prefix") })
 	}
 }
 
@@ -30,7 +39,7 @@ func TestCrashDuringBurst(t *testing.T) {
 // shutdown grace) and must leave the same clean state.
 func TestStopDuringBurst(t *testing.T) {
 	for _, seed := range []uint64{4, 6} {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { crashDuringBurst(t, seed, true) })
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { crashDuringBurst(t, seed, true, "") })
 	}
 }
 
@@ -38,15 +47,20 @@ func TestStopDuringBurst(t *testing.T) {
 var crashSeeds = flag.Int("crash-seeds", 4, "seeds of TestCrashDuringBurst to run (1..N)") //nolint:gochecknoglobals // a test flag
 
 // crashDuringBurst runs the burst with one seed; graceful sends SIGTERM
-// instead of SIGKILL.
-func crashDuringBurst(t *testing.T, seed uint64, graceful bool) {
+// instead of SIGKILL; alloc, if not empty, is eni.ipv4Allocation.
+func crashDuringBurst(t *testing.T, seed uint64, graceful bool, alloc string) {
 	rng := rand.New(rand.NewPCG(seed, 0x656e6964))
 	// A short ADD timeout: an ADD cut off by the crash fails and is
 	// retried, as kubelet would. API latency keeps cloud calls in flight
 	// when the kill lands.
 	// resyncPeriod 5s: see the orphaned-rule wait below.
-	n := newNode(t, nodeOptions{extraConfig: testPool + "resyncPeriod: 5s\n", addTimeout: time.Second,
+	extra := testPool + "resyncPeriod: 5s\n"
+	if alloc != "" {
+		extra = allocation(alloc) + extra
+	}
+	n := newNode(t, nodeOptions{extraConfig: extra, addTimeout: time.Second,
 		sim: ecssim.Config{Latency: ecssim.Latency{Fixed: 10 * time.Millisecond, Uniform: 40 * time.Millisecond}}})
+	n.prefixMode = alloc == "prefix" || alloc == "prefer-prefix"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const count = 20

@@ -72,6 +72,9 @@ type node struct {
 	exclusive bool
 	// agentArgs are extra flags of `enid run` (e.g. --kubeconfig).
 	agentArgs []string
+	// prefixMode: the config in force takes IPv4 as /28 prefixes, which
+	// changes what a settled pool looks like (settled).
+	prefixMode bool
 }
 
 // pod is a pod sandbox: its namespace and what the runtime passes to CNI.
