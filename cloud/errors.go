@@ -139,15 +139,17 @@ func inFlightCode(code string) bool {
 
 // SecurityGroupsRefused reports whether err is the cloud refusing a
 // request for its security groups: a group that does not exist or is not
-// usable here (InvalidSecurityGroupId.*: NotFound, NotVpc, ...), or one that
-// holds all the ENIs it may (SecurityGroupInstanceLimitExceed). Another
+// usable here (InvalidSecurityGroupId.*: NotFound, NotVpc, ...), a group of
+// another VPC (InvalidOperation.VpcMismatch), or one that holds all the
+// ENIs it may (SecurityGroupInstanceLimitExceed). Another
 // request with other groups may succeed where this one failed.
 func SecurityGroupsRefused(err error) bool {
 	var ae *APIError
 	if !errors.As(err, &ae) {
 		return false
 	}
-	return strings.HasPrefix(ae.Code, "InvalidSecurityGroupId.") || ae.Code == "SecurityGroupInstanceLimitExceed"
+	return strings.HasPrefix(ae.Code, "InvalidSecurityGroupId.") || ae.Code == "InvalidOperation.VpcMismatch" ||
+		ae.Code == "SecurityGroupInstanceLimitExceed"
 }
 
 // Definite reports whether a call that carried a ClientToken failed with

@@ -113,6 +113,8 @@ func TestSecurityGroupsRefused(t *testing.T) {
 		{"InvalidSecurityGroupId.NotFound", true},
 		{"InvalidSecurityGroupId.NotVpc", true},
 		{"SecurityGroupInstanceLimitExceed", true},
+		{"InvalidOperation.VpcMismatch", true}, // a group of another VPC
+		{"InvalidOperation.InvalidEniType", false},
 		{"InvalidVSwitchId.NotFound", false},
 		{"InvalidEniId.NotFound", false},
 		{"InvalidVSwitchId.IpNotEnough", false},
