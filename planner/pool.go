@@ -128,10 +128,12 @@ func (b *builder) setPool(cooling int) {
 	if b.complete && !spread {
 		b.releaseSurplus() // after bindSurplus: it gives back what is left
 	}
-	if refused := b.refusedStatus(); refused != nil && len(waiting) > 0 {
-		// The set's groups were refused: neither a new ENI nor an ENI
-		// moving to them will serve these pods before the mark ends.
-		sources, blocked = nil, refused
+	if refused := b.refusedStatus(); refused != nil && len(waiting) > 0 && len(sources) == 0 {
+		// The set's groups were refused and nothing planned serves these
+		// pods: no new ENI of the set is made before the mark ends. Pods
+		// growth serves on an ENI that has the groups already wait for it
+		// (grow gives the refusal only for the pods past them).
+		blocked = refused
 	}
 	b.tellWaiting(waiting, sources, blocked, cooling+gone)
 }
