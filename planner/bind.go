@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"net/netip"
 	"slices"
 	"time"
@@ -408,12 +409,21 @@ func (b *builder) slotCap() int {
 	return max(0, c4)
 }
 
-// fillOrder is the order new pods are placed on ENIs: the ENI with the
+// fillOrder is the order new pods are placed on ENIs: ENIs that have
+// their set's groups before ENIs moving to them (a pod on a moving ENI
+// starts after its UpdateENI: the cloud is not on the pod path while the
+// node holds a free address with the pod's groups), then the ENI with the
 // most live pods first (packing, so idle ENIs can be released whole), then
-// the lowest device index, then the lowest ID.
+// the lowest device index, then the lowest ID. An ENI whose move the cloud
+// refused takes no new pod.
 func (b *builder) fillOrder() []*eniState {
 	order := slices.DeleteFunc(slices.Clone(b.usable), b.moveRefused)
-	slices.SortStableFunc(order, func(x, y *eniState) int { return y.used - x.used })
+	slices.SortStableFunc(order, func(x, y *eniState) int {
+		if c := cmp.Compare(boolInt(x.updateRef > 0), boolInt(y.updateRef > 0)); c != 0 {
+			return c
+		}
+		return y.used - x.used
+	})
 	return order
 }
 

@@ -134,6 +134,10 @@ type eniState struct {
 	// tag names, sorted, with their keys.
 	own, target       []string
 	ownKey, targetKey string
+	// stuck: the ENI is in its tag's set but the cloud's refusal of that
+	// set's groups holds (Memory.RefusedGroups): no UpdateENI is planned
+	// and no pod is newly placed on it until the refusal ends.
+	stuck bool
 }
 
 func (e *eniState) table() int { return Table(e.eni.DeviceIndex) }

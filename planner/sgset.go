@@ -181,6 +181,21 @@ func (b *builder) stickyFits(p *podState, e *eniState, r Reservation) bool {
 	case e.ownKey:
 		return true
 	case e.targetKey:
+		if until, ok := b.refused(e.targetKey); ok && b.complete {
+			// The move was refused (eniSets plans none before the
+			// refusal ends): the reservation stays held, and the pod
+			// fails with the refusal instead of waiting for a move that
+			// does not come; kubelet's retry gets it once the groups
+			// are fixed (back, the ENI has them; moved, after the move).
+			p.status = b.failStatus(p, ReasonSecurityGroupsRefused, "sticky address "+r.IPv4.String()+" is on "+e.eni.ID+
+				", which is to move to security groups "+e.targetKey+", but the cloud refused them (`enid status` shows the cloud's error); "+
+				"they are tried again after "+until.UTC().Format(rfc3339))
+			if h := b.holderOf(r.IPv4, r.IPv6); h == nil {
+				b.hold(r.IPv4, r.IPv6, &holder{kind: holdSticky})
+				e.held++
+			}
+			return false
+		}
 		if b.moveBlocked(e) {
 			// The ENI stays on its groups while a pod on it asks for
 			// them (eniSets): waiting for the move could be forever.
@@ -214,7 +229,12 @@ func (b *builder) moveBlocked(e *eniState) bool {
 // eniSets puts every owned ENI in its set. A usable ENI whose tag names a
 // set with other groups than it has is moved to them (UpdateENI) when the
 // observation is complete and no live pod on it asks for other groups;
-// until then it serves the set of the groups it has.
+// until then it serves the set of the groups it has. While the cloud's
+// refusal of the new groups holds, no UpdateENI is planned (the refusal
+// paces the retries) and the ENI is in its tag's set but stuck: no pod is
+// newly placed on it, and its addresses and pods stay as they are (in the
+// set of its own groups, which no pod may ask for, its pool would be
+// released as idle).
 func (b *builder) eniSets() {
 	type want struct {
 		groups []string
@@ -246,6 +266,8 @@ func (b *builder) eniSets() {
 			p := conflict[e]
 			b.plan.Problems = append(b.plan.Problems, "ENI "+e.eni.ID+" keeps security groups "+ownKey+" (its set now has "+t.key+
 				"): pod "+p.key.String()+" on it asks for "+p.set.key+"; it is moved once no such pod is on it")
+		case b.refusedKey(t.key):
+			in, e.stuck = t, true
 		default:
 			in = t
 			e.updateRef = 1 + b.add(Action{Kind: UpdateENI, Target: e.eni.ID, ENIID: e.eni.ID,
@@ -391,14 +413,14 @@ func (b *builder) eachSet(f func(cooling int)) {
 	b.mem.IdleAboveMaxSince = saved.idleAboveMaxSince
 	b.otherENIs, b.plannedENIs = 0, 0
 	for _, p := range b.pods {
-		if p.bound() && p.eni.updateRef > 0 {
-			// A pod set up on an ENI moving to its set starts after the
-			// move, which a pod not yet running needs now (under
-			// throttling, urgent actions go first).
+		if p.bound() && p.eni.updateRef > 0 && (p.source == ReasonNewBinding || p.source == ReasonStickyRestore) {
+			// A pod newly placed on an ENI moving to its set starts after
+			// the move, which it needs now (under throttling, urgent
+			// actions go first). A pod claimed from kernel or published
+			// state runs already: its setup (a repair) does not wait for
+			// the cloud.
 			p.deps = append(p.deps, p.eni.updateRef-1)
-			if p.kn == nil || !p.kn.Healthy {
-				b.plan.Actions[p.eni.updateRef-1].Urgent = true
-			}
+			b.plan.Actions[p.eni.updateRef-1].Urgent = true
 		}
 	}
 	b.reclaimSlots()
@@ -449,16 +471,16 @@ func (b *builder) refused(key string) (time.Time, bool) {
 	return until, ok && b.now.Before(until)
 }
 
-// moveRefused reports whether e is to move to groups the cloud refused
-// (an UpdateENI of them failed so): until it has them, no pod is newly
-// placed on it and the pool does not grow on it.
-func (b *builder) moveRefused(e *eniState) bool {
-	if e.updateRef == 0 {
-		return false
-	}
-	_, ok := b.refused(e.targetKey)
+// refusedKey reports whether the cloud's refusal of the groups key holds.
+func (b *builder) refusedKey(key string) bool {
+	_, ok := b.refused(key)
 	return ok
 }
+
+// moveRefused reports whether e is to move to groups the cloud refused
+// (an UpdateENI or CreateENI of them failed so, eniSets): until it has
+// them, no pod is newly placed on it and the pool does not grow on it.
+func (b *builder) moveRefused(e *eniState) bool { return e.stuck }
 
 // slotWait turns the status of a set's pods that wait for an ENI no slot
 // is left for into sg-set-no-eni-slot when ENIs of other sets hold slots:
