@@ -104,6 +104,10 @@ type builder struct {
 	cur         *sgSet
 	otherENIs   int
 	plannedENIs int
+	// plannedCreates counts the CreateENI actions of earlier sets in this
+	// plan (createParts): adoptions take a slot but are no creates, and
+	// counting them would move a later set's token in the next pass.
+	plannedCreates int
 }
 
 // eniState is an attached owned ENI during planning.

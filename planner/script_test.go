@@ -91,6 +91,13 @@ func run(t *testing.T, w *plannertest.World, last *planner.Plan, d *datadriven.T
 				}
 			}
 		}
+		if d.HasArg("tokens") {
+			for _, a := range last.Actions {
+				if a.Kind == planner.CreateENI {
+					fmt.Fprintf(&out, "token %d %s %s\n", a.ID, a.Kind, a.ClientToken)
+				}
+			}
+		}
 		if d.HasArg("urgent") {
 			out.WriteString("urgent:")
 			for _, a := range last.Actions {

@@ -383,7 +383,9 @@ func (b *builder) eachSet(f func(cooling int)) {
 			a := &b.plan.Actions[i]
 			switch a.Kind {
 			case AttachENI:
-				b.plannedENIs++
+				b.plannedENIs++ // a slot, created or adopted
+			case CreateENI:
+				b.plannedCreates++
 			case AssignIPs, UnassignIPs, DetachENI:
 				// ECS refuses concurrent changes to one ENI: after its move.
 				if e := b.byID[a.ENIID]; e != nil && e.updateRef > 0 && !slices.Contains(a.DependsOn, e.updateRef-1) {
@@ -411,7 +413,7 @@ func (b *builder) eachSet(f func(cooling int)) {
 	})
 	b.cfg.Pool, b.cfg.ENI.SecurityGroups, b.cfg.ENI.Tags = saved.pool, saved.groups, saved.tags
 	b.mem.IdleAboveMaxSince = saved.idleAboveMaxSince
-	b.otherENIs, b.plannedENIs = 0, 0
+	b.otherENIs, b.plannedENIs, b.plannedCreates = 0, 0, 0
 	for _, p := range b.pods {
 		if p.bound() && p.eni.updateRef > 0 && (p.source == ReasonNewBinding || p.source == ReasonStickyRestore) {
 			// A pod newly placed on an ENI moving to its set starts after
@@ -575,11 +577,13 @@ func (b *builder) summarise(multi bool) {
 }
 
 // createParts is the identity of a new ENI's CreateENI token: the
-// instance, the vSwitch, the owned ENIs seen plus the creates before it in
-// this plan (of every set), and the release epoch; a set other than the
-// default adds its groups, so two sets never share a token.
+// instance, the vSwitch, the owned ENIs seen (any state) plus the creates
+// before it in this plan (of earlier sets: plannedCreates; of this set:
+// nth), and the release epoch; a set other than the default adds its
+// groups, so two sets never share a token. Adoptions do not count: the
+// ENI they attach is among the owned ENIs already.
 func (b *builder) createParts(vswID string, nth int) []string {
-	parts := []string{itoa(b.mem.Epoch), b.o.Instance.ID, vswID, itoa(b.owned + b.plannedENIs + nth)}
+	parts := []string{itoa(b.mem.Epoch), b.o.Instance.ID, vswID, itoa(b.owned + b.plannedCreates + nth)}
 	if b.cur != nil && !b.cur.isDefault() {
 		parts = append(parts, b.cur.key)
 	}
