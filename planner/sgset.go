@@ -284,12 +284,17 @@ func (b *builder) eniSets() {
 				p.eni.eni.ID+" with "+p.eni.set.key+": it keeps its address, and gets its set when it is recreated")
 		}
 	}
+	// An attaching or Available ENI counts for (is adopted by) the set its
+	// tag names, as a usable one: after a change of the set's groups it
+	// is moved to them once attached (above, next pass). By its current
+	// groups it would count for no set with pods: an extra create, and the
+	// Available ENI deleted after the leak grace instead of adopted.
 	for _, e := range b.inflight {
-		s := b.set(sortedKey(e.SecurityGroups))
+		s := b.set(b.target(e))
 		s.inflight = append(s.inflight, e)
 	}
 	for _, e := range b.avail {
-		s := b.set(sortedKey(e.SecurityGroups))
+		s := b.set(b.target(e))
 		s.avail = append(s.avail, e)
 	}
 	// The default set first (its pool is the config's), then by groups.
