@@ -122,8 +122,9 @@ func (b *builder) setPool(cooling int) {
 		// Pods no growth serves (it is blocked, or the cloud is not
 		// observed) take surplus addresses the node holds rather than wait.
 		waiting = b.bindSurplus(waiting, sources)
+		// Sticky pods bound here are remembered by shared(), after every
+		// set: nothing reads Memory.Sticky in between.
 		b.plan.Pool.Waiting, b.plan.Pool.Surplus = len(waiting), b.surplusCount()
-		b.rememberSticky()
 	}
 	if b.complete && !spread {
 		b.releaseSurplus() // after bindSurplus: it gives back what is left
