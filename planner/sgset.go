@@ -508,9 +508,12 @@ func (b *builder) slotWait(blocked *PodStatus, waiting int) *PodStatus {
 // or cooling address, of a set with no waiting pod. That set's minIdle
 // and minTotal do not keep it: a waiting pod comes before another set's
 // warm pool. The next pass creates the waiting set's ENI in the freed
-// slot. Nothing is released from an incomplete observation.
+// slot. Nothing is released from an incomplete observation, nor while a
+// live pod's address is unseen within UnseenGrace: a describe that lags an
+// assign shows that pod's ENI emptier than it is (the pod counts on no
+// ENI then), and the release is at once, with no delay to cover the lag.
 func (b *builder) reclaimSlots() {
-	if !b.destroyOK() {
+	if !b.destroyOK() || b.unseenInGrace() {
 		return
 	}
 	busy := map[string]bool{} // ENIs this plan acts on already
@@ -548,6 +551,17 @@ func (b *builder) reclaimSlots() {
 			}
 		}
 	}
+}
+
+// unseenInGrace reports whether an address of a live pod that no owned
+// ENI shows in this observation is still within UnseenGrace.
+func (b *builder) unseenInGrace() bool {
+	for ip := range b.unseenNow {
+		if since, ok := b.mem.Unseen[ip]; ok && b.now.Sub(since) < UnseenGrace {
+			return true
+		}
+	}
+	return false
 }
 
 // summarise sums the sets' pools into the plan's, and lists them when
