@@ -228,17 +228,24 @@ func TestSecurityGroupsChangeInPlace(t *testing.T) {
 	}
 	n.checkPlanEmpty()
 
-	// A group the cloud does not know (a typo): the update is refused and
-	// retried with a back-off, nothing else moves, and the corrected config
-	// is applied at once, not after the refused update's back-off (5 to
-	// 10 s after its second refusal).
+	// A group the cloud does not know (a typo): the update is refused, the
+	// groups are marked refused, and no update is planned again while the
+	// mark holds (planner.DefaultRefusedFor, a minute): nothing else
+	// moves, running pods are not held back by a retried move, and the
+	// corrected config is applied at once.
 	refused := func() int {
 		return n.sn.Sim.Counters()["ModifyNetworkInterfaceAttribute"]["InvalidSecurityGroupId.NotFound"]
 	}
 	n.swapConfigMap(n.withSecurityGroups("  securityGroups: [sg-new1, sg-typo]\n", testPool))
-	waitFor(t, 20*time.Second, "each ENI's update refused twice", func() (bool, string) {
-		return refused() >= 2*len(before), fmt.Sprintf("%d refusals", refused())
+	waitFor(t, 20*time.Second, "each ENI's update refused", func() (bool, string) {
+		return refused() >= len(before), fmt.Sprintf("%d refusals", refused())
 	})
+	// The executor's back-off alone would have resent them within 5 s.
+	k := refused()
+	time.Sleep(6 * time.Second)
+	if got := refused(); got != k {
+		t.Errorf("%d more refused updates while the refusal mark holds, want none", got-k)
+	}
 	n.waitGroups(newGroups, 0)
 	if a, err := n.agentFile(); err != nil || !a.Ready {
 		t.Errorf("with a refused update: heartbeat %+v (err %v), want ready", a, err)
