@@ -393,6 +393,9 @@ func (b *builder) releaseSurplus() {
 	}
 	why := Reason{ReasonAllocationModeChanged, "eni.ipv4Allocation is " + string(b.allocation()) + ": free addresses of the other kind go back"}
 	for _, e := range b.usable {
+		if e.dropped {
+			continue // its addresses go with it (dropENI)
+		}
 		prev := e.lastCall - 1
 		if b.surplus(false) {
 			var singles []netip.Addr
