@@ -343,7 +343,7 @@ func (b *builder) prefixFree(p netip.Prefix) bool {
 	a := p.Masked().Addr()
 	for range prefixSize {
 		s := b.slot(a)
-		if s == nil || s.h != nil {
+		if s == nil || s.h != nil || s.dup {
 			return false
 		}
 		if until, ok := b.mem.Cooldowns[a]; ok && b.now.Before(until) {
