@@ -128,6 +128,12 @@ func (b *builder) bindShared() {
 		if !b.stickyFits(p, e, r) {
 			continue
 		}
+		if b.inDoubt(r.IPv4, r.IPv6) {
+			// Which ENI holds it is unknown: set up on the wrong one, the
+			// pod would have no network. The cloud's view settles soon.
+			p.status = b.waitStatus(p, ReasonWaitingForIPs, "sticky address "+r.IPv4.String()+" is listed on more than one ENI (a describe is stale); waiting for the cloud to list it once")
+			continue
+		}
 		h := b.holderOf(r.IPv4, r.IPv6)
 		if h != nil && (h.kind == holdStale || h.kind == holdSticky) {
 			e.held-- // taken over below
@@ -209,23 +215,34 @@ func (p *podState) bound() bool { return p.eni != nil }
 // It looks each address up once: this is the per-pod hot path.
 func (b *builder) claim(p *podState, ip4, ip6 netip.Addr, src ReasonCode) {
 	var s4, s6 *addrRef
+	var e4, e6 *eniState
 	if b.v4 {
 		if s4 = b.slot(ip4); s4 == nil {
 			b.unseen(p, ip4, src)
 			return // not (or no longer) on an ENI we use: bind anew
 		}
+		e4 = s4.eni
+		if s4.dup {
+			e4 = b.dupENI(s4, b.claimHint(p, src))
+		}
 	}
 	if b.v6 {
-		if s6 = b.slot(ip6); s6 == nil || (s4 != nil && s4.eni != s6.eni) {
+		if s6 = b.slot(ip6); s6 != nil {
+			e6 = s6.eni
+			if s6.dup {
+				e6 = b.dupENI(s6, b.claimHint(p, src))
+			}
+		}
+		if s6 == nil || (s4 != nil && e4 != e6) {
 			if s6 == nil {
 				b.unseen(p, ip6, src)
 			}
 			return
 		}
 	}
-	s := s4
+	s, e := s4, e4
 	if s == nil {
-		s = s6
+		s, e = s6, e6
 	}
 	h := s.h
 	if h == nil && s6 != nil {
@@ -235,7 +252,7 @@ func (b *builder) claim(p *podState, ip4, ip6 netip.Addr, src ReasonCode) {
 		p.status = b.failStatus(p, ReasonAddressConflict, "address "+s.ip.String()+" is held by "+h.key.String())
 		return
 	}
-	p.ipv4, p.ipv6, p.eni, p.source = netip.Addr{}, netip.Addr{}, s.eni, src
+	p.ipv4, p.ipv6, p.eni, p.source = netip.Addr{}, netip.Addr{}, e, src
 	p.h = holder{key: p.key, kind: holdLive, pod: p}
 	if s4 != nil {
 		p.ipv4, s4.h = ip4, &p.h
@@ -243,7 +260,33 @@ func (b *builder) claim(p *podState, ip4, ip6 netip.Addr, src ReasonCode) {
 	if s6 != nil {
 		p.ipv6, s6.h = ip6, &p.h
 	}
-	s.eni.used++
+	e.used++
+}
+
+// claimHint is the ENI p's binding names, for an address listed on more
+// than one ENI (dupENI): its kernel state's ENI when claimed from the
+// kernel, its published ENI when claimed from its status. Keeping the pod
+// where it runs moves nothing while the cloud's view settles.
+func (b *builder) claimHint(p *podState, src ReasonCode) *eniState {
+	switch {
+	case src == ReasonKernelDiffers && p.kn != nil:
+		return b.byMAC[p.kn.ENIMAC]
+	case src == ReasonStatusOutdated && p.pub != nil:
+		return b.byID[p.pub.ENIID]
+	}
+	return nil
+}
+
+// inDoubt reports whether an address of the pair is listed on more than
+// one ENI (markDuplicates).
+func (b *builder) inDoubt(ip4, ip6 netip.Addr) bool {
+	pa := b.addrs(ip4, ip6)
+	for _, a := range pa.list() {
+		if s := b.slot(a); s != nil && s.dup {
+			return true
+		}
+	}
+	return false
 }
 
 // unseen handles a live pod whose address in the kernel (src
@@ -325,8 +368,8 @@ func (b *builder) computeFree() (cooling int) {
 	for i := range b.addrIdx {
 		r := &b.addrIdx[i]
 		is4 := r.ip.Is4()
-		if r.h != nil || (is4 && !b.v4) || (!is4 && !b.v6) {
-			continue
+		if r.h != nil || r.dup || (is4 && !b.v4) || (!is4 && !b.v6) {
+			continue // held, in doubt (markDuplicates), or not of the stack
 		}
 		if len(b.mem.Cooldowns) > 0 {
 			if until, ok := b.mem.Cooldowns[r.ip]; ok && b.now.Before(until) {

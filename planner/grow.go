@@ -25,7 +25,7 @@ func (b *builder) createNeeds(vswID string) int {
 	if b.excl || !b.v4 {
 		return 1
 	}
-	if prefix, _ := b.growKind(vswID); prefix {
+	if prefix, _ := b.createKind(vswID); prefix {
 		return 1 + prefixSize
 	}
 	return 2
@@ -34,9 +34,12 @@ func (b *builder) createNeeds(vswID string) int {
 // limitOrVSwitch is the status for pods left over when no ENI can be
 // added: the node's limit only when its ENIs hold all they can. An attached
 // ENI with room left after this plan's assignments had a vSwitch with no
-// address to give; an attaching ENI with room will take more once it is
-// attached (so will one this plan adopts). Either way the pods wait.
-func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int, adopted []*observed.ENI) *PodStatus {
+// address to give (short: growOn said so; room is counted in the kind the
+// vSwitch grows by now, which prefer-prefix turns to single addresses once
+// this plan's prefix leaves fewer than 16); an attaching ENI with room
+// will take more once it is attached (so will one this plan adopts).
+// Either way the pods wait.
+func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int, short map[*eniState]bool, adopted []*observed.ENI) *PodStatus {
 	if b.excl || !b.v4 {
 		return blocked
 	}
@@ -45,7 +48,11 @@ func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int, ad
 		if _, ok := b.growKind(e.eni.VSwitchID); !ok && b.freeV4Slots(e.eni) > 0 {
 			return b.fragmentedStatus(e.eni.VSwitchID)
 		}
-		if b.roomOn(e.eni) > added[e] {
+		if short[e] || b.roomOn(e.eni) > added[e] {
+			if text := b.tooFewText(e.eni.VSwitchID, prefixSize, "a /28 prefix"); text != "" {
+				return &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted,
+					Reason: "the attached ENIs' " + text + ", and no ENI can be added; waiting for addresses to free up"}
+			}
 			return &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted,
 				Reason: "the attached ENIs' vSwitch has no free address and no ENI can be added; waiting for addresses to free up"}
 		}
@@ -62,14 +69,18 @@ func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int, ad
 func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 	var out []source
 	slotCap := b.slotCap()
-	added := map[*eniState]int{} // units this plan assigns, by ENI
+	added := map[*eniState]int{}  // units this plan assigns, by ENI
+	short := map[*eniState]bool{} // ENIs their vSwitch could not fill
 	for _, e := range b.fillOrder() {
 		if n == 0 || b.excl {
 			break
 		}
 		// Within its free slots, by the kind its vSwitch grows by, never
 		// more than the vSwitch has left (growOn).
-		k := b.growOn(e, n, why)
+		k, s := b.growOn(e, n, why)
+		if s {
+			short[e] = true
+		}
 		if k <= 0 {
 			continue
 		}
@@ -98,7 +109,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if blocked := b.eniLimit(planned); blocked != nil {
 			// It stays in b.avail: leaks() deletes it after the grace
 			// period if no slot frees for it.
-			return out, b.limitOrVSwitch(blocked, added, adopted)
+			return out, b.limitOrVSwitch(blocked, added, short, adopted)
 		}
 		e := b.avail[i]
 		b.avail = slices.Delete(b.avail, i, i+1)
@@ -116,7 +127,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 			return out, refused
 		}
 		if blocked := b.eniLimit(planned); blocked != nil {
-			return out, b.limitOrVSwitch(blocked, added, adopted)
+			return out, b.limitOrVSwitch(blocked, added, short, adopted)
 		}
 		if slotCap == 0 {
 			return out, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "instance limits unknown or zero addresses per ENI"}
@@ -129,7 +140,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		k := min(roundUp(n, batch), slotCap, maxIPsAtCreate, v.AvailableIPs-1)
 		if b.v6 && !b.v4 || b.excl {
 			k = min(n, slotCap)
-		} else if prefix, _ := b.growKind(v.ID); !prefix {
+		} else if prefix, _ := b.createKind(v.ID); !prefix {
 			// Single addresses, one slot each (slotCap counts prefixes
 			// when the mode asks for them and this vSwitch refused one).
 			k = min(k, b.o.Instance.Limits.IPv4PerENI-1)
@@ -263,6 +274,7 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 	unknown := 0
 	var missing []string    // configured vSwitches the cloud says do not exist
 	var fragmented []string // refused a prefix, in strict prefix mode
+	var few []string        // too few addresses for a /28, in strict prefix mode
 	for _, id := range ids {
 		v, ok := b.vsw[id]
 		if !ok && slices.Contains(b.o.UnknownVSwitches, id) {
@@ -281,15 +293,20 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 		// outlive a plan that is held back or fails, and keep pods
 		// waiting while the vSwitch has room.
 		if v.AvailableIPs < b.createNeeds(id) {
+			if b.strictTooFew(id, 1+prefixSize) {
+				few = append(few, id)
+			}
 			continue
 		}
 		if _, ok := b.growKind(id); !ok {
 			fragmented = append(fragmented, id)
 			continue
 		}
-		// prefer-prefix: a vSwitch that refused a prefix serves only when
-		// none that gives prefixes has room.
-		frag := b.allocation() == desired.IPv4PreferPrefix && b.fragmented(id)
+		// prefer-prefix: a vSwitch that cannot give a prefix (it refused
+		// one, or has too few addresses) serves only when none that gives
+		// prefixes has room.
+		prefix, _ := b.createKind(id)
+		frag := b.allocation() == desired.IPv4PreferPrefix && !prefix
 		switch {
 		case best == nil:
 		case bestFrag && !frag:
@@ -318,9 +335,16 @@ func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
 		case len(fragmented) > 0:
 			return observed.VSwitch{}, b.fragmentedStatus(fragmented[0])
 		}
-		reason := "every vSwitch of zone " + zone + " is exhausted; waiting for addresses to free up"
+		var why []string
 		if gone != "" {
-			reason = "every vSwitch of zone " + zone + " is exhausted (" + gone + "); waiting for addresses to free up"
+			why = append(why, gone)
+		}
+		if len(few) > 0 {
+			why = append(why, b.tooFewText(few[0], 1+prefixSize, "a new ENI with a /28 prefix"))
+		}
+		reason := "every vSwitch of zone " + zone + " is exhausted; waiting for addresses to free up"
+		if len(why) > 0 {
+			reason = "every vSwitch of zone " + zone + " is exhausted (" + strings.Join(why, "; ") + "); waiting for addresses to free up"
 		}
 		// Pending, not Failed: addresses free up and skip marks expire, and
 		// a CNI ADD that waits then succeeds where a failure would only
@@ -404,7 +428,7 @@ func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) (int, in
 	a := Action{Kind: CreateENI, Target: "new", Reason: why, VSwitchID: v.ID,
 		SecurityGroups: slices.Clone(b.cfg.ENI.SecurityGroups), Tags: tags, ClientToken: tok}
 	if b.v4 && !b.excl {
-		if prefix, _ := b.growKind(v.ID); prefix {
+		if prefix, _ := b.createKind(v.ID); prefix {
 			a.IPv4PrefixCount = ceilDiv(k, prefixSize)
 		} else {
 			a.IPv4Count = k

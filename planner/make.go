@@ -121,7 +121,10 @@ type eniState struct {
 	// lastCall is ID+1 of the last address call (assign, unassign)
 	// planned on the ENI in this pass, 0 for none: calls on one ENI are
 	// chained, as ECS refuses concurrent changes to one ENI.
-	lastCall    int
+	lastCall int
+	// dropped: this plan detaches and deletes the ENI (dropENI); nothing
+	// else may be planned on it, as that would run beside the detach.
+	dropped     bool
 	used        int // live bindings
 	held        int // sticky, stale or cooling addresses (units)
 	configureID int // ConfigureENI action ID, -1 when none

@@ -43,17 +43,37 @@ func (b *builder) fragmented(id string) bool {
 	return ok && b.now.Before(until)
 }
 
-// growKind says how IPv4 grows on vSwitch id: by prefixes or by single
-// addresses; ok is false when it may not grow at all (strict prefix mode
-// on a vSwitch that just refused a prefix).
-func (b *builder) growKind(id string) (prefix, ok bool) {
+// growKind says how IPv4 grows on an attached ENI in vSwitch id: by
+// prefixes or by single addresses; ok is false when it may not grow at all
+// (strict prefix mode on a vSwitch that just refused a prefix).
+func (b *builder) growKind(id string) (prefix, ok bool) { return b.kindFor(id, prefixSize) }
+
+// createKind is growKind for a new ENI in vSwitch id: its primary address
+// comes from the vSwitch too, so a prefix needs one address more.
+func (b *builder) createKind(id string) (prefix, ok bool) { return b.kindFor(id, 1+prefixSize) }
+
+// kindFor is growKind when a prefix needs need free addresses of the
+// vSwitch. prefer-prefix takes single addresses where the vSwitch cannot
+// give a /28: it refused one (fragmented), or it is known to have fewer
+// free addresses than a prefix takes. The second needs no refusal to
+// learn: no request would be sent (growOn and pickVSwitch never ask a
+// vSwitch for more than it has), so no refusal would ever come. Strict
+// prefix mode keeps asking for prefixes; its pods wait (tooFewStatus).
+func (b *builder) kindFor(id string, need int) (prefix, ok bool) {
 	switch b.allocation() {
 	case desired.IPv4Prefix:
 		return true, !b.fragmented(id)
 	case desired.IPv4PreferPrefix:
-		return !b.fragmented(id), true
+		return !b.fragmented(id) && !b.tooFew(id, need), true
 	}
 	return false, true
+}
+
+// tooFew reports whether vSwitch id is known to have fewer than need free
+// addresses, as observed or as this plan's own assigns and creates leave it.
+func (b *builder) tooFew(id string, need int) bool {
+	v, known := b.vsw[id]
+	return known && v.AvailableIPs < need
 }
 
 // surplus reports whether a free IPv4 address of this origin (inside a
@@ -117,10 +137,12 @@ func (b *builder) roomOn(e *observed.ENI) int {
 
 // growOn plans growth of ENI e by up to n units (more when a prefix
 // brings more): within its free slots, never asking its vSwitch for more
-// than it has left. It returns the units added.
-func (b *builder) growOn(e *eniState, n int, why Reason) int {
+// than it has left. It returns the units added, and short when the
+// vSwitch's free addresses held it below that.
+func (b *builder) growOn(e *eniState, n int, why Reason) (added int, short bool) {
 	u := b.units(e.eni)
-	target := u + min(n, b.roomOn(e.eni))
+	want := u + min(n, b.roomOn(e.eni))
+	target := want
 	v, known := b.vsw[e.eni.VSwitchID]
 	prefix, _ := b.growKind(e.eni.VSwitchID)
 	a4 := v4Addrs(e.eni)
@@ -133,8 +155,9 @@ func (b *builder) growOn(e *eniState, n int, why Reason) int {
 			target = min(target, a4+v.AvailableIPs)
 		}
 	}
+	short = target < want
 	if target <= u {
-		return 0
+		return 0, short
 	}
 	taken := b.assign(e, target, prefix, why)
 	if known && b.v4 {
@@ -148,7 +171,25 @@ func (b *builder) growOn(e *eniState, n int, why Reason) int {
 	case b.v4:
 		after = a4 + taken
 	}
-	return after - u
+	return after - u, short
+}
+
+// strictTooFew reports whether, in strict prefix mode, vSwitch id is
+// known to have free addresses but fewer than need, what a prefix takes
+// there: the pods wait for that, not for a vSwitch with no address at all.
+func (b *builder) strictTooFew(id string, need int) bool {
+	v := b.vsw[id]
+	return b.allocation() == desired.IPv4Prefix && v.AvailableIPs > 0 && b.tooFew(id, need)
+}
+
+// tooFewText says why pods wait when strictTooFew(id, need) (what names
+// what the need is for), "" when it does not hold.
+func (b *builder) tooFewText(id string, need int, what string) string {
+	if !b.strictTooFew(id, need) {
+		return ""
+	}
+	return "vSwitch " + id + " has " + itoa(b.vsw[id].AvailableIPs) + " free addresses, fewer than " + what + " needs (" + itoa(need) +
+		"; eni.ipv4Allocation is prefix, prefer-prefix would take single addresses)"
 }
 
 // fragmentedStatus is the answer for pods that wait because a vSwitch
@@ -302,7 +343,7 @@ func (b *builder) prefixFree(p netip.Prefix) bool {
 	a := p.Masked().Addr()
 	for range prefixSize {
 		s := b.slot(a)
-		if s == nil || s.h != nil {
+		if s == nil || s.h != nil || s.dup {
 			return false
 		}
 		if until, ok := b.mem.Cooldowns[a]; ok && b.now.Before(until) {
@@ -352,6 +393,9 @@ func (b *builder) releaseSurplus() {
 	}
 	why := Reason{ReasonAllocationModeChanged, "eni.ipv4Allocation is " + string(b.allocation()) + ": free addresses of the other kind go back"}
 	for _, e := range b.usable {
+		if e.dropped {
+			continue // its addresses go with it (dropENI)
+		}
 		prev := e.lastCall - 1
 		if b.surplus(false) {
 			var singles []netip.Addr

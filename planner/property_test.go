@@ -253,6 +253,30 @@ func checkPlan(t *testing.T, w *plannertest.World, o observed.State, p planner.P
 			}
 		}
 	}
+	// A detached ENI gets no cloud call beside its detach: every other
+	// call on it comes before the detach (ECS refuses concurrent changes
+	// to one ENI, and it is gone after).
+	for _, d := range p.Actions {
+		if d.Kind != planner.DetachENI {
+			continue
+		}
+		before := map[int]bool{}
+		var walk func(int)
+		walk = func(id int) {
+			for _, x := range p.Actions[id].DependsOn {
+				if !before[x] {
+					before[x] = true
+					walk(x)
+				}
+			}
+		}
+		walk(d.ID)
+		for _, a := range p.Actions {
+			if a.ID != d.ID && a.ENIID == d.ENIID && a.Kind.Cloud() && a.Kind != planner.DeleteENI && !before[a.ID] {
+				t.Fatalf("%s %s [%d] beside DetachENI [%d] of the same ENI\n%s", a.Kind, a.Target, a.ID, d.ID, p.Render())
+			}
+		}
+	}
 	// One status per entry, and no address bound twice.
 	if len(p.Statuses) != len(w.Desired.Entries) {
 		t.Fatalf("%d statuses for %d entries", len(p.Statuses), len(w.Desired.Entries))

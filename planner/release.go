@@ -36,12 +36,10 @@ func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
 		return
 	}
 	why := Reason{ReasonIdleAboveMax, "idle " + itoa(idle) + " > maxIdle " + itoa(pp.maxIdle) + " since " + b.mem.IdleAboveMaxSince.UTC().Format(rfc3339)}
-	dropped := map[*eniState]bool{}
 	for _, e := range slices.Backward(b.usable) {
 		u := b.units(e.eni)
 		if e.used == 0 && e.held == 0 && u > 0 && u == b.freeSlots(e) && u <= excess {
 			b.dropENI(e, why)
-			dropped[e] = true
 			excess -= u
 		}
 	}
@@ -53,7 +51,7 @@ func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
 		if excess <= 0 {
 			break
 		}
-		if dropped[e] || b.excl {
+		if e.dropped || b.excl {
 			continue
 		}
 		// Single addresses first (the highest), then whole prefixes.
@@ -91,8 +89,13 @@ func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
 	}
 }
 
-// dropENI plans DetachENI then DeleteENI of an owned, unused ENI.
+// dropENI plans DetachENI then DeleteENI of an owned, unused ENI, and
+// marks it dropped: its addresses go with it, so no other call is planned
+// on it (releaseSurplus would otherwise unassign its surplus addresses
+// beside the detach: on dual stack an ENI whose units are all free, as
+// IPv6 counts them, can still hold surplus IPv4 addresses).
 func (b *builder) dropENI(e *eniState, why Reason) {
+	e.dropped = true
 	// MAC and Table let the executor remove the ENI's device configuration
 	// before the detach.
 	det := b.add(Action{Kind: DetachENI, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID, InstanceID: b.o.Instance.ID,

@@ -613,13 +613,10 @@ func (x *executor) configureENI(ctx context.Context, r *run, i int, a planner.Ac
 // then IPv6.
 func (x *executor) assignIPs(ctx context.Context, r *run, i int, a planner.Action) error {
 	if a.IPv4PrefixCount > 0 {
-		tok := a.ClientToken
-		if tok != "" && (a.IPv4Count > 0 || len(a.IPv4) > 0) {
-			// The planner asks for one kind per action; should one carry
-			// both, the two calls must not share a token.
-			tok += "-p"
-		}
-		qs, err := x.cloud.AssignIPv4Prefixes(ctx, a.ENIID, a.IPv4PrefixCount, tok)
+		// An action asks for one kind of IPv4 (Action.Validate refuses
+		// prefixes beside addresses), so the prefix call has the token to
+		// itself.
+		qs, err := x.cloud.AssignIPv4Prefixes(ctx, a.ENIID, a.IPv4PrefixCount, a.ClientToken)
 		if err != nil {
 			return err
 		}
