@@ -128,10 +128,7 @@ type Reservation struct {
 // pass picks another vSwitch.
 func (m Memory) MarkExhausted(id string, until time.Time) Memory {
 	n := m.clone()
-	if n.Exhausted == nil {
-		n.Exhausted = map[string]time.Time{}
-	}
-	n.Exhausted[id] = until
+	n.Exhausted = markUntil(n.Exhausted, id, until)
 	delete(n.ExhaustedFree, id) // counted afresh by the next pass
 	return n
 }
@@ -141,10 +138,7 @@ func (m Memory) MarkExhausted(id string, until time.Time) Memory {
 // (AssignIPs or CreateENI with IPv4PrefixCount) is answered IpNotEnough.
 func (m Memory) MarkFragmented(id string, until time.Time) Memory {
 	n := m.clone()
-	if n.Fragmented == nil {
-		n.Fragmented = map[string]time.Time{}
-	}
-	n.Fragmented[id] = until
+	n.Fragmented = markUntil(n.Fragmented, id, until)
 	return n
 }
 
@@ -157,10 +151,7 @@ func (m Memory) MarkFragmented(id string, until time.Time) Memory {
 // newly placed on an ENI that is to move to the groups.
 func (m Memory) MarkRefusedGroups(key string, until time.Time) Memory {
 	n := m.clone()
-	if n.RefusedGroups == nil {
-		n.RefusedGroups = map[string]time.Time{}
-	}
-	n.RefusedGroups[key] = until
+	n.RefusedGroups = markUntil(n.RefusedGroups, key, until)
 	return n
 }
 
@@ -222,31 +213,15 @@ func (m Memory) clone() Memory {
 // prune drops records that no longer matter at now, and nil-s empty maps so
 // that equal memories compare equal.
 func (m *Memory) prune(now time.Time) {
-	for ip, until := range m.Cooldowns {
-		if !now.Before(until) {
-			delete(m.Cooldowns, ip)
-		}
-	}
+	m.Cooldowns = pruneUntil(m.Cooldowns, now)
 	for k, r := range m.Sticky {
 		if !r.Until.IsZero() && !now.Before(r.Until) {
 			delete(m.Sticky, k)
 		}
 	}
-	for id, until := range m.Exhausted {
-		if !now.Before(until) {
-			delete(m.Exhausted, id)
-		}
-	}
-	for id, until := range m.Fragmented {
-		if !now.Before(until) {
-			delete(m.Fragmented, id)
-		}
-	}
-	for k, until := range m.RefusedGroups {
-		if !now.Before(until) {
-			delete(m.RefusedGroups, k)
-		}
-	}
+	m.Exhausted = pruneUntil(m.Exhausted, now)
+	m.Fragmented = pruneUntil(m.Fragmented, now)
+	m.RefusedGroups = pruneUntil(m.RefusedGroups, now)
 	if !now.Before(m.SpreadUntil) {
 		m.SpreadUntil = time.Time{}
 	}
@@ -260,9 +235,6 @@ func (m *Memory) prune(now time.Time) {
 			delete(m.Tokens, base)
 		}
 	}
-	if len(m.Cooldowns) == 0 {
-		m.Cooldowns = nil
-	}
 	if len(m.Tokens) == 0 {
 		m.Tokens = nil
 	}
@@ -275,19 +247,34 @@ func (m *Memory) prune(now time.Time) {
 	if len(m.Sticky) == 0 {
 		m.Sticky = nil
 	}
-	if len(m.Exhausted) == 0 {
-		m.Exhausted = nil
-	}
 	if len(m.LeakedSince) == 0 {
 		m.LeakedSince = nil
-	}
-	if len(m.Fragmented) == 0 {
-		m.Fragmented = nil
 	}
 	if len(m.SetIdleAboveMaxSince) == 0 {
 		m.SetIdleAboveMaxSince = nil
 	}
-	if len(m.RefusedGroups) == 0 {
-		m.RefusedGroups = nil
+}
+
+// markUntil returns l (a map the caller owns) with key marked until the
+// given time, made on first use.
+func markUntil(l map[string]time.Time, key string, until time.Time) map[string]time.Time {
+	if l == nil {
+		l = map[string]time.Time{}
 	}
+	l[key] = until
+	return l
+}
+
+// pruneUntil drops the entries of l whose time has come at now, and
+// returns nil for an empty map (so that equal memories compare equal).
+func pruneUntil[K comparable](l map[K]time.Time, now time.Time) map[K]time.Time {
+	for k, until := range l {
+		if !now.Before(until) {
+			delete(l, k)
+		}
+	}
+	if len(l) == 0 {
+		return nil
+	}
+	return l
 }

@@ -180,30 +180,28 @@ func (x *executor) nextRetry() (time.Time, bool) {
 
 // drainExhausted returns and forgets the vSwitches reported exhausted.
 func (x *executor) drainExhausted() []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := x.exhausted
-	x.exhausted = nil
-	return out
+	return x.take(&x.exhausted)
 }
 
 // drainRefusedGroups returns and forgets the security-group sets (sorted,
 // comma-joined) whose CreateENI or UpdateENI the cloud refused for their
 // groups.
 func (x *executor) drainRefusedGroups() []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := x.refusedGroups
-	x.refusedGroups = nil
-	return out
+	return x.take(&x.refusedGroups)
 }
 
 // drainFragmented returns and forgets the vSwitches that refused a prefix.
 func (x *executor) drainFragmented() []string {
+	return x.take(&x.fragmented)
+}
+
+// take returns and forgets the list l of the executor's reports (under
+// its lock).
+func (x *executor) take(l *[]string) []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := x.fragmented
-	x.fragmented = nil
+	out := *l
+	*l = nil
 	return out
 }
 
@@ -220,20 +218,12 @@ func (x *executor) note(msg string) {
 
 // drainBurnt returns and forgets the ClientTokens that failed definitely.
 func (x *executor) drainBurnt() []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := x.burnt
-	x.burnt = nil
-	return out
+	return x.take(&x.burnt)
 }
 
 // drainSent returns and forgets the ClientTokens of the creates started.
 func (x *executor) drainSent() []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := x.sent
-	x.sent = nil
-	return out
+	return x.take(&x.sent)
 }
 
 func (x *executor) errors() []string {
