@@ -2,8 +2,10 @@ package planner_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/enidnet/enid/observed"
@@ -90,5 +92,54 @@ func TestEffectsNeverModifyTheirInput(t *testing.T) {
 	got = planner.Before(st, planner.Action{Kind: planner.UnassignIPs, ENIID: "eni-1", IPv4: []netip.Addr{ip("10.0.0.6")}})
 	if len(got.ENIs[0].IPv4) != 1 || got.VSwitches[0].AvailableIPs != 100 {
 		t.Errorf("before UnassignIPs: addresses %v, vSwitch free %d: want the address gone, the vSwitch not credited yet", got.ENIs[0].IPv4, got.VSwitches[0].AvailableIPs)
+	}
+}
+
+// TestEffectsEditInPlace: once Effects owns its lists, an action on a node
+// of thousands of attachments costs no copy of them (issue 28: every
+// published status copied the published list, and 2,000 entries cost
+// 640 MB), while a state handed out by State never changes under its
+// holder.
+func TestEffectsEditInPlace(t *testing.T) {
+	const n = 2000
+	var st observed.State
+	for i := range n {
+		k := observed.AttachmentKey{ContainerID: fmt.Sprintf("c%05d", i), IfName: "eth0"}
+		st.Node.Published = append(st.Node.Published, observed.Binding{Key: k, Phase: planner.PhasePending})
+		st.Node.Pods = append(st.Node.Pods, observed.PodNet{Key: k})
+	}
+	fx := planner.NewEffects(st)
+	key := observed.AttachmentKey{ContainerID: "c01000", IfName: "eth0"}
+	ready := &planner.PodStatus{Key: key, Phase: planner.PhaseReady, Revision: "r1"}
+	fx.Apply(planner.Action{Kind: planner.PublishStatus, Target: key.String(), Status: ready}, planner.Result{})
+	held := fx.State()
+	allocs := testing.AllocsPerRun(100, func() {
+		fx.Apply(planner.Action{Kind: planner.PublishStatus, Target: key.String(), Status: ready}, planner.Result{})
+	})
+	// The first run after State copies the lists once; the other 100 edit
+	// in place.
+	if allocs > 1 {
+		t.Errorf("publishing one status on a node of %d costs %.1f allocations a run: want no copy per action", n, allocs)
+	}
+	if st.Node.Published[1000].Phase != planner.PhasePending {
+		t.Errorf("the input state changed: %+v", st.Node.Published[1000])
+	}
+	// held was handed out before the edits above: it shows the first one
+	// (Ready) and no later edit reaches it.
+	fx.Apply(planner.Action{Kind: planner.TeardownPod, Pod: &planner.PodTarget{Key: key}}, planner.Result{})
+	fx.Apply(planner.Action{Kind: planner.PublishStatus, Target: key.String()}, planner.Result{})
+	if len(held.Node.Pods) != n || len(held.Node.Published) != n || held.Node.Published[1000].Phase != planner.PhaseReady {
+		t.Errorf("a state handed out changed under its holder: %d pods, %d statuses", len(held.Node.Pods), len(held.Node.Published))
+	}
+	now := fx.State()
+	if len(now.Node.Pods) != n-1 || len(now.Node.Published) != n-1 {
+		t.Errorf("after a teardown and a status removal: %d pods, %d statuses: want %d each", len(now.Node.Pods), len(now.Node.Published), n-1)
+	}
+	// Inserting keeps the list sorted.
+	k2 := observed.AttachmentKey{ContainerID: "c00500x", IfName: "eth0"}
+	fx.Apply(planner.Action{Kind: planner.SetupPod, Pod: &planner.PodTarget{Key: k2}}, planner.Result{HostVeth: "v"})
+	pods := fx.State().Node.Pods
+	if !slices.IsSortedFunc(pods, func(a, b observed.PodNet) int { return a.Key.Compare(b.Key) }) || !slices.ContainsFunc(pods, func(p observed.PodNet) bool { return p.Key == k2 }) {
+		t.Errorf("SetupPod of %s: list unsorted or pod missing", k2)
 	}
 }

@@ -13,11 +13,14 @@ import (
 // run, so no pass hands out an address that is on its way out); a full
 // observation replaces it on start, on resync and after errors.
 //
-// Updates never modify a slice in place: a snapshot handed to the planner
-// shares backing arrays with the cache, so every change builds new slices.
+// A snapshot handed to the planner shares backing arrays with the cache;
+// planner.Effects copies them before the next change, never after.
 type cache struct {
 	mu sync.Mutex // guards everything below
-	st observed.State
+	// fx holds the observed state and applies actions to it in place
+	// (planner.Effects): a snapshot costs one copy of the lists at the next
+	// change, not one per action.
+	fx planner.Effects
 	// have is false until the first full observation.
 	have bool
 	// refreshed is when the last full observation was taken.
@@ -34,13 +37,14 @@ type cache struct {
 func (c *cache) snapshot() (observed.State, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.st, c.have
+	return c.fx.State(), c.have
 }
 
 func (c *cache) replace(st observed.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st, c.have, c.refreshed, c.dirty = st, true, st.At, !st.Complete
+	c.fx.Replace(st)
+	c.have, c.refreshed, c.dirty = true, st.At, !st.Complete
 }
 
 // routine reports whether a full observation now would be routine (one
@@ -48,7 +52,7 @@ func (c *cache) replace(st observed.State) {
 func (c *cache) routine() (bool, observed.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.have && !c.dirty, c.st
+	return c.have && !c.dirty, c.fx.State()
 }
 
 func (c *cache) markDirty() {
@@ -114,7 +118,7 @@ func (c *cache) setStarved(b bool) {
 // and the agent takes no full observation while actions run, so only the
 // ones it does not wait for keep this true across passes.
 func (c *cache) inTransit() bool {
-	for _, e := range c.st.ENIs {
+	for _, e := range c.fx.Peek().ENIs {
 		switch e.Status {
 		case observed.ENIAttaching, observed.ENIDetaching, observed.ENIDeleting:
 			return true
@@ -128,21 +132,21 @@ func (c *cache) inTransit() bool {
 func (c *cache) before(a planner.Action) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st = planner.Before(c.st, a)
+	c.fx.Before(a)
 }
 
 // apply records the result of action a (planner.Apply).
 func (c *cache) apply(a planner.Action, r planner.Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.st = planner.Apply(c.st, a, r)
+	c.fx.Apply(a, r)
 }
 
 // eni returns the ENI with that ID.
 func (c *cache) eni(id string) (observed.ENI, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, e := range c.st.ENIs {
+	for _, e := range c.fx.Peek().ENIs {
 		if e.ID == id {
 			return e, true
 		}
@@ -154,7 +158,7 @@ func (c *cache) eni(id string) (observed.ENI, bool) {
 func (c *cache) publishedKey(s string) (observed.AttachmentKey, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, b := range c.st.Node.Published {
+	for _, b := range c.fx.Peek().Node.Published {
 		if len(b.Key.ContainerID)+1+len(b.Key.IfName) == len(s) && b.Key.String() == s {
 			return b.Key, true
 		}
@@ -166,7 +170,7 @@ func (c *cache) publishedKey(s string) (observed.AttachmentKey, bool) {
 func (c *cache) publishedReady(key observed.AttachmentKey, revision string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, b := range c.st.Node.Published {
+	for _, b := range c.fx.Peek().Node.Published {
 		if b.Key == key {
 			return b.Phase == "Ready" && b.Revision == revision
 		}

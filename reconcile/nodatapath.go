@@ -31,8 +31,8 @@ type NoDatapath struct {
 	file string
 	mu   sync.Mutex // guards node and the file
 	// node is what was set up, changed by the planner's own effects
-	// (planner.Apply), as the agent's cache is.
-	node observed.State
+	// (planner.Effects), as the agent's cache is.
+	node planner.Effects
 }
 
 // maxNoDatapathFile bounds the record read at start (a simulated node's
@@ -65,7 +65,7 @@ func NewNoDatapath(file string) (*NoDatapath, error) {
 	}
 	slices.SortFunc(rec.ENIs, func(a, b observed.ENIDevice) int { return strings.Compare(a.MAC, b.MAC) })
 	slices.SortFunc(rec.Pods, func(a, b observed.PodNet) int { return a.Key.Compare(b.Key) })
-	n.node.Node = observed.Node{ENIDevices: rec.ENIs, Pods: rec.Pods}
+	n.node.Replace(observed.State{Node: observed.Node{ENIDevices: rec.ENIs, Pods: rec.Pods}})
 	return n, nil
 }
 
@@ -74,8 +74,9 @@ func (n *NoDatapath) save() error {
 	if n.file == "" {
 		return nil
 	}
-	rec := noDatapathRecord{ENIs: append([]observed.ENIDevice{}, n.node.Node.ENIDevices...),
-		Pods: append([]observed.PodNet{}, n.node.Node.Pods...)}
+	node := n.node.Peek().Node
+	rec := noDatapathRecord{ENIs: append([]observed.ENIDevice{}, node.ENIDevices...),
+		Pods: append([]observed.PodNet{}, node.Pods...)}
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -90,17 +91,55 @@ func (n *NoDatapath) save() error {
 func (n *NoDatapath) Observe(context.Context) (observed.Node, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return observed.Node{ENIDevices: slices.Clone(n.node.Node.ENIDevices), Pods: slices.Clone(n.node.Node.Pods)}, nil
+	node := n.node.Peek().Node
+	return observed.Node{ENIDevices: slices.Clone(node.ENIDevices), Pods: slices.Clone(node.Pods)}, nil
 }
 
-// apply records what the action did (planner.Apply) and reports whether
-// anything changed; the caller holds mu.
+// apply records what the action did (planner.Effects) and reports whether
+// anything changed; the caller holds mu. Only the device or the pod the
+// action names can change, so only that one is compared (a copy of the
+// lists per action would cost O(pods) each).
 func (n *NoDatapath) apply(a planner.Action, r planner.Result) bool {
-	next := planner.Apply(n.node, a, r)
-	changed := !slices.Equal(next.Node.ENIDevices, n.node.Node.ENIDevices) ||
-		!slices.EqualFunc(next.Node.Pods, n.node.Node.Pods, samePod)
-	n.node = next
-	return changed
+	mac := a.MAC
+	var key observed.AttachmentKey
+	if a.Pod != nil {
+		key = a.Pod.Key
+		if a.Kind == planner.MoveENI {
+			mac = a.Pod.ENIMAC
+		}
+	}
+	dev, devOK := n.device(mac)
+	pod, podOK := n.pod(key)
+	n.node.Apply(a, r)
+	dev2, devOK2 := n.device(mac)
+	pod2, podOK2 := n.pod(key)
+	return devOK != devOK2 || dev != dev2 || podOK != podOK2 || (podOK && !samePod(pod, pod2))
+}
+
+// device and pod find what the record holds for a MAC or a key; the
+// caller holds mu.
+func (n *NoDatapath) device(mac string) (observed.ENIDevice, bool) {
+	if mac == "" {
+		return observed.ENIDevice{}, false
+	}
+	for _, d := range n.node.Peek().Node.ENIDevices {
+		if d.MAC == mac {
+			return d, true
+		}
+	}
+	return observed.ENIDevice{}, false
+}
+
+func (n *NoDatapath) pod(k observed.AttachmentKey) (observed.PodNet, bool) {
+	if k == (observed.AttachmentKey{}) {
+		return observed.PodNet{}, false
+	}
+	pods := n.node.Peek().Node.Pods
+	i, ok := slices.BinarySearchFunc(pods, k, func(p observed.PodNet, k observed.AttachmentKey) int { return p.Key.Compare(k) })
+	if !ok {
+		return observed.PodNet{}, false
+	}
+	return pods[i], true
 }
 
 // samePod compares the parts of a pod record the datapath sets.

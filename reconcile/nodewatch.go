@@ -122,7 +122,8 @@ func (c *cache) replaceNode(n observed.Node) {
 	if !c.have {
 		return
 	}
-	old := c.st.Node.Pods
+	st := c.fx.State()
+	old := st.Node.Pods
 	for i := range n.Pods {
 		p := &n.Pods[i]
 		j, ok := slices.BinarySearchFunc(old, p.Key, func(x observed.PodNet, k observed.AttachmentKey) int { return x.Key.Compare(k) })
@@ -131,6 +132,7 @@ func (c *cache) replaceNode(n observed.Node) {
 			p.Problems = append(slices.Clone(p.Problems), old[j].Problems...)
 		}
 	}
-	n.Published = c.st.Node.Published
-	c.st.Node = n
+	n.Published = st.Node.Published
+	st.Node = n
+	c.fx.Replace(st)
 }
