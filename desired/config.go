@@ -84,6 +84,12 @@ type Config struct {
 	StickyStatefulSets *bool `json:"stickyStatefulSets,omitempty"`
 	// ResyncPeriod is how often the agent re-reads everything in full.
 	ResyncPeriod Duration `json:"resyncPeriod,omitempty"`
+	// StaleEntryTimeout is how long an entry whose pod network namespace
+	// no longer exists is waited on (for the CNI DEL that normally
+	// follows) before it is given up: Failed with netns-gone, its
+	// addresses released. Meanwhile it is Pending and never gets a new
+	// address, so it holds back no live pod.
+	StaleEntryTimeout Duration `json:"staleEntryTimeout,omitempty"`
 	// Overrides are per-node changes, applied in order to nodes they match.
 	Overrides []Override `json:"overrides,omitempty"`
 }

@@ -24,6 +24,9 @@ const (
 	DefaultCredentials    = CredentialsEnv
 	DefaultStickyIPHold   = 5 * time.Minute
 	DefaultResyncPeriod   = 2 * time.Minute
+	// DefaultStaleEntryTimeout: a runtime's DEL follows a pod's end within
+	// seconds; an entry whose netns has been gone for a minute lost it.
+	DefaultStaleEntryTimeout = time.Minute
 )
 
 // Default file locations.
@@ -65,5 +68,7 @@ func DefaultConfig() Config {
 		},
 		StickyIPHold: Duration(DefaultStickyIPHold),
 		ResyncPeriod: Duration(DefaultResyncPeriod),
+
+		StaleEntryTimeout: Duration(DefaultStaleEntryTimeout),
 	}
 }

@@ -44,6 +44,7 @@ func TestDefaultsDocumented(t *testing.T) {
 		"cloud.credentials.source": string(d.Cloud.Credentials.Source),
 		"stickyIPHold":             short(d.StickyIPHold),
 		"resyncPeriod":             short(d.ResyncPeriod),
+		"staleEntryTimeout":        short(d.StaleEntryTimeout),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("docs/config.md defaults table vs DefaultConfig (-code +doc):\n%s", diff)

@@ -91,6 +91,7 @@ func (c Config) problems() []Problem {
 
 	v.duration("stickyIPHold", c.StickyIPHold)
 	v.duration("resyncPeriod", c.ResyncPeriod)
+	v.duration("staleEntryTimeout", c.StaleEntryTimeout)
 	v.problems = append(v.problems, overrideBodyProblems(c.Overrides)...)
 	for i, o := range c.Overrides {
 		m := o.Match

@@ -235,6 +235,12 @@ type Node struct {
 	// from /run/enid/status: the binding record when the kernel holds none
 	// (no datapath, or state lost), and what not to publish again.
 	Published []Binding
+	// MissingNetNS lists, sorted, the entries whose pod network namespace
+	// does not exist (the datapath opened the entry's path and found
+	// nothing): their pods are gone, and DEL should follow. The agent's
+	// planning fills it from its check of each entry (reconcile.Planning);
+	// the node reading leaves it empty.
+	MissingNetNS []AttachmentKey
 }
 
 // Binding is a published status as read back: which attachment holds which

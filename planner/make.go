@@ -74,8 +74,13 @@ type builder struct {
 	devices map[string]observed.ENIDevice
 	vsw     map[string]observed.VSwitch
 
-	pods        []*podState          // live entries, sorted by key
-	podByStr    map[string]*podState // built on first use
+	pods     []*podState          // live entries, sorted by key
+	podByStr map[string]*podState // built on first use
+	// gone are the entries whose network namespace is missing (stale.go),
+	// sorted by key: not in pods, they are torn down and released as gone
+	// attachments, but keep a status. goneKeys indexes them.
+	gone        []*podState
+	goneKeys    map[observed.AttachmentKey]bool
 	problemKeys map[observed.AttachmentKey]bool
 	runtime     map[observed.AttachmentKey]bool
 	// deleted are the attachments the runtime deleted (desired.State.Deleted):
@@ -166,6 +171,9 @@ type podState struct {
 	kn      *observed.PodNet  // the pod's kernel state, nil when none
 	pub     *observed.Binding // the pod's published status, nil when none
 	set     *sgSet            // the security-group set the pod asks for
+	// goneSince is when the pod's network namespace was first seen
+	// missing (zero: it exists; stale.go).
+	goneSince time.Time
 }
 
 // holder says who holds an address during planning.
@@ -234,6 +242,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	}
 
 	b.newPods(d, o)
+	b.splitGone(o)
 	b.indexEntryFacts(d)
 	b.kernel = sortedBy(o.Node.Pods, kernelKey)
 	b.pubs = sortedBy(o.Node.Published, pubKey)

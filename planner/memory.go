@@ -65,6 +65,11 @@ type Memory struct {
 	// cloud refused to create an ENI with to the time until which no ENI
 	// of it is created. See MarkRefusedGroups.
 	RefusedGroups map[string]time.Time `json:"refusedGroups,omitempty"`
+	// NetNSGone maps an entry ("<containerID>_<ifName>") whose pod network
+	// namespace does not exist to when that was first seen: past the
+	// config's staleEntryTimeout the entry is given up (stale.go). Kept
+	// across restarts, so a restart does not start the wait again.
+	NetNSGone map[string]time.Time `json:"netnsGone,omitempty"`
 }
 
 // DefaultFragmentedFor is how long a vSwitch that refused an IPv4 prefix
@@ -207,6 +212,7 @@ func (m Memory) clone() Memory {
 	n.Fragmented = maps.Clone(m.Fragmented)
 	n.SetIdleAboveMaxSince = maps.Clone(m.SetIdleAboveMaxSince)
 	n.RefusedGroups = maps.Clone(m.RefusedGroups)
+	n.NetNSGone = maps.Clone(m.NetNSGone)
 	return n
 }
 
@@ -252,6 +258,9 @@ func (m *Memory) prune(now time.Time) {
 	}
 	if len(m.SetIdleAboveMaxSince) == 0 {
 		m.SetIdleAboveMaxSince = nil
+	}
+	if len(m.NetNSGone) == 0 {
+		m.NetNSGone = nil
 	}
 }
 

@@ -61,8 +61,8 @@ func (b *builder) teardown(pn observed.PodNet) {
 
 // unpublish plans the removal of a gone attachment's status file.
 func (b *builder) unpublish(k observed.AttachmentKey) {
-	if !b.destroyOK() || b.kept(k) {
-		return
+	if !b.destroyOK() || b.kept(k) || b.goneKeys[k] {
+		return // an entry whose netns is gone keeps a status (publishGone)
 	}
 	var deps []int
 	if id, ok := b.staleTeardown[k]; ok {
@@ -89,7 +89,7 @@ func (b *builder) podActions() {
 	b.plan.Actions = slices.Grow(b.plan.Actions, n)
 	for _, p := range b.pods {
 		if p.status != nil {
-			b.publish(*p.status, p.pub, nil)
+			b.publish(*p.status, p.pub, nil, true)
 			continue
 		}
 		if !p.bound() {
@@ -144,10 +144,13 @@ func (b *builder) podActions() {
 					a.DependsOn = append(a.DependsOn, e.configureID)
 				}
 			}
+			a.Urgent = true
 			deps = append(deps, b.add(a))
 		}
-		b.publish(st, p.pub, deps)
+		b.publish(st, p.pub, deps, true)
 	}
+	b.urgentPodPath()
+	b.publishGone()
 	for _, ep := range b.d.EntryProblems {
 		if ep.ContainerID == "" {
 			continue
@@ -161,20 +164,46 @@ func (b *builder) podActions() {
 		if ep.Code != "" {
 			code = ReasonCode(ep.Code)
 		}
-		b.publish(PodStatus{Key: k, Phase: PhaseFailed, ReasonCode: code, Reason: "entry " + ep.File + ": " + ep.Err, IfName: ep.IfName}, pub, nil)
+		b.publish(PodStatus{Key: k, Phase: PhaseFailed, ReasonCode: code, Reason: "entry " + ep.File + ": " + ep.Err, IfName: ep.IfName}, pub, nil, false)
+	}
+}
+
+// urgentPodPath marks urgent every ConfigureENI (an ENI's device is on
+// the path of every pod placed on it, now or by a later pass while it
+// runs) and the node actions an urgent action depends on (a previous
+// holder's teardown): the executor starts them first (see Action.Urgent).
+// Dependencies are always earlier actions, so one walk backwards reaches
+// every one.
+func (b *builder) urgentPodPath() {
+	acts := b.plan.Actions
+	for i := len(acts) - 1; i >= 0; i-- {
+		a := &acts[i]
+		if a.Kind == ConfigureENI {
+			a.Urgent = true
+		}
+		if !a.Urgent || a.Kind.Cloud() {
+			continue
+		}
+		for _, d := range a.DependsOn {
+			if !acts[d].Kind.Cloud() {
+				acts[d].Urgent = true
+			}
+		}
 	}
 }
 
 // publish records st as the attachment's answer and plans PublishStatus
-// when the published one (pb, nil when none) differs.
-func (b *builder) publish(st PodStatus, pb *observed.Binding, deps []int) {
+// when the published one (pb, nil when none) differs; urgent when a live
+// pod's CNI ADD waits on it (whatever the phase: a Pending or Failed
+// status tells it why), not for the entries that cannot be served.
+func (b *builder) publish(st PodStatus, pb *observed.Binding, deps []int, urgent bool) {
 	b.plan.Statuses = append(b.plan.Statuses, st)
 	if pb != nil && pb.Revision == st.Revision && pb.Phase == st.Phase &&
 		pb.Reason == st.Reason && pb.IPv4 == st.IPv4 && pb.IPv6 == st.IPv6 && pb.ENIID == st.ENIID {
 		return
 	}
 	s := st
-	b.add(Action{Kind: PublishStatus, Target: st.Key.String(), Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: &s})
+	b.add(Action{Kind: PublishStatus, Target: st.Key.String(), Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: &s, Urgent: urgent})
 }
 
 func sourceText(c ReasonCode) string {

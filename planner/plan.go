@@ -194,6 +194,10 @@ const (
 	// ReasonNetNSRefused: the entry's netns is the node's own namespace or
 	// not a network namespace at all; enid never sets a pod up there.
 	ReasonNetNSRefused ReasonCode = "netns-refused"
+	// ReasonNetNSGone: the entry's netns does not exist (its pod is gone
+	// and its CNI DEL has not come): Pending within staleEntryTimeout,
+	// then Failed with its addresses released (stale.go).
+	ReasonNetNSGone ReasonCode = "netns-gone"
 	// ReasonCloudUnreachable: degraded mode (the cloud cannot be observed)
 	// and no idle address is left; growth waits for the cloud.
 	ReasonCloudUnreachable ReasonCode = "cloud-unreachable"
@@ -248,10 +252,14 @@ type Action struct {
 	Reason Reason `json:"reason"`
 	// DependsOn lists the IDs of actions that must succeed first.
 	DependsOn []int `json:"dependsOn,omitempty"`
-	// Urgent marks a cloud action that a waiting pod needs (its address or
-	// its ENI). Under throttling the executor runs urgent actions and
-	// defers the rest (topping up the idle pool, releasing surplus), which
-	// the next pass plans again.
+	// Urgent marks an action on a waiting pod's path: a cloud action it
+	// needs (its address or its ENI), its setup (SetupPod, MoveENI), the
+	// node actions the setup depends on and its Ready status. The executor
+	// starts urgent actions before the others waiting for a slot (a live
+	// pod never queues behind the statuses of entries that cannot be
+	// served), and under throttling it runs urgent cloud actions and defers
+	// the rest (topping up the idle pool, releasing surplus), which the
+	// next pass plans again.
 	Urgent bool `json:"urgent,omitempty"`
 
 	// ENIID is the ENI acted on, when it exists already.

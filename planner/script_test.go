@@ -99,13 +99,19 @@ func run(t *testing.T, w *plannertest.World, last *planner.Plan, d *datadriven.T
 			}
 		}
 		if d.HasArg("urgent") {
-			out.WriteString("urgent:")
+			// Cloud and node actions apart: the cloud's say what waits
+			// under throttling, the node's what starts first.
+			cloud, node := "", ""
 			for _, a := range last.Actions {
-				if a.Urgent {
-					out.WriteString(" " + strconv.Itoa(a.ID))
+				switch {
+				case a.Urgent && a.Kind.Cloud():
+					cloud += " " + strconv.Itoa(a.ID)
+				case a.Urgent:
+					node += " " + strconv.Itoa(a.ID)
 				}
 			}
-			out.WriteString("\n")
+			out.WriteString("urgent:" + cloud + "\n")
+			out.WriteString("urgent on the pod path:" + node + "\n")
 		}
 		if d.HasArg("json") {
 			b, err := last.JSON()

@@ -45,4 +45,10 @@ func TestNextDeadline(t *testing.T) {
 	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(2 * time.Second)) {
 		t.Fatalf("NextDeadline = %v, want the refused set's mark end", got)
 	}
+	// An entry whose netns is gone is given up at staleEntryTimeout.
+	cfg.StaleEntryTimeout = desired.Duration(time.Minute)
+	m.NetNSGone = map[string]time.Time{"c1_eth0": now.Add(-59 * time.Second)}
+	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(time.Second)) {
+		t.Fatalf("NextDeadline = %v, want the stale entry's timeout", got)
+	}
 }

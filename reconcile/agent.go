@@ -63,7 +63,8 @@ type Config struct {
 	Metrics *Metrics
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
-	// Parallelism bounds concurrent actions (default 16).
+	// Parallelism bounds concurrent node actions, and apart concurrent
+	// cloud actions (default 16 each).
 	Parallelism int
 	// Heartbeat is how often agent.json is rewritten (default 2s).
 	Heartbeat time.Duration
@@ -469,6 +470,16 @@ func (a *Agent) pass(ctx context.Context) {
 	}
 	if a.fetch == nil && a.fetched == nil && a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
 		a.startFetch(ctx, d.Config, now)
+	}
+	if stale, keys := a.cache.takeNodeStale(); stale {
+		// A node action found something missing: read the node, and check
+		// the pods' namespaces again (a gone one is given up, not retried).
+		a.nodeDirty, a.nodeDue = true, now
+		if len(keys) > 0 {
+			a.planning.recheckNetNS(keys...)
+			a.loadDesired()
+			d = a.desired
+		}
 	}
 	a.rereadNode(ctx)
 	o, have := a.cache.snapshot()

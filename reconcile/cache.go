@@ -32,6 +32,29 @@ type cache struct {
 	// actedAt is when a cloud action of this agent last ended
 	// (noteCloudAction).
 	actedAt time.Time
+	// nodeStale: a node action found something missing, so the node is to
+	// be read again (not the cloud); missing names the attachments whose
+	// namespace is to be checked again (markNodeStale, takeNodeStale).
+	nodeStale bool
+	missing   []observed.AttachmentKey
+}
+
+// markNodeStale asks for a read of the node (not of the cloud) and a new
+// check of the namespaces of the attachments named.
+func (c *cache) markNodeStale(keys ...observed.AttachmentKey) {
+	c.mu.Lock()
+	c.nodeStale = true
+	c.missing = append(c.missing, keys...)
+	c.mu.Unlock()
+}
+
+// takeNodeStale returns and clears what markNodeStale asked for.
+func (c *cache) takeNodeStale() (stale bool, keys []observed.AttachmentKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stale, keys = c.nodeStale, c.missing
+	c.nodeStale, c.missing = false, nil
+	return stale, keys
 }
 
 func (c *cache) snapshot() (observed.State, bool) {

@@ -42,8 +42,11 @@ type executor struct {
 	published func(planner.PodStatus)
 	// waitDevice bounds how long ConfigureENI waits for the ENI's device.
 	waitDevice time.Duration
-	// sem bounds how many actions run at once.
-	sem chan struct{}
+	// nodeSlots and cloudSlots bound how many node and cloud actions run
+	// at once, urgent ones first. Apart, so that a cloud call (an attach
+	// waits seconds for InUse) never holds a slot a pod's setup needs, and
+	// a burst of status writes never delays the pool's growth.
+	nodeSlots, cloudSlots *slots
 	// wg counts running actions; the agent waits on it at shutdown.
 	wg sync.WaitGroup
 
@@ -117,7 +120,7 @@ const maxLastErrors = 10
 func newExecutor(c Cloud, dp Datapath, st *status.Store, ch *cache, instanceID string, log *slog.Logger, m *Metrics, now func() time.Time, wake func(), parallel int, waitDevice time.Duration) *executor {
 	return &executor{
 		cloud: c, dp: dp, statuses: st, cache: ch, instanceID: instanceID, log: log, metrics: m,
-		now: now, wake: wake, waitDevice: waitDevice, sem: make(chan struct{}, max(1, parallel)),
+		now: now, wake: wake, waitDevice: waitDevice, nodeSlots: newSlots(parallel), cloudSlots: newSlots(parallel),
 		inflight: map[string]int{}, retry: map[string]retryState{},
 	}
 }
@@ -232,16 +235,36 @@ func (x *executor) errors() []string {
 	return append([]string(nil), x.lastErrors...)
 }
 
-// run is the state of one plan's execution.
+// run is the state of one plan's execution. It holds only the actions
+// that started, not the plan: a pass's plan lists every pod's actions, and
+// the runs of earlier passes live as long as one of their actions waits
+// for a slot (with thousands of entries, holding every plan cost hundreds
+// of megabytes).
 type run struct {
-	plan    planner.Plan
 	entries map[observed.AttachmentKey]desired.Entry
-	done    []chan struct{}
-	ok      []bool
-	// created holds the ENI made by a CreateENI action (by action ID), and
-	// attached the ENI after AttachENI; read only after done[id] closes.
-	created []observed.ENI
-	podRes  []linux.PodResult
+	// steps holds the started actions by action ID (nil: not started).
+	steps []*step
+}
+
+// step is one started action and what it leaves for the actions that
+// depend on it.
+type step struct {
+	a    planner.Action
+	done chan struct{} // closed when the action ended
+	// ok, created and podRes are written before done closes and read
+	// after: ok says the action succeeded; created is the ENI a CreateENI
+	// made (AttachENI updates it); podRes is a setup's result.
+	ok      bool
+	created observed.ENI
+	podRes  linux.PodResult
+}
+
+// dep returns the started step of action d, or nil.
+func (r *run) dep(d int) *step {
+	if d < 0 || d >= len(r.steps) {
+		return nil
+	}
+	return r.steps[d]
 }
 
 // dispatch starts the plan's actions and returns without waiting for them.
@@ -249,8 +272,7 @@ type run struct {
 // for a later pass.
 func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[observed.AttachmentKey]desired.Entry, holdCloud bool) {
 	n := len(p.Actions)
-	r := &run{plan: p, entries: entries, done: make([]chan struct{}, n), ok: make([]bool, n),
-		created: make([]observed.ENI, n), podRes: make([]linux.PodResult, n)}
+	r := &run{entries: entries, steps: make([]*step, n)}
 	skipped := make([]bool, n)
 	now := x.now()
 	x.mu.Lock()
@@ -276,7 +298,6 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	x.deferred = false
 	planned := make(map[string]bool, n)
 	for i, a := range p.Actions {
-		r.done[i] = make(chan struct{})
 		key := actionKey(a)
 		planned[retryKey(a)] = true
 		skip := false
@@ -296,9 +317,9 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		}
 		if skip {
 			skipped[i] = true
-			close(r.done[i])
 			continue
 		}
+		r.steps[i] = &step{a: a, done: make(chan struct{})}
 		x.inflight[key]++
 		if a.Kind.Cloud() {
 			x.cloudRunning++
@@ -336,8 +357,9 @@ func (x *executor) retries() []string {
 
 func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 	defer x.wg.Done()
-	a := r.plan.Actions[i]
-	defer close(r.done[i])
+	s := r.steps[i]
+	a := s.a
+	defer close(s.done)
 	defer func() {
 		x.mu.Lock()
 		if x.inflight[key]--; x.inflight[key] <= 0 {
@@ -352,21 +374,24 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 		x.wake()
 	}()
 	for _, d := range a.DependsOn {
-		if d < 0 || d >= len(r.done) {
-			continue
+		dep := r.dep(d)
+		if dep == nil {
+			return // a dependency was skipped; the next pass decides again
 		}
 		select {
-		case <-r.done[d]:
+		case <-dep.done:
 		case <-ctx.Done():
 			return
 		}
-		if !r.ok[d] {
-			return // a dependency failed or was skipped; the next pass decides again
+		if !dep.ok {
+			return // a dependency failed; the next pass decides again
 		}
 	}
-	select {
-	case x.sem <- struct{}{}:
-	case <-ctx.Done():
+	lane := x.nodeSlots
+	if a.Kind.Cloud() {
+		lane = x.cloudSlots
+	}
+	if lane.acquire(ctx, a.Urgent) != nil {
 		return
 	}
 	start := x.now()
@@ -374,14 +399,14 @@ func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
 		ctx = cloud.WithPriority(ctx, cloud.Optional)
 	}
 	err := x.execute(ctx, r, i)
-	<-x.sem
+	lane.release()
 	if a.Kind.Cloud() {
 		x.cache.noteCloudAction(x.now())
 	}
 	elapsed := x.now().Sub(start)
 	x.metrics.execSeconds.WithLabelValues(string(a.Kind)).Observe(elapsed.Seconds())
 	if err == nil {
-		r.ok[i] = true
+		s.ok = true
 		x.mu.Lock()
 		delete(x.retry, retryKey(a))
 		x.mu.Unlock()
@@ -437,8 +462,19 @@ func (x *executor) failed(a planner.Action, err error) {
 	x.metrics.actions.WithLabelValues(string(a.Kind), outcome).Inc()
 	// A throttled call was refused before it did anything: nothing to
 	// observe again (observing would only add calls to a throttled account).
-	if a.Kind.Cloud() && !errors.Is(err, cloud.ErrThrottled) || errors.Is(err, linux.ErrNotFound) {
+	// A node action that found something missing (the pod's namespace, the
+	// ENI's device) asks for the node to be read again, and the pod's
+	// namespace to be checked again, never for the cloud (DESIGN.md
+	// invariant 11: a node-side failure costs no cloud call).
+	switch {
+	case a.Kind.Cloud() && !errors.Is(err, cloud.ErrThrottled):
 		x.cache.markDirty()
+	case !a.Kind.Cloud() && errors.Is(err, linux.ErrNotFound):
+		var k []observed.AttachmentKey
+		if a.Pod != nil {
+			k = append(k, a.Pod.Key)
+		}
+		x.cache.markNodeStale(k...)
 	}
 
 	vsw := a.VSwitchID
@@ -514,8 +550,8 @@ func askedPrefixes(a planner.Action) bool {
 // ENIID, or the ENI the referenced CreateENI made (its ID, MAC and, for
 // ConfigureENI, the route table of the device index the attach gave).
 func (r *run) resolve(a planner.Action) planner.Action {
-	if a.ENIRef > 0 && a.ENIRef-1 < len(r.created) {
-		e := r.created[a.ENIRef-1]
+	if c := r.dep(a.ENIRef - 1); a.ENIRef > 0 && c != nil {
+		e := c.created
 		a.ENIID, a.MAC = e.ID, e.MAC
 		if a.Kind == planner.ConfigureENI {
 			a.Table = planner.Table(e.DeviceIndex)
@@ -547,7 +583,7 @@ var handlers = map[planner.ActionKind]handler{
 
 // execute performs one action and records its result in the cache.
 func (x *executor) execute(ctx context.Context, r *run, i int) error {
-	a := r.resolve(r.plan.Actions[i])
+	a := r.resolve(r.steps[i].a)
 	h, ok := handlers[a.Kind]
 	if !ok {
 		return fmt.Errorf("unknown action kind %q", a.Kind)
@@ -563,7 +599,7 @@ func (x *executor) createENI(ctx context.Context, r *run, i int, a planner.Actio
 	if err != nil {
 		return err // names the call, the vSwitch and the cloud's code
 	}
-	r.created[i] = e
+	r.steps[i].created = e
 	x.cache.apply(a, planner.Result{ENI: &e})
 	return nil
 }
@@ -582,8 +618,8 @@ func (x *executor) attachENI(ctx context.Context, r *run, i int, a planner.Actio
 	if err != nil {
 		return err
 	}
-	if a.ENIRef > 0 {
-		r.created[a.ENIRef-1] = e
+	if c := r.dep(a.ENIRef - 1); a.ENIRef > 0 && c != nil {
+		c.created = e
 	}
 	x.cache.apply(a, planner.Result{ENI: &e})
 	return nil
@@ -700,7 +736,7 @@ func (x *executor) setupPod(ctx context.Context, r *run, i int, a planner.Action
 	if err != nil {
 		return fmt.Errorf("set up pod %s: %w", p.Key, err)
 	}
-	r.podRes[i] = res
+	r.steps[i].podRes = res
 	x.cache.apply(a, planner.Result{HostVeth: res.HostVeth})
 	return nil
 }
@@ -713,7 +749,7 @@ func (x *executor) moveENI(ctx context.Context, r *run, i int, a planner.Action)
 	if err != nil {
 		return fmt.Errorf("move eni %s into pod %s: %w", p.ENIMAC, p.Key, err)
 	}
-	r.podRes[i] = res
+	r.steps[i].podRes = res
 	x.cache.apply(a, planner.Result{HostVeth: res.HostVeth})
 	return nil
 }
@@ -742,8 +778,8 @@ func (x *executor) returnENI(ctx context.Context, r *run, i int, a planner.Actio
 func (x *executor) publishStatus(ctx context.Context, r *run, i int, a planner.Action) error {
 	var res *linux.PodResult
 	for _, d := range a.DependsOn {
-		if d >= 0 && d < len(r.podRes) && r.podRes[d].HostVeth != "" {
-			res = &r.podRes[d]
+		if dep := r.dep(d); dep != nil && dep.podRes.HostVeth != "" {
+			res = &dep.podRes
 		}
 	}
 	if a.Status == nil {

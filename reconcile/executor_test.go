@@ -280,3 +280,37 @@ func TestExecutorMoveENIDualStack(t *testing.T) {
 		t.Fatalf("node pods after MoveENI: %+v, want c1 exclusive with %s and %s", n.Pods, v4, v6)
 	}
 }
+
+// missingNetNSDatapath fails every pod setup as linux.Datapath does when
+// the pod's namespace is gone.
+type missingNetNSDatapath struct{ *NoDatapath }
+
+func (missingNetNSDatapath) EnsurePod(context.Context, linux.PodSpec) (linux.PodResult, linux.Changes, error) {
+	return linux.PodResult{}, nil, fmt.Errorf("open netns %q: %w", "/run/netns/gone", linux.ErrNotFound)
+}
+
+// TestNodeFailureCostsNoCloudCall: a node action that finds something
+// missing asks for the node to be read again and the pod's namespace to
+// be checked again, not for a full observation of the cloud (issue 28
+// item 2: 2,000 stale entries cost 3.8 describe calls a second).
+func TestNodeFailureCostsNoCloudCall(t *testing.T) {
+	r := newExecutorRig(t)
+	r.x.dp = missingNetNSDatapath{r.dp}
+	now := r.clk.Now()
+	r.x.cache.replace(observed.State{At: now, Complete: true})
+	key := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
+	r.run(planner.Plan{Actions: []planner.Action{{ID: 0, Kind: planner.SetupPod, Target: key.String(),
+		Pod: &planner.PodTarget{Key: key, NetNS: "/run/netns/gone", IfName: "eth0", IPv4: netip.MustParseAddr("10.0.0.9")}}}})
+	if r.x.cache.needsRefresh(now, 0) {
+		t.Error("a pod setup that found its netns missing asks for a full observation (cloud calls)")
+	}
+	stale, keys := r.x.cache.takeNodeStale()
+	if !stale || !slices.Equal(keys, []observed.AttachmentKey{key}) {
+		t.Errorf("takeNodeStale = %v, %v: want a node read and a check of %s", stale, keys, key)
+	}
+	// A cloud action's failure still asks for the cloud.
+	r.run(planner.Plan{Actions: []planner.Action{{ID: 0, Kind: planner.AssignIPs, Target: "eni-missing", ENIID: "eni-missing", IPv4Count: 1, Urgent: true}}})
+	if !r.x.cache.needsRefresh(now, 0) {
+		t.Error("a failed cloud action does not ask for a full observation")
+	}
+}

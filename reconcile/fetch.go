@@ -72,9 +72,11 @@ func (a *Agent) applyFetch(ctx context.Context, now time.Time) {
 	}
 	a.carryCloud(&st, now)
 	a.cache.replace(st)
-	// A full observation re-reads everything, in case a watch missed a change.
+	// A full observation re-reads everything, in case a watch missed a change,
+	// and checks again that every pod's namespace exists.
 	a.hintsDirty = true
 	a.desiredDirty.Store(true)
+	a.planning.recheckNetNS()
 	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {
 		if _, err := sw.Sweep(ctx); err != nil {
 			a.log.Warn("sweep orphaned pod rules", "err", err)

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,34 +21,54 @@ type netnsChecker interface {
 	CheckNetNS(path string) error
 }
 
-// netnsVerdict is the answer for one entry revision.
+// netnsVerdict is the answer for one entry revision: refused (err), gone
+// (the path names nothing), or fine.
 type netnsVerdict struct {
 	revision string
 	err      error
+	gone     bool
 }
 
 // refuseNetNS moves every entry whose netns the datapath refuses from
 // d.Entries to d.EntryProblems, so the planner binds no address to it and
 // publishes a Failed status at once (rather than a setup that fails and is
-// retried forever). Each entry revision is checked once: an open, two
-// fstats and an ioctl. A netns that does not exist is not refused here: it
-// went with its pod, and DEL follows.
+// retried forever), and notes the entries whose netns does not exist: they
+// went with their pods (DEL follows, or was lost), and the planner serves
+// live pods first and gives them up after a bound (planner/stale.go; see
+// missingNetNS). Each entry revision is checked once (an open, two fstats
+// and an ioctl); a namespace found gone stays gone (the runtime makes it
+// before ADD, and a new ADD writes a new revision). Whether a namespace
+// found before still exists is asked again only when recheckNetNS says so:
+// a stat each.
 func (pl *Planning) refuseNetNS(d *desired.State) {
 	ck, ok := pl.Datapath.(netnsChecker)
 	if !ok {
 		return
 	}
+	recheck := pl.recheckAll
+	pl.recheckAll = false
 	seen := make(map[observed.AttachmentKey]netnsVerdict, len(d.Entries))
 	kept := d.Entries[:0:0]
 	for _, e := range d.Entries {
 		k := e.Key()
 		v, ok := pl.netns[k]
-		if !ok || v.revision != e.Revision {
+		switch {
+		case !ok || v.revision != e.Revision:
 			v = netnsVerdict{revision: e.Revision}
-			if err := ck.CheckNetNS(e.NetNS); errors.Is(err, netnsid.ErrNodeNetNS) || errors.Is(err, netnsid.ErrNotNetNS) {
+			switch err := ck.CheckNetNS(e.NetNS); {
+			case errors.Is(err, netnsid.ErrNodeNetNS) || errors.Is(err, netnsid.ErrNotNetNS):
 				v.err = err
 				pl.log().Error("pod netns refused: the pod fails", "attachment", k.String(), "netns", e.NetNS, "err", err)
+			case errors.Is(err, fs.ErrNotExist): // linux.ErrNotFound keeps the errno
+				v.gone = true
 			}
+		case !v.gone && v.err == nil && (recheck || pl.recheck[k]):
+			if _, err := os.Stat(e.NetNS); errors.Is(err, fs.ErrNotExist) {
+				v.gone = true
+			}
+		}
+		if v.gone && (!ok || !pl.netns[k].gone) {
+			pl.log().Warn("pod netns does not exist: its pod is gone; waiting for its CNI DEL", "attachment", k.String(), "netns", e.NetNS)
 		}
 		seen[k] = v
 		if v.err != nil {
@@ -59,6 +80,34 @@ func (pl *Planning) refuseNetNS(d *desired.State) {
 	}
 	d.Entries = kept
 	pl.netns = seen
+	pl.recheck = nil
+}
+
+// recheckNetNS asks the next refuseNetNS to look again whether the
+// namespaces of the given entries (all, with none given) still exist.
+func (pl *Planning) recheckNetNS(keys ...observed.AttachmentKey) {
+	if len(keys) == 0 {
+		pl.recheckAll = true
+		return
+	}
+	if pl.recheck == nil {
+		pl.recheck = map[observed.AttachmentKey]bool{}
+	}
+	for _, k := range keys {
+		pl.recheck[k] = true
+	}
+}
+
+// missingNetNS lists, in key order, the entries of d whose network
+// namespace the last check found gone (observed.Node.MissingNetNS).
+func (pl *Planning) missingNetNS(d desired.State) []observed.AttachmentKey {
+	var out []observed.AttachmentKey
+	for _, e := range d.Entries {
+		if v, ok := pl.netns[e.Key()]; ok && v.gone && v.revision == e.Revision {
+			out = append(out, e.Key())
+		}
+	}
+	return out
 }
 
 // dropBadStatuses removes the status files that could not be read and that

@@ -33,6 +33,10 @@ type Planning struct {
 	// netns holds the datapath's verdict on each entry's netns, by entry
 	// revision (refuseNetNS), so a pass checks only what changed.
 	netns map[observed.AttachmentKey]netnsVerdict
+	// recheck and recheckAll ask refuseNetNS to look again whether the
+	// namespaces of these entries (of all) still exist (recheckNetNS).
+	recheck    map[observed.AttachmentKey]bool
+	recheckAll bool
 }
 
 func (pl *Planning) log() *slog.Logger {
@@ -58,6 +62,7 @@ func (pl *Planning) Complete(d *desired.State) {
 // Plan plans d (completed, with its hints) against o with the planner's
 // memory m at now.
 func (pl *Planning) Plan(d desired.State, o observed.State, m planner.Memory, now time.Time) planner.Plan {
+	o.Node.MissingNetNS = pl.missingNetNS(d)
 	return planner.Make(d, o, planner.Options{Now: now, Memory: m, NodeName: pl.NodeName})
 }
 

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,8 +16,8 @@ import (
 )
 
 // guardedNoDatapath is a NoDatapath with the real pod-netns check of
-// linux.Datapath (netnsid.CheckPod against the test's own namespace, which
-// plays the node's and is never handed to enid as a pod's).
+// linux.Datapath (netnsid.CheckPod against node, the namespace that plays
+// the node's and is never handed to enid as a pod's).
 type guardedNoDatapath struct {
 	*NoDatapath
 	node netnsid.ID
@@ -29,14 +30,19 @@ func (g guardedNoDatapath) CheckNetNS(path string) error { return netnsid.CheckP
 // entry whose netns the guard refuses (a regular file) fails at once in
 // the agent, and `enid plan` must not show a setup for it.
 func TestPlanOnceIsTheAgentsPlan(t *testing.T) {
-	node, err := netnsid.Self()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The node is a namespace no pod names; the accepted pod's is the
+	// test's own (it must exist: an entry whose netns is gone is not set
+	// up either, planner/stale.go).
+	node := netnsid.ID{Dev: 1, Ino: 1}
 	w := newWorld(t, ecssim.Config{}, "pool:\n  minIdle: 1\n  maxIdle: 4\n")
 	dp := guardedNoDatapath{NoDatapath: NewNoDatapathMust(t), node: node}
 	stop := w.start(dp)
-	ok := w.addPod(0)
+	okEntry := desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: fmt.Sprintf("%064x", 1), IfName: "eth0",
+		NetNS: "/proc/self/ns/net", PodNamespace: "default", PodName: "pod-0", Created: time.Now()}
+	if _, err := desired.NewEntryStore(w.paths.Entries).Write(okEntry); err != nil {
+		t.Fatal(err)
+	}
+	ok := okEntry.Key()
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -133,6 +134,10 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 		}
 		sort.Strings(phases)
 		fmt.Fprintf(w, "Pods:      %s\n", orDash(strings.Join(phases, ", ")))
+		if pending, failed := staleEntries(rep.Pods); pending+failed > 0 {
+			fmt.Fprintf(w, "Stale:     %d entries whose pod network namespace is gone (netns-gone): %d waiting for their CNI DEL, %d given up; they hold no address\n",
+				pending+failed, pending, failed)
+		}
 		if len(a.LastErrors) > 0 {
 			fmt.Fprintln(w, "Last errors:")
 			for _, e := range a.LastErrors {
@@ -169,4 +174,20 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// staleEntries counts the attachments whose pod network namespace is gone
+// (reason netns-gone), Pending and Failed.
+func staleEntries(pods []status.Attachment) (pending, failed int) {
+	for _, p := range pods {
+		if p.ReasonCode != string(planner.ReasonNetNSGone) {
+			continue
+		}
+		if p.Phase == status.Failed {
+			failed++
+		} else {
+			pending++
+		}
+	}
+	return pending, failed
 }

@@ -55,6 +55,7 @@ var scriptVerbs = map[string]func(*World, *scriptArgs) error{
 	"admitted":       (*World).scriptAdmitted,
 	"runtime":        (*World).scriptRuntime,
 	"deleted":        (*World).scriptDeleted,
+	"netns-gone":     (*World).scriptNetNSGone,
 	"entry-problem":  (*World).scriptEntryProblem,
 	"config-problem": (*World).scriptConfigProblem,
 	"observe":        (*World).scriptObserve,
@@ -178,6 +179,7 @@ func (w *World) scriptConfig(a *scriptArgs) error {
 		*cfg = desired.Config{APIVersion: desired.ConfigAPIVersion, Kind: desired.ConfigKind, Mode: desired.ModeSharedENI,
 			IPStack: desired.IPv4Only}
 		cfg.ENI.VSwitchPolicy = desired.VSwitchMostFree
+		cfg.StaleEntryTimeout = desired.Duration(desired.DefaultStaleEntryTimeout)
 	}
 	applyConfig(cfg, a, w.Instance.ZoneID)
 	return nil
@@ -314,6 +316,17 @@ func (w *World) scriptRuntime(a *scriptArgs) error {
 func (w *World) scriptDeleted(a *scriptArgs) error {
 	// A deletion record: the runtime's CNI DEL (or GC) removed the entry.
 	w.Desired.Deleted = append(w.Desired.Deleted, desired.Key{ContainerID: a.arg(0), IfName: cmpOr(a.kv["if"], "eth0")})
+	return nil
+}
+
+// scriptNetNSGone sets the entries whose network namespace the datapath
+// finds missing: `netns-gone CID...` (none: every namespace exists).
+func (w *World) scriptNetNSGone(a *scriptArgs) error {
+	w.Node.MissingNetNS = nil
+	for _, c := range a.pos {
+		w.Node.MissingNetNS = append(w.Node.MissingNetNS, desired.Key{ContainerID: c, IfName: "eth0"})
+	}
+	slices.SortFunc(w.Node.MissingNetNS, desired.Key.Compare)
 	return nil
 }
 
@@ -482,6 +495,7 @@ func applyConfig(c *desired.Config, a *scriptArgs, zone string) {
 	c.Pool.Cooldown = desired.Duration(a.dur("cooldown", c.Pool.Cooldown.D()))
 	c.Pool.SpreadWindow = desired.Duration(a.dur("spread", c.Pool.SpreadWindow.D()))
 	c.StickyIPHold = desired.Duration(a.dur("hold", c.StickyIPHold.D()))
+	c.StaleEntryTimeout = desired.Duration(a.dur("stale", c.StaleEntryTimeout.D()))
 	c.ENI.MaxENIs = a.num("maxENIs", c.ENI.MaxENIs)
 	c.ENI.MaxENIsPerSet = a.num("maxENIsPerSet", c.ENI.MaxENIsPerSet)
 	c.ENI.MTU = a.num("mtu", c.ENI.MTU)
@@ -597,6 +611,9 @@ func (w *World) Dump() string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.LeakedSince)) {
 		fmt.Fprintf(&b, "memory leaked %s since %s ago\n", k, w.Now.Sub(m.LeakedSince[k]))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.NetNSGone)) {
+		fmt.Fprintf(&b, "memory netns gone %s since %s ago\n", k, w.Now.Sub(m.NetNSGone[k]))
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.Tokens)) {
 		if r := m.Tokens[k]; r.Attempt > 0 {

@@ -97,6 +97,7 @@ func (w *World) Observe() observed.State {
 	s.Node.ENIDevices = slices.Clone(w.Node.ENIDevices)
 	s.Node.Pods = slices.Clone(w.Node.Pods)
 	s.Node.Published = slices.Clone(w.Node.Published)
+	s.Node.MissingNetNS = slices.Clone(w.Node.MissingNetNS)
 	return s
 }
 
