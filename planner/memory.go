@@ -65,6 +65,12 @@ type Memory struct {
 	// cloud refused to create an ENI with to the time until which no ENI
 	// of it is created. See MarkRefusedGroups.
 	RefusedGroups map[string]time.Time `json:"refusedGroups,omitempty"`
+	// Admitted maps the UID of each pod the kubelet's files list to what
+	// the planner knows of it: when it was first seen listed, and whether
+	// it has had an entry (admitted.go). A record is dropped once the
+	// files no longer list the pod. Absent in memories of older agents:
+	// the listed pods are then taken as first seen at the files' time.
+	Admitted map[string]AdmittedRecord `json:"admitted,omitempty"`
 }
 
 // DefaultFragmentedFor is how long a vSwitch that refused an IPv4 prefix
@@ -207,6 +213,7 @@ func (m Memory) clone() Memory {
 	n.Fragmented = maps.Clone(m.Fragmented)
 	n.SetIdleAboveMaxSince = maps.Clone(m.SetIdleAboveMaxSince)
 	n.RefusedGroups = maps.Clone(m.RefusedGroups)
+	n.Admitted = maps.Clone(m.Admitted)
 	return n
 }
 

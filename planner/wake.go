@@ -11,7 +11,8 @@ import (
 // hold ends, idle has been above maxIdle for releaseDelay, a vSwitch stops
 // being skipped (exhausted, or fragmented: no prefix asked of it), a
 // security-group set the cloud refused may be created again, a leaked
-// ENI's grace ends. The agent plans again then. It reports false when no
+// ENI's grace ends, an admitted pod without an entry stops counting as
+// demand. The agent plans again then. It reports false when no
 // such time is pending.
 func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) {
 	var next time.Time
@@ -56,5 +57,6 @@ func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) 
 	for _, t := range m.Unseen {
 		consider(t.Add(UnseenGrace))
 	}
+	m.admittedDeadlines(opt, consider)
 	return next, !next.IsZero()
 }
