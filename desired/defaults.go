@@ -31,12 +31,14 @@ const (
 
 // Default file locations.
 const (
-	DefaultConfigFile       = "/etc/enid/config.yaml"
-	DefaultDropInDir        = "/etc/enid/config.d"
-	DefaultEntriesDir       = "/run/enid/pods"
-	DefaultAllocatedPods    = "/var/lib/kubelet/allocated_pods_state"
-	DefaultDeviceCheckpoint = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
-	DefaultCNIResultsDir    = "/var/lib/cni/results"
+	DefaultConfigFile = "/etc/enid/config.yaml"
+	DefaultDropInDir  = "/etc/enid/config.d"
+	DefaultEntriesDir = "/run/enid/pods"
+	// DefaultKubeletRootDir is the kubelet's default --root-dir: it holds
+	// allocated_pods_state and device-plugins/kubelet_internal_checkpoint
+	// (KubeletHintSources).
+	DefaultKubeletRootDir = "/var/lib/kubelet"
+	DefaultCNIResultsDir  = "/var/lib/cni/results"
 )
 
 // DefaultConfig returns the configuration used for every field a config

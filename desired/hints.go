@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/enidnet/enid/internal/fileread"
 )
@@ -28,11 +29,21 @@ type HintSources struct {
 
 // DefaultHintSources returns the standard kubelet and libcni locations.
 func DefaultHintSources() HintSources {
-	return HintSources{
-		AllocatedPodsState: DefaultAllocatedPods,
-		DeviceCheckpoint:   DefaultDeviceCheckpoint,
-		CNIResultsDir:      DefaultCNIResultsDir,
+	return KubeletHintSources(DefaultKubeletRootDir, DefaultCNIResultsDir)
+}
+
+// KubeletHintSources returns the hint sources of a kubelet whose
+// --root-dir is rootDir and of a runtime whose libcni cache is
+// cniResultsDir (its results directory); an empty argument skips its
+// sources.
+func KubeletHintSources(rootDir, cniResultsDir string) HintSources {
+	var src HintSources
+	if rootDir != "" {
+		src.AllocatedPodsState = filepath.Join(rootDir, "allocated_pods_state")
+		src.DeviceCheckpoint = filepath.Join(rootDir, "device-plugins", "kubelet_internal_checkpoint")
 	}
+	src.CNIResultsDir = cniResultsDir
+	return src
 }
 
 // maxHintFile bounds each hint file read; kubelet's checkpoints for a full
@@ -40,7 +51,8 @@ func DefaultHintSources() HintSources {
 const maxHintFile = 32 << 20
 
 // ReadHints reads every hint source. It never fails: a missing file adds
-// nothing, and a file in an unknown format adds a line to Hints.Problems.
+// nothing (a kubelet file is named in Hints.Absent), and a file in an
+// unknown format adds a HintProblem.
 // Hints say which pods exist soon or still; a pod missing from them is never
 // a reason to release anything (kubelet does not persist removals).
 func ReadHints(src HintSources) Hints {
@@ -80,16 +92,30 @@ type cachedRecord struct {
 func (r *HintReader) Read(src HintSources) Hints {
 	var h Hints
 	uids := map[string]bool{}
-	if src.AllocatedPodsState != "" {
-		got, err := readAllocatedPods(src.AllocatedPodsState)
-		h.note(src.AllocatedPodsState, err)
-		for _, u := range got {
-			uids[u] = true
+	for _, s := range []struct {
+		source HintSource
+		path   string
+		read   func([]byte) ([]string, error)
+	}{
+		{SourceAllocatedPods, src.AllocatedPodsState, parseAllocatedPods},
+		{SourceDeviceCheckpoint, src.DeviceCheckpoint, parseDeviceCheckpoint},
+	} {
+		if s.path == "" {
+			continue
 		}
-	}
-	if src.DeviceCheckpoint != "" {
-		got, err := readDeviceCheckpoint(src.DeviceCheckpoint)
-		h.note(src.DeviceCheckpoint, err)
+		got, mtime, err := readCheckpoint(s.path, s.read)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			h.Absent = append(h.Absent, s.path)
+			continue
+		case err != nil:
+			h.Problems = append(h.Problems, HintProblem{Source: s.source, Path: s.path, Err: unwrapPath(err).Error()})
+			h.AdmittedPartial = true
+			continue
+		}
+		if mtime.After(h.AdmittedAt) {
+			h.AdmittedAt = mtime
+		}
 		for _, u := range got {
 			uids[u] = true
 		}
@@ -106,47 +132,65 @@ func (r *HintReader) Read(src HintSources) Hints {
 	return h
 }
 
-func (h *Hints) note(file string, err error) {
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		h.Problems = append(h.Problems, fmt.Sprintf("%s: %v", file, unwrapPath(err)))
+// readCheckpoint reads one kubelet checkpoint with parse, and returns the
+// file's modification time with what parse found. The time is the open
+// file's: a rename over the path after the open does not mix two versions.
+func readCheckpoint(path string, parse func([]byte) ([]string, error)) ([]string, time.Time, error) {
+	f, err := fileread.Open(path, fileread.Follow)
+	if err != nil {
+		return nil, time.Time{}, err
 	}
+	defer f.Close() //nolint:errcheck // read-only: nothing to flush
+	st, err := f.Stat()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	data, err := fileread.ReadFrom(f, maxHintFile)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	uids, err := parse(data)
+	return uids, st.ModTime(), err
 }
 
 func readLimited(path string) ([]byte, error) {
 	return fileread.Read(path, maxHintFile, fileread.Follow)
 }
 
-// readAllocatedPods reads kubelet's allocation checkpoint:
+// parseAllocatedPods parses kubelet's allocation checkpoint
+// (allocated_pods_state; actuated_pods_state has the same format):
 // {"data":"<JSON string>","checksum":N}, where the inner JSON maps pod UIDs
-// under "entries" (kubelet >= 1.33). The checksum is not verified: it hashes
-// a dump of kubelet's Go types, and a hint needs no proof.
-func readAllocatedPods(path string) ([]string, error) {
-	data, err := readLimited(path)
-	if err != nil {
-		return nil, err
-	}
+// under "entries" (kubelet >= 1.33). The kubelet omits an empty map, so
+// data "{}" lists no pod. The checksum is not verified: it hashes a dump
+// of kubelet's Go types, and a hint needs no proof.
+func parseAllocatedPods(data []byte) ([]string, error) {
 	var outer struct {
 		Data *string `json:"data"`
 	}
 	if err := json.Unmarshal(data, &outer); err != nil || outer.Data == nil {
 		return nil, errors.New("unknown format: want {\"data\": \"...\", \"checksum\": N}")
 	}
-	var inner struct {
-		Entries map[string]json.RawMessage `json:"entries"`
+	var inner map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(*outer.Data), &inner); err != nil || inner == nil {
+		return nil, errors.New("unknown format: data is not a JSON object")
 	}
-	if err := json.Unmarshal([]byte(*outer.Data), &inner); err != nil || inner.Entries == nil {
+	raw, ok := inner["entries"]
+	if !ok {
+		if len(inner) == 0 {
+			return nil, nil
+		}
 		return nil, errors.New("unknown format: data has no \"entries\" map")
 	}
-	return sortedKeys(inner.Entries), nil
+	var entries map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return nil, errors.New("unknown format: data's \"entries\" is not a map")
+	}
+	return sortedKeys(entries), nil
 }
 
-// readDeviceCheckpoint reads the device manager's checkpoint:
+// parseDeviceCheckpoint parses the device manager's checkpoint:
 // {"Data":{"PodDeviceEntries":[{"PodUID":...}],...},"Checksum":N}.
-func readDeviceCheckpoint(path string) ([]string, error) {
-	data, err := readLimited(path)
-	if err != nil {
-		return nil, err
-	}
+func parseDeviceCheckpoint(data []byte) ([]string, error) {
 	var cp struct {
 		Data *struct {
 			PodDeviceEntries []struct {
@@ -174,17 +218,17 @@ const cniCacheKind = "cniCacheV1"
 
 // readCNIResults reads libcni's cache files <network>-<containerID>-<ifName>.
 // Records whose file identity is unchanged are taken from r's cache.
-func (r *HintReader) readCNIResults(dir string) ([]RuntimeAttachment, []string) {
+func (r *HintReader) readCNIResults(dir string) ([]RuntimeAttachment, []HintProblem) {
 	dirents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		r.cni = nil
 		return nil, nil
 	}
 	if err != nil {
-		return nil, []string{fmt.Sprintf("%s: %v", dir, unwrapPath(err))}
+		return nil, []HintProblem{{Source: SourceCNIResults, Path: dir, Err: unwrapPath(err).Error()}}
 	}
 	var atts []RuntimeAttachment
-	var problems []string
+	var problems []HintProblem
 	seen := make(map[string]bool, len(dirents))
 	for _, de := range dirents {
 		if !de.Type().IsRegular() || strings.HasPrefix(de.Name(), ".") {
@@ -203,7 +247,7 @@ func (r *HintReader) readCNIResults(dir string) ([]RuntimeAttachment, []string) 
 		}
 		a, err := readCNIResult(p)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", p, unwrapPath(err)))
+			problems = append(problems, HintProblem{Source: SourceCNIResults, Path: p, Err: unwrapPath(err).Error()})
 			continue
 		}
 		if idOK {

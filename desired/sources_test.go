@@ -24,6 +24,10 @@ func TestLoadAssemblesState(t *testing.T) {
 	loader := NewConfigLoader(src, NodeFacts{})
 
 	st := Load(loader, store, hints)
+	fi, err := os.Stat(hints.AllocatedPodsState)
+	if err != nil {
+		t.Fatal(err)
+	}
 	wantCfg := DefaultConfig()
 	wantCfg.Pool.MinIdle, wantCfg.Pool.MaxIdle = 3, 20
 	wantCfg.ENI.VSwitches = map[string][]string{"cn-hangzhou-k": {"vsw-1"}}
@@ -32,7 +36,7 @@ func TestLoadAssemblesState(t *testing.T) {
 		Config:        wantCfg,
 		Entries:       []Entry{e},
 		EntryProblems: []EntryProblem{{File: "bad_eth0.json", ContainerID: "bad", IfName: "eth0", Err: "invalid entry: not valid JSON: unexpected EOF"}},
-		Hints:         Hints{AdmittedPodUIDs: []string{"0f2e4d6c-8a1b-4c3d-9e5f-7a6b5c4d3e2f", "7c3f9a2e-1b4d-4e8f-9a6b-2d5c8e1f0a3b"}},
+		Hints:         Hints{AdmittedPodUIDs: []string{"0f2e4d6c-8a1b-4c3d-9e5f-7a6b5c4d3e2f", "7c3f9a2e-1b4d-4e8f-9a6b-2d5c8e1f0a3b"}, AdmittedAt: fi.ModTime()},
 	}
 	if diff := cmp.Diff(want, st); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

@@ -85,15 +85,61 @@ type Bandwidth struct {
 // and may not be used for.
 type Hints struct {
 	// AdmittedPodUIDs are pods kubelet admitted (allocated_pods_state and
-	// the device-manager checkpoint), sorted. Pods among them that have no
-	// entry yet are demand that will arrive soon.
+	// the device-manager checkpoint), sorted. The kubelet forgets a deleted
+	// pod only in memory and rewrites the files at its next admission, so
+	// they also list pods deleted since: a listed pod without an entry is
+	// demand only while it may still be coming (see planner.Memory.Admitted).
 	AdmittedPodUIDs []string
+	// AdmittedAt is the latest modification time of the files
+	// AdmittedPodUIDs was read from (zero when none exists): the kubelet
+	// rewrites them at each admission, so every listed pod was admitted at
+	// or before it.
+	AdmittedAt time.Time
+	// AdmittedPartial is set when a source of AdmittedPodUIDs exists but
+	// could not be read (see Problems): the list may lack pods it names.
+	AdmittedPartial bool
 	// RuntimeAttachments are the runtime's libcni cache records
 	// (/var/lib/cni/results): attachments the runtime believes are alive.
 	RuntimeAttachments []RuntimeAttachment
-	// Problems lists hint files that could not be read (never fatal).
-	Problems []string
+	// Problems lists hint files that could not be read (never fatal), in
+	// source order.
+	Problems []HintProblem
+	// Absent lists the kubelet's files that do not exist (the runtime's
+	// cache directory is not one: it is absent until a pod has a network).
+	// Before its first admission the kubelet writes no file; on a node
+	// whose pods have entries, an absent allocated_pods_state means the
+	// kubelet writes it elsewhere (another --root-dir) or not at all.
+	Absent []string
 }
+
+// HintSource names one kind of hint file, as metrics and the heartbeat
+// label it.
+type HintSource string
+
+// The hint sources.
+const (
+	SourceAllocatedPods    HintSource = "allocated_pods_state"
+	SourceDeviceCheckpoint HintSource = "device_checkpoint"
+	SourceCNIResults       HintSource = "cni_results"
+)
+
+// AllHintSources lists every HintSource, in the order they are read.
+func AllHintSources() []HintSource {
+	return []HintSource{SourceAllocatedPods, SourceDeviceCheckpoint, SourceCNIResults}
+}
+
+// HintProblem is one hint file that exists but could not be used: a
+// format the reader does not know (a kubelet or runtime that changed it),
+// a file too large, not a regular file, or unreadable.
+type HintProblem struct {
+	Source HintSource
+	// Path is the file (or, for a listing that failed, the directory).
+	Path string
+	Err  string
+}
+
+// String is "path: error", the form logs and `enid status` show.
+func (p HintProblem) String() string { return p.Path + ": " + p.Err }
 
 // RuntimeAttachment is one libcni cache record.
 type RuntimeAttachment struct {

@@ -153,11 +153,15 @@ func (n *node) Config(extra string) string {
 	return n.sn.ConfigYAML() + extra
 }
 
+// kubeletDir is the node's kubelet root directory: empty unless a test
+// writes the kubelet's files there, so no test reads the host's kubelet.
+func (n *node) kubeletDir() string { return filepath.Join(n.dir, "kubelet") }
+
 // nodeFlags are the flags run and plan share.
 func (n *node) nodeFlags() []string {
 	return []string{"--config-file", n.cfgFile, "--config-dir", n.cfgDir, "--run-dir", n.runDir,
 		"--state-dir", n.stateDir, "--instance-id", n.sn.Instance.ID, "--node-name", "e2e-node",
-		"--datapath", "linux", "--node-netns", n.sn.NodeNS()}
+		"--datapath", "linux", "--node-netns", n.sn.NodeNS(), "--kubelet-root-dir", n.kubeletDir()}
 }
 
 func (n *node) env() []string {

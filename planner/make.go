@@ -55,6 +55,9 @@ type builder struct {
 
 	plan     Plan
 	complete bool
+	// expected counts the admitted pods that are demand about to arrive
+	// (noteAdmitted).
+	expected int
 	// bindable: idle addresses may be handed out. True when complete, and
 	// in degraded mode (the cloud half carried from the last complete
 	// observation, the node half fresh): who holds an address is known
@@ -242,6 +245,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	}
 
 	b.newPods(d, o)
+	b.expected = b.noteAdmitted()
 	b.splitGone(o)
 	b.indexEntryFacts(d)
 	b.kernel = sortedBy(o.Node.Pods, kernelKey)

@@ -70,6 +70,12 @@ type Memory struct {
 	// config's staleEntryTimeout the entry is given up (stale.go). Kept
 	// across restarts, so a restart does not start the wait again.
 	NetNSGone map[string]time.Time `json:"netnsGone,omitempty"`
+	// Admitted maps the UID of each pod the kubelet's files list to what
+	// the planner knows of it: when it was first seen listed, and whether
+	// it has had an entry (admitted.go). A record is dropped once the
+	// files no longer list the pod. Absent in memories of older agents:
+	// the listed pods are then taken as first seen at the files' time.
+	Admitted map[string]AdmittedRecord `json:"admitted,omitempty"`
 }
 
 // DefaultFragmentedFor is how long a vSwitch that refused an IPv4 prefix
@@ -213,6 +219,7 @@ func (m Memory) clone() Memory {
 	n.SetIdleAboveMaxSince = maps.Clone(m.SetIdleAboveMaxSince)
 	n.RefusedGroups = maps.Clone(m.RefusedGroups)
 	n.NetNSGone = maps.Clone(m.NetNSGone)
+	n.Admitted = maps.Clone(m.Admitted)
 	return n
 }
 

@@ -22,6 +22,9 @@ type Options struct {
 	// ExhaustedFor is how long a vSwitch reported with no free address is
 	// skipped when creating ENIs (0: DefaultExhaustedFor).
 	ExhaustedFor time.Duration
+	// AdmittedFor is how long a pod the kubelet admitted counts as demand
+	// while it has never had an entry (0: DefaultAdmittedFor).
+	AdmittedFor time.Duration
 }
 
 // Defaults for zero Options fields.
@@ -89,6 +92,10 @@ type PoolSummary struct {
 	// no longer asks for (after a switch in place): not in Idle, handed
 	// out only when no address of the right kind is free, released.
 	Surplus int `json:"surplus,omitempty"`
+	// Expected counts the pods the kubelet admitted that have no entry
+	// yet and may still be coming (admitted.go): the pool keeps that many
+	// idle (up to maxIdle) for them.
+	Expected int `json:"expected,omitempty"`
 }
 
 // SetSummary is one security-group set's pool on the node.

@@ -61,7 +61,8 @@ func (b *builder) setPool(cooling int) {
 		total += b.units(e.eni)
 		idle += b.freeSlots(e)
 	}
-	hinted := min(b.hinted(), pp.maxIdle)
+	expected := b.hinted()
+	hinted := min(expected, pp.maxIdle)
 	wantIdle := max(pp.minIdle, hinted)
 	need := len(waiting) + wantIdle - idle
 	code := ReasonPoolBelowMinIdle
@@ -93,7 +94,7 @@ func (b *builder) setPool(cooling int) {
 	}
 	b.plan.Pool = PoolSummary{
 		Total: total, Used: used, Idle: idle, Cooldown: cooling + gone, Sticky: sticky,
-		Waiting: len(waiting), Target: max(total+steer, pp.minTotal), Capacity: b.capacity(),
+		Waiting: len(waiting), Target: max(total+steer, pp.minTotal), Capacity: b.capacity(), Expected: expected,
 	}
 	b.plan.Pool.Target = min(b.plan.Pool.Target, max(b.plan.Pool.Capacity, total))
 	b.plan.Pool.Prefixes, b.plan.Pool.Surplus = b.prefixCount(), b.surplusCount()
@@ -210,26 +211,6 @@ func (b *builder) incompleteStatus() *PodStatus {
 			Reason: "cloud unreachable (last observed " + b.o.CloudFrom.UTC().Format(rfc3339) + "): no idle address left, and growth waits for the cloud"}
 	}
 	return &PodStatus{Phase: PhasePending, ReasonCode: ReasonObservationFailed, Reason: "observation incomplete: no new address is handed out"}
-}
-
-// hinted counts admitted pods that have no entry yet: demand soon to come.
-func (b *builder) hinted() int {
-	// Admitted pods' annotations are unknown: their demand counts for the
-	// default set.
-	if len(b.d.Hints.AdmittedPodUIDs) == 0 || (b.cur != nil && !b.cur.isDefault()) {
-		return 0
-	}
-	have := make(map[string]bool, len(b.pods))
-	for _, p := range b.pods {
-		have[p.entry.PodUID] = true
-	}
-	n := 0
-	for _, u := range b.d.Hints.AdmittedPodUIDs {
-		if !have[u] {
-			n++
-		}
-	}
-	return n
 }
 
 // capacity is the most pod address pairs the instance can hold.

@@ -85,6 +85,9 @@ func (p Plan) Render() string {
 	if s.Surplus > 0 {
 		w.WriteString(", surplus " + itoa(s.Surplus))
 	}
+	if s.Expected > 0 {
+		w.WriteString(", expected " + itoa(s.Expected))
+	}
 	w.WriteString(".\n")
 	for _, s := range p.Sets {
 		w.WriteString(renderSet(s))

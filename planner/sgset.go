@@ -578,6 +578,7 @@ func (b *builder) summarise(multi bool) {
 		sum.Waiting += p.Waiting
 		sum.Prefixes += p.Prefixes
 		sum.Surplus += p.Surplus
+		sum.Expected += p.Expected
 		sum.Target += p.Target
 		sum.Capacity = p.Capacity
 	}

@@ -11,8 +11,9 @@ import (
 // hold ends, idle has been above maxIdle for releaseDelay, a vSwitch stops
 // being skipped (exhausted, or fragmented: no prefix asked of it), a
 // security-group set the cloud refused may be created again, a leaked
-// ENI's grace ends, an entry whose netns is gone is given up. The agent plans again then. It reports false when no
-// such time is pending.
+// ENI's grace ends, an entry whose netns is gone is given up, an admitted
+// pod without an entry stops counting as demand. The agent plans again
+// then. It reports false when no such time is pending.
 func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) {
 	var next time.Time
 	consider := func(t time.Time) {
@@ -59,5 +60,6 @@ func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) 
 	for _, t := range m.NetNSGone {
 		consider(t.Add(cfg.StaleEntryTimeout.D()))
 	}
+	m.admittedDeadlines(opt, consider)
 	return next, !next.IsZero()
 }

@@ -51,4 +51,19 @@ func TestNextDeadline(t *testing.T) {
 	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(time.Second)) {
 		t.Fatalf("NextDeadline = %v, want the stale entry's timeout", got)
 	}
+	// An admitted pod that never had an entry stops counting as demand
+	// AdmittedFor after it was first seen; one that had an entry never
+	// counts, so it sets no deadline.
+	m = Memory{Admitted: map[string]AdmittedRecord{
+		"u-new":     {Since: now.Add(-DefaultAdmittedFor + time.Second)},
+		"u-deleted": {Since: now.Add(-DefaultAdmittedFor + 500*time.Millisecond), Entry: true},
+		"u-expired": {Since: now.Add(-DefaultAdmittedFor - time.Second)},
+	}}
+	if got, ok := m.NextDeadline(cfg, opt); !ok || !got.Equal(now.Add(time.Second)) {
+		t.Fatalf("NextDeadline = %v, %v; want u-new's expiry 1s from now", got, ok)
+	}
+	opt.AdmittedFor = 10 * time.Minute
+	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(10*time.Minute - DefaultAdmittedFor - time.Second)) {
+		t.Fatalf("NextDeadline = %v with AdmittedFor 10m, want u-expired's later expiry", got)
+	}
 }

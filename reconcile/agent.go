@@ -133,6 +133,8 @@ type Agent struct {
 	// and sets hintsDirty; the hints are then read only when dirty.
 	// Without it they are read at most every hintsEvery.
 	hintsWatched, hintsDirty bool
+	// hintsView is what was last logged and published of the hints.
+	hintsView hintsView
 	// nodeDirty: the node namespace changed since the node was last read.
 	nodeDirty bool
 	// nodeDue is when the node may be read for the changes reported
@@ -498,6 +500,7 @@ func (a *Agent) pass(ctx context.Context) {
 		a.metrics.runtimeRecords.Set(float64(len(a.hints.RuntimeAttachments)))
 	}
 	d.Hints = a.hints
+	hintsChanged := a.noteHints(d)
 	for _, id := range a.exec.drainExhausted() {
 		// The planner skips it when choosing where to create ENIs, for as
 		// long as peers do (Terway: 10 minutes), then tries it again.
@@ -561,7 +564,7 @@ func (a *Agent) pass(ctx context.Context) {
 		}
 	}
 	a.updateMetrics(p)
-	if p.Pool != prev.Pool || phaseCounts(p) != phaseCounts(prev) || !reflect.DeepEqual(p.Sets, prev.Sets) {
+	if hintsChanged || p.Pool != prev.Pool || phaseCounts(p) != phaseCounts(prev) || !reflect.DeepEqual(p.Sets, prev.Sets) {
 		// `enid status` and STATUS read the heartbeat: keep its summary current.
 		a.writeHeartbeat()
 	}

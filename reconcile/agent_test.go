@@ -35,6 +35,8 @@ type world struct {
 	// agent is the running agent, dp its datapath.
 	agent *Agent
 	dp    Datapath
+	// log, when set, is the agents' logger.
+	log *slog.Logger
 }
 
 func newWorld(t testing.TB, simCfg ecssim.Config, pool string) *world {
@@ -95,6 +97,9 @@ func (w *world) start(dp Datapath) (stop func()) {
 	log := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if w.log != nil {
+		log = w.log
 	}
 	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Heartbeat: 50 * time.Millisecond, Logger: log, NoWatch: w.noWatch})
 	if err != nil {

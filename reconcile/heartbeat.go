@@ -103,6 +103,7 @@ func (a *Agent) snapshotHeartbeat() {
 		hb.Pods[status.Phase(s.Phase)]++
 	}
 	hb.Sets = setSummaries(p)
+	hb.Hints = a.hintsStatus(p.Pool.Expected)
 	a.beat.mu.Lock()
 	a.beat.agent = hb
 	a.beat.mu.Unlock()

@@ -31,6 +31,11 @@ type Metrics struct {
 
 	// runtimeRecords counts the runtime's libcni cache records last read.
 	runtimeRecords prometheus.Gauge
+	// hintProblems counts, by source, the hint files last read that
+	// could not be used; hintsNotFound is 1 while no kubelet file exists
+	// although pods have entries.
+	hintProblems  *prometheus.GaugeVec
+	hintsNotFound prometheus.Gauge
 	// nodeReads counts reads of the node alone after a netlink change.
 	nodeReads prometheus.Counter
 
@@ -107,13 +112,19 @@ func NewMetrics() *Metrics {
 	m.runtimeRecords = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_runtime_attachments", Help: "Attachments the container runtime's libcni cache names, as last read.",
 	})
+	m.hintProblems = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "enid_hint_problems", Help: "Hint files last read that exist but could not be used (unknown format, too large, not a regular file), by source (allocated_pods_state, device_checkpoint, cni_results): their pods are not counted.",
+	}, []string{"source"})
+	m.hintsNotFound = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "enid_hints_not_found", Help: "1 while no kubelet hint file exists where the agent looks (--kubelet-root-dir) although pods have entries: admitted pods are not counted as demand.",
+	})
 	m.nodeReads = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "enid_node_reads_total", Help: "Reads of the node's kernel state alone, after a netlink change in the node namespace.",
 	})
 	m.degraded = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_degraded", Help: "1 while the cloud cannot be observed and new pods are served from the idle addresses the node holds.",
 	})
-	m.Registry.MustRegister(m.runtimeRecords, m.nodeReads, m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
+	m.Registry.MustRegister(m.runtimeRecords, m.hintProblems, m.hintsNotFound, m.nodeReads, m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
 		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors, m.degraded, m.unknownVSw,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m

@@ -128,6 +128,7 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 		if a.Kube != "" {
 			fmt.Fprintf(w, "Kube API:  %s\n", a.Kube)
 		}
+		printHints(w, a.Hints)
 		var phases []string
 		for ph, n := range a.Pods {
 			phases = append(phases, fmt.Sprintf("%d %s", n, ph))
@@ -166,6 +167,22 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 	}
 	for _, p := range rep.Problems {
 		fmt.Fprintln(w, "problem:", p)
+	}
+}
+
+// printHints prints what the agent made of the kubelet's and the
+// runtime's files (nothing for an agent that reads none, or older than
+// the heartbeat's hints).
+func printHints(w io.Writer, h *status.Hints) {
+	if h == nil {
+		return
+	}
+	fmt.Fprintf(w, "Hints:     %d pods listed by the kubelet, %d expected (admitted, no entry yet)\n", h.Admitted, h.Expected)
+	if h.NotFound != "" {
+		fmt.Fprintf(w, "  NOT FOUND: %s\n", h.NotFound)
+	}
+	for _, p := range h.Problems {
+		fmt.Fprintf(w, "  PROBLEM (%s): %s: %s\n", p.Source, p.Path, p.Error)
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -35,5 +38,58 @@ func TestStatusShowsSecurityGroupSets(t *testing.T) {
 	printStatus(&b, statusReport{Agent: &a}, now)
 	if strings.Contains(b.String(), "Set ") {
 		t.Errorf("status of a node with one set shows sets:\n%s", b.String())
+	}
+}
+
+// TestStatusShowsHints: `enid status` prints the hint counts, each hint
+// file it could not use and the notice that no kubelet file was found;
+// a heartbeat without hints (an older agent) prints no hint line.
+func TestStatusShowsHints(t *testing.T) {
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	a := status.Agent{Ready: true, Heartbeat: now, Hints: &status.Hints{Admitted: 7, Expected: 2,
+		NotFound: "no kubelet hint file at /k/allocated_pods_state although 3 pods have entries",
+		Problems: []status.HintProblem{{Source: "cni_results", Path: "/var/lib/cni/results/enid-x-eth0", Error: `unknown cache kind "cniCacheV2" (want cniCacheV1)`}}}}
+	var b strings.Builder
+	printStatus(&b, statusReport{Agent: &a}, now)
+	for _, want := range []string{
+		"Hints:     7 pods listed by the kubelet, 2 expected (admitted, no entry yet)\n",
+		"  NOT FOUND: no kubelet hint file at /k/allocated_pods_state although 3 pods have entries\n",
+		"  PROBLEM (cni_results): /var/lib/cni/results/enid-x-eth0: unknown cache kind \"cniCacheV2\" (want cniCacheV1)\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, b.String())
+		}
+	}
+	a.Hints = nil
+	b.Reset()
+	printStatus(&b, statusReport{Agent: &a}, now)
+	if strings.Contains(b.String(), "Hints:") {
+		t.Errorf("status without hints shows them:\n%s", b.String())
+	}
+}
+
+// TestHintPathFlags: --kubelet-root-dir and --cni-results-dir set where
+// run and plan read the hints; "" reads none.
+func TestHintPathFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want desired.HintSources
+	}{
+		{nil, desired.DefaultHintSources()},
+		{[]string{"--kubelet-root-dir", "/data/kubelet"}, desired.HintSources{
+			AllocatedPodsState: "/data/kubelet/allocated_pods_state",
+			DeviceCheckpoint:   "/data/kubelet/device-plugins/kubelet_internal_checkpoint",
+			CNIResultsDir:      "/var/lib/cni/results"}},
+		{[]string{"--kubelet-root-dir=", "--cni-results-dir", "/r"}, desired.HintSources{CNIResultsDir: "/r"}},
+	} {
+		var f nodeFlags
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		f.register(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.paths().Hints; got != tc.want {
+			t.Errorf("%q: hints %+v, want %+v", tc.args, got, tc.want)
+		}
 	}
 }

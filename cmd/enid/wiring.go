@@ -38,6 +38,11 @@ type nodeFlags struct {
 	datapath   string
 	nodeNetNS  string
 	logLevel   string
+	// kubeletRootDir is the kubelet's --root-dir, where its checkpoints
+	// are read as hints, and cniResultsDir the runtime's libcni result
+	// cache; "" skips them.
+	kubeletRootDir string
+	cniResultsDir  string
 	// labels are node labels for per-node overrides that match on them,
 	// laid over the Node object's when `enid run` has the Kubernetes API.
 	labels map[string]string
@@ -65,6 +70,8 @@ func (f *nodeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.datapath, "datapath", "auto", "node datapath: linux (netlink, needs root), none (record only), auto (linux when root)")
 	fs.StringVar(&f.nodeNetNS, "node-netns", "", "network namespace path that plays the node (default: the current one)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.kubeletRootDir, "kubelet-root-dir", desired.DefaultKubeletRootDir, "the kubelet's --root-dir: its allocated_pods_state (and device-plugins/kubelet_internal_checkpoint) are read as demand hints (\"\" to read none)")
+	fs.StringVar(&f.cniResultsDir, "cni-results-dir", desired.DefaultCNIResultsDir, "the container runtime's libcni result cache, read as hints that an attachment is alive (\"\" to read none)")
 	fs.StringToStringVar(&f.labels, "node-labels", nil, "node labels (k=v,...) for config overrides that match on labels; laid over the Node object's when the Kubernetes API is reachable")
 }
 
@@ -75,6 +82,7 @@ func (f *nodeFlags) paths() reconcile.Paths {
 	p.Statuses = filepath.Join(f.runDir, "status")
 	p.AgentFile = filepath.Join(f.runDir, "agent.json")
 	p.StateDir = f.stateDir
+	p.Hints = desired.KubeletHintSources(f.kubeletRootDir, f.cniResultsDir)
 	return p
 }
 

@@ -1,25 +1,56 @@
 #!/bin/sh
-# build.sh builds kube-apiserver, kubectl and etcd from the Go module proxy into a
-# cache directory, once per machine, for the tests in kube/kubetest and
-# examples/kubernetes (kubectl renders the kustomizations). Prebuilt binaries
-# cannot be downloaded in our CI, but both build from modules: kubernetes' own
-# go.mod replaces its staging modules with ./staging paths the module zip lacks,
-# so a wrapper module replaces each of them with the published v0.x release.
+# build.sh builds kube-apiserver, kubectl and etcd (and, when asked, the
+# kubelet) from the Go module proxy into a cache directory, once per machine,
+# for the tests in kube/kubetest and examples/kubernetes (kubectl renders the
+# kustomizations) and for desired/testdata/kubelet/capture.sh (the kubelet
+# writes the checkpoint files enid reads as hints). Prebuilt binaries cannot
+# be downloaded in our CI, but all of them build from modules: kubernetes' own
+# go.mod replaces its staging modules with ./staging paths the module zip
+# lacks, so a wrapper module replaces each of them with the published v0.x
+# release.
 #
-# Usage: build.sh [DIR]   (default: $ENID_KUBE_BIN, else $XDG_CACHE_HOME/enid-kube,
-#                          else $HOME/.cache/enid-kube). Prints DIR on success.
+# Usage: build.sh [DIR [PROGRAM...]]
+#   DIR      default: $ENID_KUBE_BIN, else $XDG_CACHE_HOME/enid-kube, else
+#            $HOME/.cache/enid-kube. Prints DIR on success.
+#   PROGRAM  any of kube-apiserver kubectl etcd kubelet; default: the first
+#            three (the kubelet is built only when named: it costs another
+#            ~20 min on 2 loaded cores, and only the capture script needs it).
 # Cost on a 2-core machine: ~5 min, ~3 GB peak RSS the first time; seconds after.
-# A binary already built for these versions is not built again.
+# A binary already built for these versions is not built again: each binary
+# has its own stamp, DIR/.version-PROGRAM (DIR/VERSION, the stamp of older
+# caches, still counts for the first three).
 set -eu
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 DIR=${1:-${ENID_KUBE_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/enid-kube}}
+[ $# -gt 0 ] && shift
+PROGRAMS=${*:-kube-apiserver kubectl etcd}
 STAGING=v0.${K8S_VERSION#v1.}
 
+for p in $PROGRAMS; do
+	case $p in
+	kube-apiserver | kubectl | etcd | kubelet) ;;
+	*) echo "build.sh: unknown program $p (want kube-apiserver, kubectl, etcd or kubelet)" >&2; exit 2 ;;
+	esac
+done
+
+version() { if [ "$1" = etcd ]; then echo "$ETCD_VERSION"; else echo "$K8S_VERSION"; fi; }
+built() {
+	[ -x "$DIR/$1" ] || return 1
+	[ "$(cat "$DIR/.version-$1" 2>/dev/null)" = "$(version "$1")" ] && return 0
+	[ "$1" != kubelet ] && [ "$(cat "$DIR/VERSION" 2>/dev/null)" = "$K8S_VERSION $ETCD_VERSION" ]
+}
+stamp() { version "$1" >"$DIR/.version-$1"; }
+
 mkdir -p "$DIR"
-built() { [ -x "$DIR/$1" ] && [ "$(cat "$DIR/VERSION" 2>/dev/null)" = "$K8S_VERSION $ETCD_VERSION" ]; }
-if built kube-apiserver && built kubectl && built etcd; then
+KUBE=""
+ETCD=""
+for p in $PROGRAMS; do
+	built "$p" && continue
+	if [ "$p" = etcd ]; then ETCD=etcd; else KUBE="$KUBE $p"; fi
+done
+if [ -z "$KUBE" ] && [ -z "$ETCD" ]; then
 	echo "$DIR"
 	exit 0
 fi
@@ -27,8 +58,8 @@ fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-# kube-apiserver and kubectl
-if ! built kube-apiserver || ! built kubectl; then
+# kube-apiserver, kubectl, kubelet: one wrapper module, one build cache.
+if [ -n "$KUBE" ]; then
 mkdir -p "$WORK/k8s"
 cd "$WORK/k8s"
 cat >go.mod <<EOM
@@ -38,6 +69,8 @@ go 1.26.8
 
 require k8s.io/kubernetes $K8S_VERSION
 EOM
+# The tools file imports every program the script knows, so that go.mod is the
+# same whichever of them this run builds.
 cat >tools.go <<EOM
 //go:build tools
 
@@ -46,6 +79,7 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 EOM
 GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
@@ -57,15 +91,19 @@ go mod tidy
 MAJOR=${K8S_VERSION#v}; MAJOR=${MAJOR%%.*}
 MINOR=${K8S_VERSION#v*.}; MINOR=${MINOR%%.*}
 LD="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=$MAJOR -X k8s.io/component-base/version.gitMinor=$MINOR"
-for cmd in kube-apiserver kubectl; do
-	built "$cmd" && continue
-	nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
+for cmd in $KUBE; do
+	# The kubelet needs no cgo (kubelet-node.md); a static binary runs in
+	# any mount namespace the capture script makes.
+	cgo=${CGO_ENABLED:-}
+	[ "$cmd" = kubelet ] && cgo=0
+	CGO_ENABLED=${cgo:-$(go env CGO_ENABLED)} nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
 	mv "$DIR/$cmd.tmp" "$DIR/$cmd"
+	stamp "$cmd"
 done
 fi
 
 # etcd
-if ! built etcd; then
+if [ -n "$ETCD" ]; then
 mkdir -p "$WORK/etcd"
 cd "$WORK/etcd"
 cat >go.mod <<EOM
@@ -85,7 +123,11 @@ EOM
 go mod tidy
 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$DIR/etcd.tmp" go.etcd.io/etcd/server/v3
 mv "$DIR/etcd.tmp" "$DIR/etcd"
+stamp etcd
 fi
 
-echo "$K8S_VERSION $ETCD_VERSION" >"$DIR/VERSION"
+# The stamp older scripts and caches know, once all three of theirs are built.
+if built kube-apiserver && built kubectl && built etcd; then
+	echo "$K8S_VERSION $ETCD_VERSION" >"$DIR/VERSION"
+fi
 echo "$DIR"

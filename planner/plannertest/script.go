@@ -1,6 +1,7 @@
 package plannertest
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -53,6 +54,8 @@ var scriptVerbs = map[string]func(*World, *scriptArgs) error{
 	"rm-kernel":      (*World).scriptRmKernel,
 	"published":      (*World).scriptPublished,
 	"admitted":       (*World).scriptAdmitted,
+	"kubelet-files":  (*World).scriptKubeletFiles,
+	"restart":        (*World).scriptRestart,
 	"runtime":        (*World).scriptRuntime,
 	"deleted":        (*World).scriptDeleted,
 	"netns-gone":     (*World).scriptNetNSGone,
@@ -299,9 +302,47 @@ func (w *World) scriptPublished(a *scriptArgs) error {
 	return nil
 }
 
-// scriptAdmitted sets the pod UIDs the kubelet admitted.
+// scriptAdmitted sets the pod UIDs the kubelet's files list, as written D
+// ago: `admitted [UID,UID...] [ago=D]` (default: just now; no UIDs: the
+// files list none).
 func (w *World) scriptAdmitted(a *scriptArgs) error {
 	w.Desired.Hints.AdmittedPodUIDs = list(a.arg(0))
+	w.Desired.Hints.AdmittedAt = w.Now.Add(-a.dur("ago", 0))
+	return nil
+}
+
+// scriptKubeletFiles reads the hints from the files of a kubelet root
+// directory, as the agent does (desired.ReadHints), as written D ago:
+// `kubelet-files DIR [ago=D]`. The files' own times are their checkout's.
+func (w *World) scriptKubeletFiles(a *scriptArgs) error {
+	h := desired.ReadHints(desired.KubeletHintSources(a.arg(0), ""))
+	if len(h.Problems) > 0 {
+		return fmt.Errorf("kubelet-files %s: %v", a.arg(0), h.Problems)
+	}
+	if h.AdmittedAt.IsZero() {
+		return fmt.Errorf("kubelet-files %s: no kubelet file there", a.arg(0))
+	}
+	w.Desired.Hints.AdmittedPodUIDs = h.AdmittedPodUIDs
+	w.Desired.Hints.AdmittedAt = w.Now.Add(-a.dur("ago", 0))
+	return nil
+}
+
+// scriptRestart restarts the agent: its memory is what it persisted, read
+// back from JSON (`restart`), or lost (`restart forget`).
+func (w *World) scriptRestart(a *scriptArgs) error {
+	if a.flag("forget") {
+		w.Memory = planner.Memory{}
+		return nil
+	}
+	b, err := json.Marshal(w.Memory)
+	if err != nil {
+		return err
+	}
+	var m planner.Memory
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	w.Memory = m
 	return nil
 }
 
@@ -622,6 +663,14 @@ func (w *World) Dump() string {
 	}
 	if !m.IdleAboveMaxSince.IsZero() {
 		fmt.Fprintf(&b, "memory idle above max since %s ago\n", w.Now.Sub(m.IdleAboveMaxSince))
+	}
+	for _, u := range slices.Sorted(maps.Keys(m.Admitted)) {
+		r := m.Admitted[u]
+		fmt.Fprintf(&b, "memory admitted %s since %s ago", u, w.Now.Sub(r.Since))
+		if r.Entry {
+			b.WriteString(" entry")
+		}
+		b.WriteString("\n")
 	}
 	for _, v := range w.VSwitches {
 		fmt.Fprintf(&b, "vswitch %s free=%d\n", v.ID, v.AvailableIPs)

@@ -50,6 +50,36 @@ type Agent struct {
 	// new pods from the idle addresses it provably holds, and growth and
 	// release wait. Ready stays true while pods can be served.
 	Degraded *Degraded `json:"degraded,omitempty"`
+	// Hints reports the kubelet's and the runtime's files the agent reads
+	// as demand hints (absent when it reads none, and in heartbeats of
+	// agents older than this field).
+	Hints *Hints `json:"hints,omitempty"`
+}
+
+// Hints is what the agent made of the kubelet's and the runtime's files
+// (docs/files.md, "Hints the agent reads but does not own").
+type Hints struct {
+	// Admitted counts the pods the kubelet's files list (deleted pods
+	// included until the kubelet rewrites them); Expected, those of them
+	// counted as demand about to arrive: no entry yet, and still coming.
+	Admitted int `json:"admitted"`
+	Expected int `json:"expected"`
+	// Problems are the hint files that exist but could not be used (an
+	// unknown format after a kubelet or runtime upgrade, a file too large
+	// or not a regular file): their pods are not counted.
+	Problems []HintProblem `json:"problems,omitempty"`
+	// NotFound is set when no kubelet file exists where the agent looks
+	// although pods have entries (the kubelet writes one at every
+	// admission): it says where the agent looked and what to check.
+	NotFound string `json:"notFound,omitempty"`
+}
+
+// HintProblem is one hint file that could not be used.
+type HintProblem struct {
+	// Source is allocated_pods_state, device_checkpoint or cni_results.
+	Source string `json:"source"`
+	Path   string `json:"path"`
+	Error  string `json:"error"`
 }
 
 // Degraded describes degraded mode (docs/design.md, "Degraded mode").

@@ -254,6 +254,44 @@ func TestAgentRoundTripAndServing(t *testing.T) {
 	}
 }
 
+// The hints field is optional within the apiVersion: a heartbeat with it
+// round-trips (golden agent-hints.json shows the shape), and one written
+// before it existed (agent.json) reads with no hints.
+func TestAgentHintsOptional(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.json")
+	a := status.Agent{
+		APIVersion: status.Version, PID: 42, Version: "v0.1.0", Started: t0, Heartbeat: t0.Add(time.Minute), Ready: true,
+		Pool: status.PoolSummary{Total: 20, Used: 5, Idle: 12, ENIs: 2},
+		Hints: &status.Hints{Admitted: 7, Expected: 1, Problems: []status.HintProblem{{
+			Source: "allocated_pods_state", Path: "/var/lib/kubelet/allocated_pods_state",
+			Error: `unknown format: data has no "entries" map`,
+		}}},
+	}
+	if err := status.WriteAgent(path, a); err != nil {
+		t.Fatal(err)
+	}
+	got, err := status.ReadAgent(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(a, got); d != "" {
+		t.Errorf("round trip (-want +got):\n%s", d)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "agent-hints.json", data)
+
+	old, err := status.ReadAgent(filepath.Join("testdata", "agent.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Hints != nil {
+		t.Errorf("a heartbeat without hints read with %+v", old.Hints)
+	}
+}
+
 // TestWriteFileAtomicReadersSeeWholeFiles rewrites one file while readers
 // read it: a reader must only ever see one of the complete contents, and no
 // temporary file may be left behind.
