@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -104,10 +105,13 @@ type Agent struct {
 	instance   observed.Instance
 	started    time.Time
 	lastPlan   planner.Plan
-	ready      bool
-	reason     string
-	stopped    bool
-	nextFull   time.Time
+	// phases counts the published statuses by phase as the heartbeat last
+	// said (phaseCounts).
+	phases   map[status.Phase]int
+	ready    bool
+	reason   string
+	stopped  bool
+	nextFull time.Time
 	// deadline is when time alone changes the plan (zero: never).
 	deadline  time.Time
 	fullFails int
@@ -564,7 +568,10 @@ func (a *Agent) pass(ctx context.Context) {
 		}
 	}
 	a.updateMetrics(p)
-	if hintsChanged || p.Pool != prev.Pool || phaseCounts(p) != phaseCounts(prev) || !reflect.DeepEqual(p.Sets, prev.Sets) {
+	cur, _ := a.cache.snapshot()
+	phases := phaseCounts(cur)
+	if hintsChanged || p.Pool != prev.Pool || !maps.Equal(phases, a.phases) || !reflect.DeepEqual(p.Sets, prev.Sets) {
+		a.phases = phases
 		// `enid status` and STATUS read the heartbeat: keep its summary current.
 		a.writeHeartbeat()
 	}

@@ -10,18 +10,14 @@ import (
 	"github.com/enidnet/enid/reconcile/status"
 )
 
-// phaseCounts counts a plan's statuses by phase (Pending, Ready, Failed).
-func phaseCounts(p planner.Plan) [3]int {
-	var n [3]int
-	for _, s := range p.Statuses {
-		switch s.Phase {
-		case planner.PhasePending:
-			n[0]++
-		case planner.PhaseReady:
-			n[1]++
-		case planner.PhaseFailed:
-			n[2]++
-		}
+// phaseCounts counts the published statuses by phase: what the status
+// files say, which is what the CNI plugin and `enid status` read, not what
+// the last plan meant to publish (a setup that failed leaves Pending where
+// the plan said Ready). Phases without a status are absent.
+func phaseCounts(o observed.State) map[status.Phase]int {
+	n := map[status.Phase]int{}
+	for _, s := range o.Node.Published {
+		n[status.Phase(s.Phase)]++
 	}
 	return n
 }
@@ -47,21 +43,18 @@ func (a *Agent) updateMetrics(p planner.Plan) {
 	m.poolIPs.WithLabelValues("cooldown").Set(float64(p.Pool.Cooldown))
 	m.poolIPs.WithLabelValues("sticky").Set(float64(p.Pool.Sticky))
 	m.poolIPs.WithLabelValues("target").Set(float64(p.Pool.Target))
-	phases := map[string]int{planner.PhasePending: 0, planner.PhaseReady: 0, planner.PhaseFailed: 0}
-	for _, s := range p.Statuses {
-		phases[s.Phase]++
-	}
-	for ph, n := range phases {
-		m.podsByPhase.WithLabelValues(ph).Set(float64(n))
-	}
 	o, _ := a.cache.snapshot()
-	n := 0
+	n := phaseCounts(o)
+	for _, ph := range []string{planner.PhasePending, planner.PhaseReady, planner.PhaseFailed} {
+		m.podsByPhase.WithLabelValues(ph).Set(float64(n[status.Phase(ph)]))
+	}
+	enis := 0
 	for _, e := range o.ENIs {
 		if e.Owned(a.cfg.InstanceID) && e.Status == observed.ENIInUse {
-			n++
+			enis++
 		}
 	}
-	m.enis.Set(float64(n))
+	m.enis.Set(float64(enis))
 }
 
 // beat is what the heartbeat publishes, as the loop last left it. The
@@ -91,7 +84,7 @@ func (a *Agent) snapshotHeartbeat() {
 		APIVersion: status.Version, PID: os.Getpid(), Version: a.cfg.Version, Started: a.started,
 		Ready: a.ready, Reason: a.reason, Stopped: a.stopped,
 		Pool: status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky, Capacity: p.Pool.Capacity},
-		Pods: map[status.Phase]int{}, Degraded: a.degraded,
+		Degraded: a.degraded,
 	}
 	o, _ := a.cache.snapshot()
 	for _, e := range o.ENIs {
@@ -99,9 +92,7 @@ func (a *Agent) snapshotHeartbeat() {
 			hb.Pool.ENIs++
 		}
 	}
-	for _, s := range p.Statuses {
-		hb.Pods[status.Phase(s.Phase)]++
-	}
+	hb.Pods = phaseCounts(o)
 	hb.Sets = setSummaries(p)
 	hb.Hints = a.hintsStatus(p.Pool.Expected)
 	a.beat.mu.Lock()
