@@ -252,6 +252,7 @@ func TestDelAgentDown(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, time.Second, 0},
+		{"killed agent: fresh heartbeat, its lock free", func() { n.killedAgent() }, time.Second, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.prep()
@@ -291,6 +292,8 @@ func TestStatus(t *testing.T) {
 	wantCode(t, n.cni.GetStatusNetworkList(ctx, list), types.ErrPluginNotAvailable, "not ready: config /etc/enid/config.yaml invalid")
 	n.heartbeat(time.Now().Add(-time.Minute), true, "")
 	wantCode(t, n.cni.GetStatusNetworkList(ctx, list), types.ErrPluginNotAvailable, "heartbeat is 1m")
+	n.killedAgent()
+	wantCode(t, n.cni.GetStatusNetworkList(ctx, list), types.ErrPluginNotAvailable, "agent process not running (pid 4242")
 	if err := os.WriteFile(n.agent, []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
