@@ -89,7 +89,9 @@ type Hints struct {
 	// entry yet are demand that will arrive soon.
 	AdmittedPodUIDs []string
 	// RuntimeAttachments are the runtime's libcni cache records
-	// (/var/lib/cni/results): attachments the runtime believes are alive.
+	// (/var/lib/cni/results) of enid's network: attachments the runtime
+	// believes are alive. Records of other networks (containerd's
+	// cni-loopback beside every sandbox) are not among them.
 	RuntimeAttachments []RuntimeAttachment
 	// Problems lists hint files that could not be read (never fatal).
 	Problems []string

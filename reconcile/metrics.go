@@ -29,7 +29,8 @@ type Metrics struct {
 	degraded     prometheus.Gauge
 	unknownVSw   *prometheus.GaugeVec
 
-	// runtimeRecords counts the runtime's libcni cache records last read.
+	// runtimeRecords counts the runtime's libcni cache records of enid's
+	// network last read (desired.Hints.RuntimeAttachments).
 	runtimeRecords prometheus.Gauge
 	// nodeReads counts reads of the node alone after a netlink change.
 	nodeReads prometheus.Counter
@@ -105,7 +106,7 @@ func NewMetrics() *Metrics {
 		Name: "enid_vswitch_unknown", Help: "1 for each vSwitch the config names that the cloud says does not exist (skipped).",
 	}, []string{"vswitch"})
 	m.runtimeRecords = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "enid_runtime_attachments", Help: "Attachments the container runtime's libcni cache names, as last read.",
+		Name: "enid_runtime_attachments", Help: "Attachments of enid's network the container runtime's libcni cache names, as last read (other networks' records, such as containerd's cni-loopback, are not counted).",
 	})
 	m.nodeReads = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "enid_node_reads_total", Help: "Reads of the node's kernel state alone, after a netlink change in the node namespace.",
