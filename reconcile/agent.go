@@ -264,12 +264,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Held until Run returns, after the last heartbeat: a reader that finds
 	// it free knows the heartbeat's writer is gone, however fresh the
 	// heartbeat (a SIGKILL leaves no last word).
+	// Only another agent's lock is fatal: without one (a full /run that
+	// cannot take the file) the heartbeat names no lock, and readers fall
+	// back to its pid.
 	lock, unlockBeat, err := status.LockAgent(a.cfg.Paths.AgentFile)
-	if err != nil {
+	switch {
+	case errors.Is(err, status.ErrAgentLocked):
 		return err
+	case err != nil:
+		a.log.Warn("running without the heartbeat's lock: readers check the pid instead", "err", err)
+	default:
+		defer unlockBeat()
+		a.self.lock = lock
 	}
-	defer unlockBeat()
-	a.self.lock = lock
 	a.self.pidNS, a.self.pidStart = status.SelfProcess()
 	// Entries may carry pod annotations: 0700. Statuses hold no secrets
 	// and monitoring may read them: 0755, as docs/status-files.md says (an

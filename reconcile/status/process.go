@@ -61,11 +61,16 @@ func (p Process) String() string {
 	return "unknown"
 }
 
+// ErrAgentLocked is wrapped by LockAgent when another live agent holds the
+// lock.
+var ErrAgentLocked = errors.New("another enid agent holds the heartbeat's lock")
+
 // LockAgent takes the lock an agent holds while it runs, LockFileName in
 // the directory of the heartbeat agentFile (created if needed), and returns
 // the name to record in the heartbeat (Agent.Lock) and the function that
-// releases it. It fails when another live process holds it. The file is
-// 0644: a reader needs to open it, read-only, to test it.
+// releases it. The error wraps ErrAgentLocked when another live process
+// holds it. The file is 0644: a reader needs to open it, read-only, to test
+// it.
 func LockAgent(agentFile string) (name string, release func(), err error) {
 	dir := filepath.Dir(agentFile)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -84,7 +89,7 @@ func LockAgent(agentFile string) (name string, release func(), err error) {
 	if err := syscall.FcntlFlock(f.Fd(), fOFDSetlk, &lk); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) {
-			return "", nil, fmt.Errorf("another enid agent holds %s: only one agent may write %s", path, agentFile)
+			return "", nil, fmt.Errorf("%w: %s (only one agent may write %s)", ErrAgentLocked, path, agentFile)
 		}
 		return "", nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -2,6 +2,7 @@ package status_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +40,7 @@ func TestAgentLockTellsTheWriterRuns(t *testing.T) {
 			t.Fatalf("lock held: process %s, serving %v; want running and serving", a.Process, a.Serving(time.Now(), time.Minute))
 		}
 	}
-	if _, _, err := status.LockAgent(path); err == nil || !strings.Contains(err.Error(), "another enid agent holds") {
+	if _, _, err := status.LockAgent(path); !errors.Is(err, status.ErrAgentLocked) {
 		t.Fatalf("second LockAgent while held: %v, want refused", err)
 	}
 	release()
