@@ -157,6 +157,13 @@ func TestStatusReadyAfterSIGKILL(t *testing.T) {
 	if !strings.Contains(string(out), "Agent:     "+want+")") {
 		t.Errorf("enid status after SIGKILL does not say %q:\n%s", want+")", out)
 	}
+	out, err = exec.Command(bin, "status", "-o", "json", "--run-dir", runDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("enid status -o json: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `"agentProcess": "not running"`) {
+		t.Errorf("enid status -o json after SIGKILL lacks \"agentProcess\": \"not running\":\n%s", out)
+	}
 	a, err := status.ReadAgent(filepath.Join(runDir, "agent.json"))
 	if err != nil {
 		t.Fatal(err)
