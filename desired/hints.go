@@ -86,6 +86,9 @@ type HintReader struct {
 type cachedRecord struct {
 	id  fileID
 	att RuntimeAttachment
+	// ours: the record is of enid's network (isEnidConfig); others are
+	// kept here only so that a re-read skips them for one lstat too.
+	ours bool
 }
 
 // Read reads every hint source (see ReadHints).
@@ -216,7 +219,15 @@ func parseDeviceCheckpoint(data []byte) ([]string, error) {
 // cniCacheKind is the kind libcni writes in its result cache.
 const cniCacheKind = "cniCacheV1"
 
-// readCNIResults reads libcni's cache files <network>-<containerID>-<ifName>.
+// PluginType is the type of enid's plugin in a network list (the binary's
+// name): a runtime's cache record is enid's when the config it ran names it.
+const PluginType = "enid-cni"
+
+// readCNIResults reads libcni's cache files <network>-<containerID>-<ifName>
+// and returns the records of enid's network only: the runtime records every
+// network it runs for a sandbox there, and containerd's CRI runs its own
+// loopback network (cni-loopback-<containerID>-lo) beside enid's for every
+// one; a record of another network says nothing about enid's attachment.
 // Records whose file identity is unchanged are taken from r's cache.
 func (r *HintReader) readCNIResults(dir string) ([]RuntimeAttachment, []HintProblem) {
 	dirents, err := os.ReadDir(dir)
@@ -242,10 +253,12 @@ func (r *HintReader) readCNIResults(dir string) ([]RuntimeAttachment, []HintProb
 		}
 		if c, ok := r.cni[p]; ok && idOK && c.id == id {
 			seen[p] = true
-			atts = append(atts, c.att)
+			if c.ours {
+				atts = append(atts, c.att)
+			}
 			continue
 		}
-		a, err := readCNIResult(p)
+		a, ours, err := readCNIResult(p)
 		if err != nil {
 			problems = append(problems, HintProblem{Source: SourceCNIResults, Path: p, Err: unwrapPath(err).Error()})
 			continue
@@ -254,10 +267,12 @@ func (r *HintReader) readCNIResults(dir string) ([]RuntimeAttachment, []HintProb
 			if r.cni == nil {
 				r.cni = map[string]cachedRecord{}
 			}
-			r.cni[p] = cachedRecord{id: id, att: a}
+			r.cni[p] = cachedRecord{id: id, att: a, ours: ours}
 			seen[p] = true
 		}
-		atts = append(atts, a)
+		if ours {
+			atts = append(atts, a)
+		}
 	}
 	for p := range r.cni {
 		if !seen[p] {
@@ -277,32 +292,37 @@ func (r *HintReader) readCNIResults(dir string) ([]RuntimeAttachment, []HintProb
 	return atts, problems
 }
 
-func readCNIResult(path string) (RuntimeAttachment, error) {
+// readCNIResult reads one cache record; ours says whether it is a record of
+// enid's network (isEnidConfig).
+func readCNIResult(path string) (a RuntimeAttachment, ours bool, err error) {
 	data, err := readLimited(path)
 	if err != nil {
-		return RuntimeAttachment{}, err
+		return RuntimeAttachment{}, false, err
 	}
 	var c struct {
 		Kind        string `json:"kind"`
 		ContainerID string `json:"containerId"`
 		IfName      string `json:"ifName"`
 		NetworkName string `json:"networkName"`
-		Result      struct {
+		// Config is the network list (or single network config) libcni
+		// ran, as bytes: base64 in JSON.
+		Config []byte `json:"config"`
+		Result struct {
 			IPs []struct {
 				Address string `json:"address"`
 			} `json:"ips"`
 		} `json:"result"`
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
-		return RuntimeAttachment{}, fmt.Errorf("not a libcni cache record: %v", err)
+		return RuntimeAttachment{}, false, fmt.Errorf("not a libcni cache record: %v", err)
 	}
 	if c.Kind != cniCacheKind {
-		return RuntimeAttachment{}, fmt.Errorf("unknown cache kind %q (want %s)", c.Kind, cniCacheKind)
+		return RuntimeAttachment{}, false, fmt.Errorf("unknown cache kind %q (want %s)", c.Kind, cniCacheKind)
 	}
 	if c.ContainerID == "" || c.IfName == "" {
-		return RuntimeAttachment{}, errors.New("cache record without containerId or ifName")
+		return RuntimeAttachment{}, false, errors.New("cache record without containerId or ifName")
 	}
-	a := RuntimeAttachment{Network: c.NetworkName, ContainerID: c.ContainerID, IfName: c.IfName}
+	a = RuntimeAttachment{Network: c.NetworkName, ContainerID: c.ContainerID, IfName: c.IfName}
 	for _, ip := range c.Result.IPs {
 		// A result from an old CNI version may carry IPs in another shape;
 		// the attachment is still a useful hint without them.
@@ -310,5 +330,34 @@ func readCNIResult(path string) (RuntimeAttachment, error) {
 			a.IPs = append(a.IPs, p)
 		}
 	}
-	return a, nil
+	return a, isEnidConfig(c.Config), nil
+}
+
+// isEnidConfig reports whether a record's config is enid's network: a
+// network list with a plugin of type PluginType (chained plugins after it
+// are fine), or a single network config of that type. A record without a
+// config, or with one that does not parse, counts as enid's: which network
+// it is cannot be told, and a hint may only err on the side of "alive".
+func isEnidConfig(conf []byte) bool {
+	if len(conf) == 0 {
+		return true
+	}
+	var c struct {
+		Type    string `json:"type"`
+		Plugins []struct {
+			Type string `json:"type"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(conf, &c); err != nil {
+		return true
+	}
+	if c.Type == PluginType {
+		return true
+	}
+	for _, p := range c.Plugins {
+		if p.Type == PluginType {
+			return true
+		}
+	}
+	return false
 }

@@ -14,7 +14,13 @@ import (
 // The fixtures under testdata/hints are in the formats kubelet and libcni
 // write: allocated_pods_state (a JSON string inside a checksummed envelope),
 // the device manager's kubelet_internal_checkpoint, and libcni's
-// cniCacheV1 records named <network>-<containerID>-<ifName>.
+// cniCacheV1 records named <network>-<containerID>-<ifName>. Of those, only
+// enid's network counts: enid-149647f1...-eth0 and cni-loopback-149647f1...-lo
+// are the pair containerd 1.6.20 wrote for one sandbox of TestCRIPodLifecycle
+// (the config re-encoded as the shipped conflist, which containerd reads from
+// its conf dir), and containerd's loopback record beside every sandbox, like
+// a record of another network (podnet-..., a bridge list), is no attachment
+// of enid's.
 func TestReadHintsFromFixtures(t *testing.T) {
 	got := ReadHints(HintSources{
 		AllocatedPodsState: "testdata/hints/allocated_pods_state",
@@ -28,6 +34,7 @@ func TestReadHintsFromFixtures(t *testing.T) {
 			"e1d2c3b4-a596-4877-8695-a4b3c2d1e0f9", // device checkpoint only
 		},
 		RuntimeAttachments: []RuntimeAttachment{
+			{Network: "enid", ContainerID: "149647f1bdc40f502a1cb7a91bedb1b4acc6a2d8d41743af8ecb4e08b36551ad", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("192.168.0.8/32")}},
 			{Network: "enid", ContainerID: "1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.0.0.18/32")}},
 			{Network: "enid", ContainerID: "9b1e8c7d6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b9c", IfName: "eth0", IPs: []netip.Prefix{netip.MustParsePrefix("10.0.0.17/32")}},
 		},
@@ -40,6 +47,26 @@ func TestReadHintsFromFixtures(t *testing.T) {
 	got.AdmittedAt = time.Time{}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// A HintReader's second read, from its cache of parsed records, skips
+// the records of other networks as the first did.
+func TestHintReaderCacheKeepsOnlyEnidRecords(t *testing.T) {
+	src := HintSources{CNIResultsDir: "testdata/hints/cni/results"}
+	var r HintReader
+	first := r.Read(src)
+	if len(r.cni) == 0 {
+		t.Fatal("the reader cached no record")
+	}
+	second := r.Read(src)
+	if d := cmp.Diff(first, second, cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
+		t.Errorf("second read (-first +second):\n%s", d)
+	}
+	for _, a := range second.RuntimeAttachments {
+		if a.Network != "enid" {
+			t.Errorf("record of network %s among the runtime's attachments: %+v", a.Network, a)
+		}
 	}
 }
 

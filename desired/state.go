@@ -99,7 +99,9 @@ type Hints struct {
 	// could not be read (see Problems): the list may lack pods it names.
 	AdmittedPartial bool
 	// RuntimeAttachments are the runtime's libcni cache records
-	// (/var/lib/cni/results): attachments the runtime believes are alive.
+	// (/var/lib/cni/results) of enid's network: attachments the runtime
+	// believes are alive. Records of other networks (containerd's
+	// cni-loopback beside every sandbox) are not among them.
 	RuntimeAttachments []RuntimeAttachment
 	// Problems lists hint files that could not be read (never fatal), in
 	// source order.

@@ -304,12 +304,16 @@ type deletionRecord struct {
 
 // MarkDeleted records that the runtime deleted the attachment (CNI DEL, or
 // GC naming it invalid): <containerID>_<ifName>.del in the entries dir,
-// written atomically. The CNI plugin writes it before it removes the entry,
-// so the agent can tell an authoritative removal, which it tears down at
-// once, from an entry file that vanished otherwise, which it keeps while
-// other evidence says the attachment lives. The agent removes the record
-// once nothing of the attachment is left (ForgetDeletion); an ADD of the
-// same key removes it too.
+// written atomically. The CNI plugin writes it before it removes the entry
+// (Delete), so the agent can tell an authoritative removal, which it tears
+// down at once, from an entry file that vanished otherwise, which it keeps
+// while other evidence says the attachment lives. The agent removes the
+// record once nothing of the attachment is left (ForgetDeletion); an ADD of
+// the same key removes it too.
+//
+// Only the record's name is read, so when the file system has no room for
+// its content (ENOSPC, EDQUOT: a full /run) the record is an empty file,
+// which needs an inode and no data; one that exists already is kept.
 func (s *EntryStore) MarkDeleted(key Key, now time.Time) error {
 	if err := validKey(key); err != nil {
 		return err
@@ -322,10 +326,65 @@ func (s *EntryStore) MarkDeleted(key Key, now time.Time) error {
 	if err := s.ensureDir(); err != nil {
 		return err
 	}
-	if err := podkey.WriteFileAtomic(filepath.Join(s.dir, DeletionFileName(key)), append(data, '\n'), 0o600); err != nil {
+	path := filepath.Join(s.dir, DeletionFileName(key))
+	err = podkey.WriteFileAtomic(path, append(data, '\n'), 0o600)
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		if eerr := s.markEmpty(path); eerr != nil {
+			return fmt.Errorf("record deletion of %s: %w (empty record: %w)", key, err, eerr)
+		}
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("record deletion of %s: %w", key, err)
 	}
 	return nil
+}
+
+// markEmpty creates the deletion record at path with no content, or keeps
+// the regular file already there, and makes it durable.
+func (s *EntryStore) markEmpty(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		st, lerr := os.Lstat(path)
+		if lerr == nil && st.Mode().IsRegular() {
+			return podkey.SyncDir(s.dir)
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return podkey.SyncDir(s.dir)
+}
+
+// Delete records the runtime's deletion of key and removes its entry, in
+// the order that keeps DEL both authoritative and possible on a full file
+// system: the record first (MarkDeleted); if it cannot be written, the
+// entry's removal (which frees its inode and its bytes) and the record
+// again. recorded is false when the record still could not be written: the
+// entry is gone all the same, and the agent then takes it for an entry that
+// vanished without a DEL, kept while the runtime's own record of it (libcni
+// removes that after DEL returns) names it, and torn down when that goes.
+// recordErr says why there is no record. err is for an entry that could not
+// be removed, the one failure the runtime must retry.
+func (s *EntryStore) Delete(key Key, now time.Time) (recorded bool, recordErr, err error) {
+	recordErr = s.MarkDeleted(key, now)
+	if err := s.Remove(key); err != nil {
+		if recordErr != nil {
+			return false, recordErr, fmt.Errorf("%w (after: %w)", err, recordErr)
+		}
+		return true, nil, err
+	}
+	if recordErr == nil {
+		return true, nil, nil
+	}
+	if err := s.MarkDeleted(key, now); err != nil {
+		return false, fmt.Errorf("%w; again after removing the entry: %w", recordErr, err), nil
+	}
+	return true, nil, nil
 }
 
 // ForgetDeletion removes the key's deletion record; an absent one is

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/enidnet/enid/internal/roottest"
 )
 
 func TestStoreWriteReadRemove(t *testing.T) {
@@ -311,6 +313,69 @@ func TestStoreDeletionRecords(t *testing.T) {
 	}
 	if err := s.MarkDeleted(Key{ContainerID: "a/b", IfName: "eth0"}, time.Now()); !errors.Is(err, ErrInvalidEntry) {
 		t.Errorf("MarkDeleted of an invalid key: %v", err)
+	}
+}
+
+// Delete on a full file system (a tmpfs filled to its last byte, and to
+// its last inode in two cases): the entry is always removed, and the
+// deletion record is written where it can be: empty when only the bytes are
+// full, with its content after the entry's removal freed an inode, and not
+// at all when there was no entry to free.
+func TestDeleteOnFullDisk(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		inodes, entry bool
+		recorded      bool
+		content       bool // the record holds its JSON, not nothing
+	}{
+		{name: "bytes full", entry: true, recorded: true},
+		{name: "bytes and inodes full", inodes: true, entry: true, recorded: true, content: true},
+		{name: "bytes and inodes full, no entry", inodes: true},
+		{name: "bytes full, no entry", recorded: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := roottest.Tmpfs(t, 256<<10, 32)
+			s := NewEntryStore(filepath.Join(dir, "pods"))
+			e := validEntry()
+			if tc.entry {
+				if _, err := s.Write(e); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := s.ensureDir(); err != nil {
+				t.Fatal(err)
+			}
+			roottest.Fill(t, dir, tc.inodes)
+			recorded, recordErr, err := s.Delete(e.Key(), time.Unix(0, 0))
+			if err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			if recorded != tc.recorded || (recordErr == nil) != recorded {
+				t.Fatalf("Delete: recorded %v (%v), want %v", recorded, recordErr, tc.recorded)
+			}
+			if recordErr != nil && !errors.Is(recordErr, syscall.ENOSPC) {
+				t.Errorf("record error %v, want ENOSPC", recordErr)
+			}
+			if _, err := s.Read(e.Key()); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("entry after Delete: %v", err)
+			}
+			l, err := s.Scan()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(l.Deleted) == 1; got != tc.recorded {
+				t.Fatalf("records after Delete: %v, want recorded=%v", l.Deleted, tc.recorded)
+			}
+			if !tc.recorded {
+				return
+			}
+			data, err := os.ReadFile(filepath.Join(s.Dir(), DeletionFileName(e.Key())))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(data) > 0; got != tc.content {
+				t.Errorf("record content %q, want content=%v", data, tc.content)
+			}
+		})
 	}
 }
 

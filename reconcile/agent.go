@@ -128,6 +128,14 @@ type Agent struct {
 	routineRefreshes int
 	// beat is the heartbeat's snapshot, shared with its goroutine.
 	beat beat
+	// self is what the heartbeat says of the process beyond its pid: the
+	// lock it holds while it runs and its pid namespace and start time
+	// (status.LockAgent, status.SelfProcess). Set by Run before the first
+	// heartbeat.
+	self struct {
+		lock, pidNS string
+		pidStart    uint64
+	}
 	// hints are the kubelet's and runtime's records, read at hintsAt.
 	hints   desired.Hints
 	hintsAt time.Time
@@ -260,6 +268,23 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	// Held until Run returns, after the last heartbeat: a reader that finds
+	// it free knows the heartbeat's writer is gone, however fresh the
+	// heartbeat (a SIGKILL leaves no last word).
+	// Only another agent's lock is fatal: without one (a full /run that
+	// cannot take the file) the heartbeat names no lock, and readers fall
+	// back to its pid.
+	lock, unlockBeat, err := status.LockAgent(a.cfg.Paths.AgentFile)
+	switch {
+	case errors.Is(err, status.ErrAgentLocked):
+		return err
+	case err != nil:
+		a.log.Warn("running without the heartbeat's lock: readers check the pid instead", "err", err)
+	default:
+		defer unlockBeat()
+		a.self.lock = lock
+	}
+	a.self.pidNS, a.self.pidStart = status.SelfProcess()
 	// Entries may carry pod annotations: 0700. Statuses hold no secrets
 	// and monitoring may read them: 0755, as docs/status-files.md says (an
 	// older agent made it 0700; that exact mode is corrected).

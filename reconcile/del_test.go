@@ -15,6 +15,7 @@ import (
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/internal/cnirun"
 	"github.com/enidnet/enid/internal/roottest"
+	"github.com/enidnet/enid/reconcile/status"
 )
 
 // A CNI DEL through libcni, with the runtime's result cache in place and
@@ -139,4 +140,100 @@ func gauge(t *testing.T, m *Metrics, name string) float64 {
 	}
 	t.Fatalf("no gauge or counter %s", name)
 	return 0
+}
+
+// A CNI DEL on a full /run (a tmpfs filled to its last byte, and in two
+// cases to its last inode too) succeeds, removes the entry, and the agent
+// tears the attachment down and removes its status; once space is back the
+// agent forgets the deletion record and writes its heartbeat again. Where
+// a record fits (an empty one, or one written in the room the entry's
+// removal freed) the teardown is done when DEL returns; where none fits
+// (the entry was already gone and nothing is left to free) DEL succeeds
+// all the same and the teardown follows libcni's removal of its record.
+func TestDelOnFullRunDir(t *testing.T) {
+	pluginDir, err := cnirun.Plugin(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		// inodes: fill the inodes too, not only the bytes.
+		inodes bool
+		// entryGone: the entry is removed (without a record) before the
+		// disk fills, as by an earlier DEL that the runtime retries.
+		entryGone bool
+		// atOnce: the status is gone when DEL returns (a record was written).
+		atOnce bool
+	}{
+		{name: "bytes full: empty record", atOnce: true},
+		{name: "bytes and inodes full: record after the removal", inodes: true},
+		{name: "no room for a record", inodes: true, entryGone: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := roottest.Tmpfs(t, 1<<20, 64)
+			w := newWorld(t, ecssim.Config{Delays: ecssim.Delays{Attach: 20 * time.Millisecond}},
+				"pool:\n  minIdle: 2\n  maxIdle: 6\n  batch: 5\n  cooldown: 1m\n")
+			w.paths.Entries, w.paths.Statuses, w.paths.AgentFile = filepath.Join(run, "pods"), filepath.Join(run, "status"), filepath.Join(run, "agent.json")
+			cacheDir := filepath.Join(w.dir, "cni-cache")
+			w.paths.Hints = desired.HintSources{CNIResultsDir: filepath.Join(cacheDir, "results")}
+			stop := w.start(NewNoDatapathMust(t))
+			defer stop()
+			rt, err := cnirun.New(pluginDir, cacheDir, cnirun.Conflist(run, time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns, err := testutils.NewNS()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				ns.Close()
+				testutils.UnmountNS(ns)
+			}()
+			ctx := context.Background()
+			pod := cnirun.Pod{ContainerID: "c1", NetNS: ns.Path(), IfName: "eth0", Namespace: "default", Name: "p-c1", UID: "uid-c1"}
+			if _, err := rt.Add(ctx, pod); err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			w.waitFor("the agent reads the runtime's record", 5*time.Second, func() bool {
+				return gauge(t, w.agent.metrics, "enid_runtime_attachments") == 1
+			})
+			key := desired.Key{ContainerID: "c1", IfName: "eth0"}
+			store := desired.NewEntryStore(w.paths.Entries)
+			if tc.entryGone {
+				if err := store.Remove(key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			free := roottest.Fill(t, run, tc.inodes)
+			freed := false
+			defer func() {
+				if !freed {
+					free()
+				}
+			}()
+
+			if err := rt.Del(ctx, pod); err != nil {
+				t.Fatalf("DEL on a full run dir: %v (code %d)", err, cnirun.Code(err))
+			}
+			if _, err := store.Read(key); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("entry after DEL: %v, want fs.ErrNotExist", err)
+			}
+			if _, ok := w.statuses()["c1_eth0"]; ok && tc.atOnce {
+				t.Fatal("DEL returned with a deletion record written and the status is still there")
+			}
+			w.waitFor("c1 torn down on the full disk", 5*time.Second, func() bool {
+				_, ok := w.statuses()["c1_eth0"]
+				return !ok
+			})
+
+			free()
+			freed = true
+			w.waitFor("the deletion record forgotten and the heartbeat written again", 5*time.Second, func() bool {
+				l, err := store.Scan()
+				a, aerr := status.ReadAgent(w.paths.AgentFile)
+				return err == nil && len(l.Deleted) == 0 && aerr == nil && time.Since(a.Heartbeat) < time.Second
+			})
+		})
+	}
 }

@@ -81,9 +81,10 @@ func (a *Agent) writeHeartbeat() {
 func (a *Agent) snapshotHeartbeat() {
 	p := a.lastPlan
 	hb := status.Agent{
-		APIVersion: status.Version, PID: os.Getpid(), Version: a.cfg.Version, Started: a.started,
+		APIVersion: status.Version, PID: os.Getpid(), Lock: a.self.lock, PIDNamespace: a.self.pidNS, PIDStart: a.self.pidStart,
+		Version: a.cfg.Version, Started: a.started,
 		Ready: a.ready, Reason: a.reason, Stopped: a.stopped,
-		Pool: status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky, Capacity: p.Pool.Capacity},
+		Pool:     status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky, Capacity: p.Pool.Capacity},
 		Degraded: a.degraded,
 	}
 	o, _ := a.cache.snapshot()

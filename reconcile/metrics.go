@@ -29,7 +29,8 @@ type Metrics struct {
 	degraded     prometheus.Gauge
 	unknownVSw   *prometheus.GaugeVec
 
-	// runtimeRecords counts the runtime's libcni cache records last read.
+	// runtimeRecords counts the runtime's libcni cache records of enid's
+	// network last read (desired.Hints.RuntimeAttachments).
 	runtimeRecords prometheus.Gauge
 	// hintProblems counts, by source, the hint files last read that
 	// could not be used; hintsNotFound is 1 while no kubelet file exists
@@ -110,7 +111,7 @@ func NewMetrics() *Metrics {
 		Name: "enid_vswitch_unknown", Help: "1 for each vSwitch the config names that the cloud says does not exist (skipped).",
 	}, []string{"vswitch"})
 	m.runtimeRecords = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "enid_runtime_attachments", Help: "Attachments the container runtime's libcni cache names, as last read.",
+		Name: "enid_runtime_attachments", Help: "Attachments of enid's network the container runtime's libcni cache names, as last read (other networks' records, such as containerd's cni-loopback, are not counted).",
 	})
 	m.hintProblems = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "enid_hint_problems", Help: "Hint files last read that exist but could not be used (unknown format, too large, not a regular file), by source (allocated_pods_state, device_checkpoint, cni_results): their pods are not counted.",

@@ -21,8 +21,16 @@ import (
 // record and no entry, whatever other node-local sources say (the runtime's
 // own cache names the attachment until DEL returns). It succeeds when the
 // entry is already gone, when the netns is gone (CNI_NETNS may be empty) and
-// when the agent is down: the record waits for it. Only failing to write the
-// record or remove the entry is an error, so the runtime retries.
+// when the agent is down: the record waits for it.
+//
+// On a full /run the record is an empty file, or, with no inode left,
+// written after the entry's removal freed one (EntryStore.Delete). When
+// even that fails DEL still succeeds, without waiting: the agent then keeps
+// the attachment while the runtime's own record names it, and tears it down
+// when libcni removes that record, which it does as soon as DEL returns. A
+// DEL that failed instead would be retried for ever while the full disk
+// lasts, with the pod's address held. Only an entry that cannot be removed
+// is an error (5), so the runtime retries.
 func (p *plugin) del(args *skel.CmdArgs) error {
 	conf, err := parseConf(args.StdinData)
 	if err != nil {
@@ -32,11 +40,14 @@ func (p *plugin) del(args *skel.CmdArgs) error {
 		return err
 	}
 	key := desired.Key{ContainerID: args.ContainerID, IfName: args.IfName}
-	if err := conf.entries().MarkDeleted(key, p.now()); err != nil {
-		return types.NewError(types.ErrIOFailure, "record deletion of "+key.String(), err.Error())
-	}
-	if err := conf.entries().Remove(key); err != nil {
+	recorded, recordErr, err := conf.entries().Delete(key, p.now())
+	if err != nil {
 		return types.NewError(types.ErrIOFailure, "remove pod entry "+key.String(), err.Error())
+	}
+	if !recorded {
+		p.log.Warn("entry removed without a deletion record: the agent tears the attachment down once the runtime's record of it is gone",
+			"container", args.ContainerID, "ifname", args.IfName, "err", recordErr)
+		return nil // the teardown waits for this DEL to return: nothing to wait for
 	}
 	if conf.delTimeout == 0 {
 		return nil
@@ -75,8 +86,8 @@ func waitGone(ctx context.Context, store *status.Store, containerID, ifName stri
 }
 
 // gc removes every entry whose attachment the runtime does not list as
-// valid, recording each deletion first (as DEL does: the runtime vouches
-// that the attachment is gone). Without any list (neither cni.dev/valid-attachments nor
+// valid, recording each deletion first (as DEL does, full disk included:
+// the runtime vouches that the attachment is gone). Without any list (neither cni.dev/valid-attachments nor
 // cni.dev/attachments) it removes nothing: an absent list is not "no pod is
 // valid". Entry files that cannot be parsed are removed when their file name
 // names an attachment outside the list.
@@ -106,12 +117,12 @@ func (p *plugin) gc(args *skel.CmdArgs) error {
 	}
 	var errs []error
 	for _, k := range stale {
-		if err := store.MarkDeleted(k, p.now()); err != nil {
-			errs = append(errs, fmt.Errorf("record deletion of %s: %w", k, err))
-			continue
-		}
-		if err := store.Remove(k); err != nil {
+		recorded, recordErr, err := store.Delete(k, p.now())
+		if err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", k, err))
+		} else if !recorded {
+			p.log.Warn("entry removed without a deletion record: the agent tears the attachment down once the runtime's record of it is gone",
+				"container", k.ContainerID, "ifname", k.IfName, "err", recordErr)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

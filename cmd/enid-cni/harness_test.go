@@ -131,6 +131,20 @@ func (n *node) heartbeat(at time.Time, ready bool, reason string) {
 	}
 }
 
+// killedAgent writes the heartbeat an agent killed a moment ago leaves:
+// fresh and ready, naming the lock it held, which is free now.
+func (n *node) killedAgent() {
+	n.t.Helper()
+	lock, release, err := status.LockAgent(n.agent)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	release()
+	if err := status.WriteAgent(n.agent, status.Agent{PID: 4242, Lock: lock, Heartbeat: time.Now(), Ready: true}); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
 // newNetNS creates a pod netns the test owns and removes.
 func newNetNS(t testing.TB) ns.NetNS {
 	t.Helper()

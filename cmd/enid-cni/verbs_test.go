@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/roottest"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -251,6 +252,7 @@ func TestDelAgentDown(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, time.Second, 0},
+		{"killed agent: fresh heartbeat, its lock free", func() { n.killedAgent() }, time.Second, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.prep()
@@ -290,6 +292,8 @@ func TestStatus(t *testing.T) {
 	wantCode(t, n.cni.GetStatusNetworkList(ctx, list), types.ErrPluginNotAvailable, "not ready: config /etc/enid/config.yaml invalid")
 	n.heartbeat(time.Now().Add(-time.Minute), true, "")
 	wantCode(t, n.cni.GetStatusNetworkList(ctx, list), types.ErrPluginNotAvailable, "heartbeat is 1m")
+	n.killedAgent()
+	wantCode(t, n.cni.GetStatusNetworkList(ctx, list), types.ErrPluginNotAvailable, "agent process not running (pid 4242")
 	if err := os.WriteFile(n.agent, []byte("{"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -337,6 +341,37 @@ func TestGC(t *testing.T) {
 	want := []string{"broken_eth0.del", "drop1_eth0.del", "drop2_eth0.del", "keep_eth0.json"}
 	if d := cmp.Diff(want, names); d != "" {
 		t.Errorf("pods dir after GC (-want +got):\n%s", d)
+	}
+}
+
+// GC on a full /run (bytes and inodes) removes what it must all the same:
+// each removal frees the room its deletion record needs.
+func TestGCOnFullRunDir(t *testing.T) {
+	n := newNode(t)
+	run := roottest.Tmpfs(t, 256<<10, 32)
+	n.entries = desired.NewEntryStore(filepath.Join(run, "pods"))
+	for _, id := range []string{"keep", "drop1", "drop2"} {
+		if _, err := n.entries.Write(desired.Entry{APIVersion: desired.EntryAPIVersion, ContainerID: id, IfName: "eth0",
+			NetNS: "/var/run/netns/" + id, PodNamespace: "default", PodName: id, Created: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	roottest.Fill(t, run, true)
+	list := n.list("1.1.0", map[string]any{"podsDir": n.entries.Dir()})
+	err := n.cni.GCNetworkList(context.Background(), list, &libcni.GCArgs{ValidAttachments: []types.GCAttachment{{ContainerID: "keep", IfName: "eth0"}}})
+	if err != nil {
+		t.Fatalf("GC on a full run dir: %v", err)
+	}
+	if d := cmp.Diff([]string{"keep_eth0"}, entryKeys(t, n)); d != "" {
+		t.Errorf("entries after GC (-want +got):\n%s", d)
+	}
+	l, err := n.entries.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []desired.Key{{ContainerID: "drop1", IfName: "eth0"}, {ContainerID: "drop2", IfName: "eth0"}}
+	if d := cmp.Diff(want, l.Deleted); d != "" {
+		t.Errorf("deletion records after GC (-want +got):\n%s", d)
 	}
 }
 

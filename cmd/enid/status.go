@@ -20,10 +20,13 @@ import (
 
 // statusReport is `enid status --output json`.
 type statusReport struct {
-	Agent    *status.Agent       `json:"agent,omitempty"`
-	AgentErr string              `json:"agentError,omitempty"`
-	Pods     []status.Attachment `json:"pods"`
-	Problems []string            `json:"problems,omitempty"`
+	Agent    *status.Agent `json:"agent,omitempty"`
+	AgentErr string        `json:"agentError,omitempty"`
+	// AgentProcess says whether the heartbeat's writer still runs:
+	// "running", "not running" or "unknown" (status.Process).
+	AgentProcess string              `json:"agentProcess,omitempty"`
+	Pods         []status.Attachment `json:"pods"`
+	Problems     []string            `json:"problems,omitempty"`
 }
 
 func newStatusCmd() *cobra.Command {
@@ -40,8 +43,15 @@ func newStatusCmd() *cobra.Command {
 and show it: readiness, the pool (total, used, idle, cooldown, sticky, ENIs),
 pods by phase with their addresses and reasons, and the last errors.
 
---ready only checks readiness and exits 0 (ready) or 1 (not ready or the
-heartbeat is older than --max-age): the DaemonSet's readiness probe.`,
+--ready only checks readiness and exits 0 (ready) or 1 (not ready, the
+heartbeat is older than --max-age, or the agent process that wrote it is
+gone): the DaemonSet's readiness probe. A killed agent leaves a fresh
+heartbeat behind; the agent holds a lock (agent.lock, beside agent.json)
+for as long as it runs, which the kernel releases when it dies, so a
+heartbeat whose lock is free fails at once ("agent process not running
+(pid N)"), however young. Where the lock cannot be opened, the pid is looked
+up in /proc (in the agent's own pid namespace only, and only as the process
+that started at the time the heartbeat records).`,
 		Example: `  enid status
   enid status -o json | jq '.pods[] | select(.phase != "Ready")'
   enid status --ready`,
@@ -64,6 +74,7 @@ heartbeat is older than --max-age): the DaemonSet's readiness probe.`,
 				rep.AgentErr = err.Error()
 			} else {
 				rep.Agent = &a
+				rep.AgentProcess = a.Process.String()
 			}
 			pods, problems, err := status.NewStore(filepath.Join(runDir, "status")).ReadAll()
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -107,7 +118,13 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 		if a.Reason != "" {
 			state += " (" + a.Reason + ")"
 		}
-		fmt.Fprintf(w, "Agent:     %s, pid %d, version %s, heartbeat %s ago\n", state, a.PID, a.Version, now.Sub(a.Heartbeat).Round(time.Millisecond))
+		if a.Process == status.ProcessGone {
+			// What follows is the dead agent's last word, not the node now.
+			fmt.Fprintf(w, "Agent:     agent process not running (pid %d); its last heartbeat, %s ago, said: %s, version %s\n",
+				a.PID, now.Sub(a.Heartbeat).Round(time.Millisecond), state, a.Version)
+		} else {
+			fmt.Fprintf(w, "Agent:     %s, pid %d, version %s, heartbeat %s ago\n", state, a.PID, a.Version, now.Sub(a.Heartbeat).Round(time.Millisecond))
+		}
 		if d := a.Degraded; d != nil {
 			fmt.Fprintf(w, "DEGRADED:  cloud unreachable since %s (%s ago), serving %d idle addresses; growth and release wait (%s)\n",
 				d.Since.UTC().Format(time.RFC3339), now.Sub(d.Since).Round(time.Second), d.Idle, d.Reason)

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +96,135 @@ func TestHintPathFlags(t *testing.T) {
 		if got := f.paths().Hints; got != tc.want {
 			t.Errorf("%q: hints %+v, want %+v", tc.args, got, tc.want)
 		}
+	}
+}
+
+// TestStatusReadyAfterSIGKILL runs the real agent (`enid run --sim
+// --datapath none`), kills it with SIGKILL and checks that `enid status
+// --ready` fails at once, although the heartbeat it left is fresh, and that
+// `enid status` says the process is gone; the same holds through the pid
+// fallback (the lock file out of the reader's sight), for the zombie and
+// for the reaped process.
+func TestStatusReadyAfterSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "enid")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	runDir := filepath.Join(dir, "run")
+	logf, err := os.Create(filepath.Join(dir, "agent.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	agent := exec.Command(bin, "run", "--sim", "--datapath", "none", "--metrics-addr", "",
+		"--run-dir", runDir, "--state-dir", filepath.Join(dir, "state"), "--config-file", filepath.Join(dir, "etc", "config.yaml"),
+		"--config-dir", filepath.Join(dir, "etc", "config.d"))
+	agent.Stdout, agent.Stderr = logf, logf
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := false
+	defer func() {
+		if !reaped {
+			agent.Process.Kill() // the test failed early; the error is moot
+			agent.Wait()         //nolint:errcheck // killed
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name()) // best effort: for the failure's context only
+			t.Logf("agent log:\n%s", b)
+		}
+	}()
+	ready := func() (int, string) {
+		t.Helper()
+		out, err := exec.Command(bin, "status", "--ready", "--run-dir", runDir).CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for code, out := ready(); code != 0; code, out = ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not ready within 60s: exit %d: %s", code, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	lock := filepath.Join(runDir, "agent.lock")
+	hide := func(hidden bool) {
+		t.Helper()
+		from, to := lock, lock+".hidden"
+		if !hidden {
+			from, to = to, from
+		}
+		if err := os.Rename(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The pid fallback keeps a running agent ready.
+	hide(true)
+	if code, out := ready(); code != 0 {
+		t.Fatalf("running agent, lock out of sight: exit %d: %s", code, out)
+	}
+	hide(false)
+
+	pid := agent.Process.Pid
+	if err := agent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	want := fmt.Sprintf("agent process not running (pid %d", pid)
+	check := func(what string) {
+		t.Helper()
+		var code int
+		var out string
+		for code, out = ready(); code == 0; code, out = ready() {
+			if time.Since(killed) > 2*time.Second {
+				t.Fatalf("%s: `enid status --ready` still exits 0 %s after SIGKILL: %s", what, time.Since(killed), out)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("%s: `enid status --ready` exit %d: %q, want 1 and %q", what, code, out, want)
+		}
+	}
+	check("lock free, zombie")
+	hide(true)
+	check("pid fallback, zombie")
+	agent.Wait() //nolint:errcheck // killed
+	reaped = true
+	killed = time.Now()
+	check("pid fallback, reaped")
+	hide(false)
+	check("lock free, reaped")
+
+	out, err := exec.Command(bin, "status", "--run-dir", runDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("enid status: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "Agent:     "+want+")") {
+		t.Errorf("enid status after SIGKILL does not say %q:\n%s", want+")", out)
+	}
+	out, err = exec.Command(bin, "status", "-o", "json", "--run-dir", runDir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("enid status -o json: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `"agentProcess": "not running"`) {
+		t.Errorf("enid status -o json after SIGKILL lacks \"agentProcess\": \"not running\":\n%s", out)
+	}
+	a, err := status.ReadAgent(filepath.Join(runDir, "agent.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if age := time.Since(a.Heartbeat); age > 30*time.Second || a.Stopped {
+		t.Fatalf("the heartbeat left behind is %s old (stopped %v): the test proves nothing", age, a.Stopped)
 	}
 }

@@ -16,8 +16,20 @@ import (
 // a reader judges liveness by Heartbeat, not by the file's mtime.
 type Agent struct {
 	APIVersion string `json:"apiVersion"`
-	// PID is the agent's process ID.
+	// PID is the agent's process ID, in its own pid namespace
+	// (PIDNamespace).
 	PID int `json:"pid"`
+	// Lock names the file, in the heartbeat's directory, on which the
+	// agent holds a lock for as long as it runs (LockFileName; see
+	// LockAgent): free, it says the writer is gone, however fresh
+	// Heartbeat is. Empty in an older agent's heartbeat.
+	Lock string `json:"lock,omitempty"`
+	// PIDNamespace ("pid:[4026531836]") and PIDStart (the process's start
+	// time in clock ticks after boot, /proc/<pid>/stat) identify the
+	// process beyond PID for a reader that cannot open Lock: in the same
+	// pid namespace, a process of that pid and start time is the agent.
+	PIDNamespace string `json:"pidNamespace,omitempty"`
+	PIDStart     uint64 `json:"pidStart,omitempty"`
 	// Version is the agent build's version string.
 	Version string `json:"version"`
 	// Started is when the agent process started.
@@ -54,6 +66,10 @@ type Agent struct {
 	// as demand hints (absent when it reads none, and in heartbeats of
 	// agents older than this field).
 	Hints *Hints `json:"hints,omitempty"`
+	// Process is not in the file: it is whether the process that wrote it
+	// still ran when ReadAgent read it (ProcessUnknown for a value that
+	// ReadAgent did not read).
+	Process Process `json:"-"`
 }
 
 // Hints is what the agent made of the kubelet's and the runtime's files
@@ -157,9 +173,10 @@ func WriteAgent(path string, a Agent) error {
 	return WriteFileAtomic(path, append(data, '\n'), 0o644)
 }
 
-// ReadAgent reads the heartbeat at path. The error wraps fs.ErrNotExist
-// when there is none (the agent never ran since boot), and ErrVersion for
-// an unknown apiVersion.
+// ReadAgent reads the heartbeat at path and checks whether its writer
+// still runs (Process): its lock beside the file, else its pid in /proc.
+// The error wraps fs.ErrNotExist when there is none (the agent never ran
+// since boot), and ErrVersion for an unknown apiVersion.
 func ReadAgent(path string) (Agent, error) {
 	data, err := fileread.Read(path, MaxFileSize, fileread.NoFollow)
 	if err != nil {
@@ -172,6 +189,9 @@ func ReadAgent(path string) (Agent, error) {
 	if a.APIVersion != Version {
 		return Agent{}, fmt.Errorf("heartbeat %s: %w %q (want %q)", path, ErrVersion, a.APIVersion, Version)
 	}
+	if !a.Stopped {
+		a.Process = a.probe(path)
+	}
 	return a, nil
 }
 
@@ -180,12 +200,15 @@ func ReadAgent(path string) (Agent, error) {
 var ErrNotServing = errors.New("agent not serving")
 
 // Serving reports whether a heartbeat read at now shows an agent able to
-// serve new attachments: not stopped, ready, and with a heartbeat no older
-// than maxAge.
+// serve new attachments: not stopped, its process not known to be gone
+// (Process), ready, and with a heartbeat no older than maxAge.
 // The error wraps ErrNotServing and says why.
 func (a Agent) Serving(now time.Time, maxAge time.Duration) error {
 	if a.Stopped {
 		return fmt.Errorf("%w: agent pid %d stopped at %s", ErrNotServing, a.PID, a.Heartbeat.Format(time.RFC3339))
+	}
+	if a.Process == ProcessGone {
+		return fmt.Errorf("%w: agent process not running (pid %d, last heartbeat %s)", ErrNotServing, a.PID, a.Heartbeat.Format(time.RFC3339))
 	}
 	if age := now.Sub(a.Heartbeat); age > maxAge {
 		return fmt.Errorf("%w: heartbeat is %s old (bound %s), pid %d", ErrNotServing, age.Round(time.Millisecond), maxAge, a.PID)
@@ -201,8 +224,9 @@ func (a Agent) Serving(now time.Time, maxAge time.Duration) error {
 }
 
 // Alive reports whether a heartbeat read at now shows a running agent,
-// ready or not: not stopped and no older than maxAge. A running agent still
-// tears down attachments whose entries are gone.
+// ready or not: not stopped, its process not known to be gone, and no
+// older than maxAge. A running agent still tears down attachments whose
+// entries are gone.
 func (a Agent) Alive(now time.Time, maxAge time.Duration) bool {
-	return !a.Stopped && now.Sub(a.Heartbeat) <= maxAge
+	return !a.Stopped && a.Process != ProcessGone && now.Sub(a.Heartbeat) <= maxAge
 }
