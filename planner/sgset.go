@@ -121,6 +121,14 @@ func (b *builder) defaultSet() *sgSet {
 // fails (no other pod is affected).
 func (b *builder) podSets() {
 	def := b.defaultSet()
+	// A configured set whose pool keeps a minimum exists before its first
+	// pod or ENI does, so its minIdle and minTotal are kept warm as they
+	// document (issue 28 item 4); a set without one appears with its pods.
+	for _, cs := range b.cfg.ENI.SecurityGroupSets {
+		if cs.Pool != nil && (cs.Pool.MinIdle > 0 || cs.Pool.MinTotal > 0) {
+			b.set(sortedKey(cs.SecurityGroups))
+		}
+	}
 	for _, p := range b.pods {
 		name, groups, err := b.cfg.SetNameFor(*p.entry)
 		switch {
