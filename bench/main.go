@@ -34,10 +34,14 @@ import (
 
 // sizes are the scenario sizes the flags pick.
 type sizes struct {
-	warmPods   int
-	burstPods  int
-	churnTime  time.Duration
-	memPods    int
+	warmPods  int
+	burstPods int
+	churnTime time.Duration
+	memPods   int
+	// memPprof, when set, is where the memory scenario's agents serve
+	// their metrics and Go profiles (enid run --pprof), to see where the
+	// memory goes while they run.
+	memPprof   string
 	fleetNodes int
 	fleetPods  int
 	// fleetJoinAll starts every fleet node at once instead of staggered.
@@ -63,6 +67,7 @@ func main() {
 	flag.IntVar(&sz.burstPods, "burst-pods", 0, "pods in the cold burst (default 64, quick 64)")
 	flag.DurationVar(&sz.churnTime, "churn-time", 0, "length of the churn trace (default 60s, quick 12s)")
 	flag.IntVar(&sz.memPods, "memory-pods", 0, "pods in the memory scenario (default 250, quick 50)")
+	flag.StringVar(&sz.memPprof, "memory-pprof", "", "serve the memory scenario's agents' profiles at http://ADDR/debug/pprof/ (one agent at a time), e.g. 127.0.0.1:6060")
 	flag.IntVar(&sz.fleetNodes, "fleet-nodes", 0, "simulated nodes in the fleet (default 1000, quick 50)")
 	flag.IntVar(&sz.fleetPods, "fleet-pods", 0, "pods per fleet node (default 5)")
 	flag.IntVar(&sz.refRounds, "reference-rounds", 0, "rounds of the side-by-side run with the reference plugins (default 50)")

@@ -22,82 +22,136 @@ import (
 // memType holds the memory scenario's pods on one node.
 const memType = "ecs.sim.dense"
 
+// Memory at scale (issue 28): entries on one node in prefix mode, on a
+// type that holds 3,248 pods; beyond that the entries fail with ip-limit,
+// which still costs the agent their entries, statuses and plans.
+const (
+	memScaleType   = "ecs.g7.4xlarge"
+	memScaleSmall  = 1000
+	memScaleLarge  = 5000
+	memScaleTarget = 100 // MiB at memScaleSmall
+	memScaleLimit  = 200 // MiB at memScaleLarge
+)
+
 // runMemory runs `enid run` as a subprocess (no datapath) against an
 // in-process simulator and reads its peak RSS (VmHWM) idle, then with
-// memPods pods.
+// memPods pods; then, but in the quick run, the same at scale.
 func runMemory(ctx context.Context, e env) []Result {
 	n := e.sizes.memPods
 	r := Result{Scenario: "memory", Setup: fmt.Sprintf("`enid run --datapath none` as a subprocess on a %s node (default pool), VmHWM from /proc/<pid>/status idle and with %d pods", memType, n)}
-	dir := filepath.Join(e.workDir, "memory")
+	m, err := memoryOnce(ctx, e, "memory", memType, "", n)
+	if err != nil {
+		r.broken("%v", err)
+		return []Result{r}
+	}
+	if m.check != nil {
+		r.broken("simulator Check: %v", m.check)
+	}
+	r.add("peak RSS, 0 pods", m.idle, "MiB")
+	r.add(fmt.Sprintf("peak RSS, %d pods", n), m.full, "MiB")
+	r.judge(fmt.Sprintf("< 50 MiB with %d pods", n), m.full < 50)
+	if n != 250 {
+		r.Target += " (target is for 250)"
+	}
+	out := []Result{r}
+	if e.quick {
+		return out
+	}
+	s := Result{Scenario: "memory at scale", Setup: fmt.Sprintf("`enid run --datapath none` on a %s node in prefix mode (holds 3248 pods), VmHWM with %d and with %d entries written at once (past 3248 they fail with ip-limit)", memScaleType, memScaleSmall, memScaleLarge)}
+	var peaks []float64
+	for _, k := range []int{memScaleSmall, memScaleLarge} {
+		m, err := memoryOnce(ctx, e, fmt.Sprintf("memory-%d", k), memScaleType, "  ipv4Allocation: prefix\n", k)
+		if err != nil {
+			s.broken("%d entries: %v", k, err)
+			return append(out, s)
+		}
+		if m.check != nil {
+			s.broken("simulator Check: %v", m.check)
+		}
+		s.add(fmt.Sprintf("peak RSS, %d entries", k), m.full, "MiB")
+		s.note("%d entries: %d Ready, %d Failed, all answered in %s", k, m.ready, m.failed, m.took.Round(time.Millisecond))
+		peaks = append(peaks, m.full)
+	}
+	s.judge(fmt.Sprintf("< %d MiB with %d, < %d MiB with %d", memScaleTarget, memScaleSmall, memScaleLimit, memScaleLarge),
+		peaks[0] < memScaleTarget && peaks[1] < memScaleLimit)
+	return append(out, s)
+}
+
+// memoryRun is what one memory measurement found.
+type memoryRun struct {
+	check         error         // the simulator's model check at the end
+	idle, full    float64       // peak RSS (MiB) idle, and with the pods
+	ready, failed int           // entries answered Ready, Failed
+	took          time.Duration // from writing the entries to every one answered
+}
+
+// memoryOnce starts `enid run --datapath none` on a node of the given
+// type (extra lines under eni:), waits for it to warm its pool, reads its
+// peak RSS, writes n entries at once, waits until each is answered (Ready
+// or Failed) and reads the peak again.
+func memoryOnce(ctx context.Context, e env, name, instType, eni string, n int) (m memoryRun, err error) {
+	dir := filepath.Join(e.workDir, name)
 	bin := filepath.Join(dir, "enid")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/enid")
 	build.Dir = e.srcDir
 	if out, err := build.CombinedOutput(); err != nil {
-		r.broken("build enid: %v: %s", err, lastLines(out, 5))
-		return []Result{r}
+		return m, fmt.Errorf("build enid: %v: %s", err, lastLines(out, 5))
 	}
 	sim, err := ecssim.New(ecssim.Config{
-		VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-mem", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.16.0/20")}},
+		VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-mem", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.0.0/16")}},
 		Zones:     []string{"cn-hangzhou-h"},
 	})
 	if err != nil {
-		r.broken("simulator: %v", err)
-		return []Result{r}
+		return m, fmt.Errorf("simulator: %w", err)
 	}
 	defer sim.Close()
-	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: memType})
+	defer func() { m.check = sim.Check() }()
+	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: instType})
 	if err == nil {
 		err = sim.Start("127.0.0.1:0", "127.0.0.1:0")
 	}
 	if err != nil {
-		r.broken("simulator: %v", err)
-		return []Result{r}
+		return m, fmt.Errorf("simulator: %w", err)
 	}
 	for _, d := range []string{"etc/config.d", "run", "state"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			r.broken("%v", err)
-			return []Result{r}
+			return m, err
 		}
 	}
 	cfgFile := filepath.Join(dir, "etc", "config.yaml")
-	if err := os.WriteFile(cfgFile, []byte(configYAML(sim, inst.Zone, "", "")), 0o644); err != nil {
-		r.broken("%v", err)
-		return []Result{r}
+	if err := os.WriteFile(cfgFile, []byte(configYAMLENI(sim, inst.Zone, eni, "", "")), 0o644); err != nil {
+		return m, err
 	}
-	proc, err := startEnidRun(ctx, bin, dir, cfgFile, sim, inst.ID)
+	var extra []string
+	if e.sizes.memPprof != "" {
+		extra = []string{"--metrics-addr", e.sizes.memPprof, "--pprof"}
+	}
+	proc, err := startEnidRun(ctx, bin, dir, cfgFile, sim, inst.ID, extra...)
 	if err != nil {
-		r.broken("%v", err)
-		return []Result{r}
+		return m, err
 	}
 	defer proc.stop()
 	if err := proc.waitAgent(ctx, func(h status.Agent) bool { return h.Ready && h.Pool.Idle >= desired.DefaultMinIdle }); err != nil {
-		r.broken("agent never ready: %v", err)
-		return []Result{r}
+		return m, fmt.Errorf("agent never ready: %w", err)
 	}
 	time.Sleep(2 * time.Second)
-	idle, err := vmHWM(proc.cmd.Process.Pid)
-	if err != nil {
-		r.broken("%v", err)
-		return []Result{r}
+	if m.idle, err = vmHWM(proc.cmd.Process.Pid); err != nil {
+		return m, err
 	}
-	notReady, err := memPodsReady(ctx, filepath.Join(dir, "run"), n)
+	t0 := time.Now()
+	m.ready, m.failed, err = memPodsAnswered(ctx, filepath.Join(dir, "run"), n)
+	m.took = time.Since(t0)
 	if err != nil {
-		r.broken("%d of %d pods never Ready: %v", notReady, n, err)
+		return m, fmt.Errorf("%d of %d entries never answered: %w", n-m.ready-m.failed, n, err)
+	}
+	if m.failed > 0 && n <= 3248 {
+		return m, fmt.Errorf("%d of %d pods Failed on a node that holds them", m.failed, n)
 	}
 	time.Sleep(2 * time.Second)
-	full, err := vmHWM(proc.cmd.Process.Pid)
-	if err != nil {
-		r.broken("%v", err)
-		return []Result{r}
+	if m.full, err = vmHWM(proc.cmd.Process.Pid); err != nil {
+		return m, err
 	}
-	simCheck(&r, sim)
-	r.add("peak RSS, 0 pods", idle, "MiB")
-	r.add(fmt.Sprintf("peak RSS, %d pods", n), full, "MiB")
-	r.judge(fmt.Sprintf("< 50 MiB with %d pods", n), full < 50)
-	if n != 250 {
-		r.Target += " (target is for 250)"
-	}
-	return []Result{r}
+	return m, nil
 }
 
 // enidProc is `enid run` running as a subprocess.
@@ -111,11 +165,12 @@ type enidProc struct {
 
 // startEnidRun starts bin as `enid run --datapath none` in dir against sim,
 // passing the simulator's endpoints and keys in its environment.
-func startEnidRun(ctx context.Context, bin, dir, cfgFile string, sim *ecssim.Server, instanceID string) (*enidProc, error) {
+func startEnidRun(ctx context.Context, bin, dir, cfgFile string, sim *ecssim.Server, instanceID string, extra ...string) (*enidProc, error) {
 	cctx, cancel := context.WithCancel(ctx)
-	cmd := exec.CommandContext(cctx, bin, "run", "--config-file", cfgFile, "--config-dir", filepath.Join(dir, "etc", "config.d"),
+	args := append([]string{"run", "--config-file", cfgFile, "--config-dir", filepath.Join(dir, "etc", "config.d"),
 		"--run-dir", filepath.Join(dir, "run"), "--state-dir", filepath.Join(dir, "state"), "--instance-id", instanceID,
-		"--node-name", "mem", "--datapath", "none", "--metrics-addr", "", "--log-level", "error")
+		"--node-name", "mem", "--datapath", "none", "--metrics-addr", "", "--log-level", "error"}, extra...)
+	cmd := exec.CommandContext(cctx, bin, args...)
 	cmd.Env = os.Environ()
 	for k, v := range map[string]string{
 		"ENID_ECS_ENDPOINT": sim.Endpoint(), "ENID_METADATA_ENDPOINT": sim.MetadataURL(instanceID),
@@ -162,9 +217,10 @@ func (p *enidProc) waitAgent(ctx context.Context, cond func(status.Agent) bool) 
 	})
 }
 
-// memPodsReady writes n pod entries in runDir and waits until each has a
-// Ready status answering its revision; it returns how many did not.
-func memPodsReady(ctx context.Context, runDir string, n int) (int, error) {
+// memPodsAnswered writes n pod entries in runDir and waits until each has
+// a Ready or Failed status answering its revision; it returns how many are
+// of each.
+func memPodsAnswered(ctx context.Context, runDir string, n int) (ready, failed int, err error) {
 	entries := desired.NewEntryStore(filepath.Join(runDir, "pods"))
 	statuses := status.NewStore(filepath.Join(runDir, "status"))
 	type want struct {
@@ -177,22 +233,33 @@ func memPodsReady(ctx context.Context, runDir string, n int) (int, error) {
 			NetNS: fmt.Sprintf("/var/run/netns/mem-%d", i), PodNamespace: "bench", PodName: fmt.Sprintf("mem-%d", i), Created: time.Now().UTC()}
 		rev, err := entries.Write(en)
 		if err != nil {
-			return n, err
+			return 0, 0, err
 		}
 		pods = append(pods, want{en.Key(), rev})
 	}
-	notReady := 0
-	err := poll.Until(ctx, 2*time.Minute, 50*time.Millisecond, func() (bool, error) {
-		notReady = 0
+	err = poll.Until(ctx, 5*time.Minute, 100*time.Millisecond, func() (bool, error) {
+		ready, failed = 0, 0
+		sts, _, err := statuses.ReadAll()
+		if err != nil {
+			return false, err
+		}
+		byKey := make(map[desired.Key]status.Attachment, len(sts))
+		for _, st := range sts {
+			byKey[desired.Key{ContainerID: st.ContainerID, IfName: st.IfName}] = st
+		}
 		for _, p := range pods {
-			st, err := statuses.Read(p.key.ContainerID, p.key.IfName)
-			if err != nil || st.Revision != p.rev || st.Phase != status.Ready {
-				notReady++
+			st, ok := byKey[p.key]
+			switch {
+			case !ok || st.Revision != p.rev:
+			case st.Phase == status.Ready:
+				ready++
+			case st.Phase == status.Failed:
+				failed++
 			}
 		}
-		return notReady == 0, nil
+		return ready+failed == n, nil
 	})
-	return notReady, err
+	return ready, failed, err
 }
 
 // vmHWM reads a process's peak resident set size in MiB.

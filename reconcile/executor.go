@@ -46,7 +46,7 @@ type executor struct {
 	// at once, urgent ones first. Apart, so that a cloud call (an attach
 	// waits seconds for InUse) never holds a slot a pod's setup needs, and
 	// a burst of status writes never delays the pool's growth.
-	nodeSlots, cloudSlots *slots
+	nodeLane, cloudLane *lane
 	// wg counts running actions; the agent waits on it at shutdown.
 	wg sync.WaitGroup
 
@@ -120,7 +120,7 @@ const maxLastErrors = 10
 func newExecutor(c Cloud, dp Datapath, st *status.Store, ch *cache, instanceID string, log *slog.Logger, m *Metrics, now func() time.Time, wake func(), parallel int, waitDevice time.Duration) *executor {
 	return &executor{
 		cloud: c, dp: dp, statuses: st, cache: ch, instanceID: instanceID, log: log, metrics: m,
-		now: now, wake: wake, waitDevice: waitDevice, nodeSlots: newSlots(parallel), cloudSlots: newSlots(parallel),
+		now: now, wake: wake, waitDevice: waitDevice, nodeLane: newLane(parallel), cloudLane: newLane(parallel),
 		inflight: map[string]int{}, retry: map[string]retryState{},
 	}
 }
@@ -244,16 +244,24 @@ type run struct {
 	entries map[observed.AttachmentKey]desired.Entry
 	// steps holds the started actions by action ID (nil: not started).
 	steps []*step
+	mu    sync.Mutex // guards every step's pending and depFailed
 }
 
 // step is one started action and what it leaves for the actions that
-// depend on it.
+// depend on it. A step runs once every dependency has ended (pending
+// reaches 0), so it reads their results without waiting; a step whose
+// dependency failed ends without running.
 type step struct {
-	a    planner.Action
-	done chan struct{} // closed when the action ended
-	// ok, created and podRes are written before done closes and read
-	// after: ok says the action succeeded; created is the ENI a CreateENI
-	// made (AttachENI updates it); podRes is a setup's result.
+	a   planner.Action
+	key string // actionKey(a)
+	// dependents are the steps that depend on this one; pending counts the
+	// dependencies not yet ended, depFailed says one of them failed.
+	dependents []int
+	pending    int
+	depFailed  bool
+	// ok, created and podRes are written before the step ends and read by
+	// its dependents: ok says the action succeeded; created is the ENI a
+	// CreateENI made (AttachENI updates it); podRes is a setup's result.
 	ok      bool
 	created observed.ENI
 	podRes  linux.PodResult
@@ -319,7 +327,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 			skipped[i] = true
 			continue
 		}
-		r.steps[i] = &step{a: a, done: make(chan struct{})}
+		r.steps[i] = &step{a: a, key: key}
 		x.inflight[key]++
 		if a.Kind.Cloud() {
 			x.cloudRunning++
@@ -331,7 +339,25 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		// pass meanwhile hands out what is on its way out.
 		x.cache.before(a)
 		x.wg.Add(1)
-		go x.runAction(ctx, r, i, key)
+	}
+	// Each started step waits for its dependencies to end (those skipped
+	// made it skip above): the ones with none start now, the others when
+	// their last dependency ends (stepDone).
+	for i, s := range r.steps {
+		if s == nil {
+			continue
+		}
+		for _, d := range s.a.DependsOn {
+			if dep := r.dep(d); dep != nil {
+				dep.dependents = append(dep.dependents, i)
+				s.pending++
+			}
+		}
+	}
+	for i, s := range r.steps {
+		if s != nil && s.pending == 0 {
+			x.start(ctx, r, i)
+		}
 	}
 	// The back-off of a node action this plan no longer asks for (its pod
 	// was deleted) is forgotten, or it would stay for ever and keep waking
@@ -355,69 +381,84 @@ func (x *executor) retries() []string {
 	return out
 }
 
-func (x *executor) runAction(ctx context.Context, r *run, i int, key string) {
-	defer x.wg.Done()
-	s := r.steps[i]
-	a := s.a
-	defer close(s.done)
-	defer func() {
-		x.mu.Lock()
-		if x.inflight[key]--; x.inflight[key] <= 0 {
-			delete(x.inflight, key)
-		}
-		if a.Kind.Cloud() {
-			x.cloudRunning--
-		} else {
-			x.nodeDoneAt = time.Now()
-		}
-		x.mu.Unlock()
-		x.wake()
-	}()
-	for _, d := range a.DependsOn {
-		dep := r.dep(d)
-		if dep == nil {
-			return // a dependency was skipped; the next pass decides again
-		}
-		select {
-		case <-dep.done:
-		case <-ctx.Done():
-			return
-		}
-		if !dep.ok {
-			return // a dependency failed; the next pass decides again
-		}
-	}
-	lane := x.nodeSlots
+// start runs step i of r in its lane (cloud or node), urgent first.
+func (x *executor) start(ctx context.Context, r *run, i int) {
+	a := r.steps[i].a
+	l := x.nodeLane
 	if a.Kind.Cloud() {
-		lane = x.cloudSlots
+		l = x.cloudLane
 	}
-	if lane.acquire(ctx, a.Urgent) != nil {
-		return
+	l.run(a.Urgent, func() { x.runStep(ctx, r, i) })
+}
+
+// runStep performs step i (unless the agent is stopping), then ends it.
+func (x *executor) runStep(ctx context.Context, r *run, i int) {
+	s := r.steps[i]
+	if ctx.Err() == nil {
+		s.ok = x.perform(ctx, r, i)
 	}
+	x.stepDone(ctx, r, i)
+}
+
+// stepDone ends step i: its key is free again, the loop is woken, and each
+// dependent whose last dependency this was starts, or, when one failed,
+// ends without running (the next pass decides again).
+func (x *executor) stepDone(ctx context.Context, r *run, i int) {
+	s := r.steps[i]
+	x.mu.Lock()
+	if x.inflight[s.key]--; x.inflight[s.key] <= 0 {
+		delete(x.inflight, s.key)
+	}
+	if s.a.Kind.Cloud() {
+		x.cloudRunning--
+	} else {
+		x.nodeDoneAt = time.Now()
+	}
+	x.mu.Unlock()
+	for _, j := range s.dependents {
+		d := r.steps[j]
+		r.mu.Lock()
+		d.pending--
+		d.depFailed = d.depFailed || !s.ok
+		ready, failed := d.pending == 0, d.depFailed
+		r.mu.Unlock()
+		switch {
+		case ready && failed:
+			x.stepDone(ctx, r, j)
+		case ready:
+			x.start(ctx, r, j)
+		}
+	}
+	x.wake()
+	x.wg.Done()
+}
+
+// perform executes step i and records its outcome: metrics, the back-off
+// cleared or set, the failure handled. It reports success.
+func (x *executor) perform(ctx context.Context, r *run, i int) bool {
+	a := r.steps[i].a
 	start := x.now()
 	if a.Kind.Cloud() && !a.Urgent {
 		ctx = cloud.WithPriority(ctx, cloud.Optional)
 	}
 	err := x.execute(ctx, r, i)
-	lane.release()
 	if a.Kind.Cloud() {
 		x.cache.noteCloudAction(x.now())
 	}
 	elapsed := x.now().Sub(start)
 	x.metrics.execSeconds.WithLabelValues(string(a.Kind)).Observe(elapsed.Seconds())
 	if err == nil {
-		s.ok = true
 		x.mu.Lock()
 		delete(x.retry, retryKey(a))
 		x.mu.Unlock()
 		x.metrics.actions.WithLabelValues(string(a.Kind), "ok").Inc()
 		x.log.Debug("action done", "kind", a.Kind, "target", a.Target, "took", elapsed)
-		return
+		return true
 	}
-	if ctx.Err() != nil {
-		return
+	if ctx.Err() == nil {
+		x.failed(a, err)
 	}
-	x.failed(a, err)
+	return false
 }
 
 // retryKey is the key of an action's back-off: its actionKey, except that

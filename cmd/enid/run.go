@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -26,6 +27,7 @@ func newRunCmd() *cobra.Command {
 		k           kubeFlags
 		metricsAddr string
 		sim         bool
+		pprof       bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -56,18 +58,19 @@ runs against it: the way to try enid anywhere.`,
 				}
 				defer sn.Close()
 			}
-			return runAgent(ctx, cmd, &f, &k, sim, metricsAddr, log)
+			return runAgent(ctx, cmd, &f, &k, sim, metricsServer{addr: metricsAddr, pprof: pprof}, log)
 		},
 	}
 	f.register(cmd.Flags())
 	k.register(cmd.Flags())
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9090", "serve Prometheus metrics at http://ADDR/metrics (\"\" to disable)")
 	cmd.Flags().BoolVar(&sim, "sim", false, "start the built-in ECS simulator and run against it")
+	cmd.Flags().BoolVar(&pprof, "pprof", false, "also serve Go's profiles at http://<--metrics-addr>/debug/pprof/ (heap, CPU, goroutines; for diagnosing the agent, never for a public address)")
 	return cmd
 }
 
 // runAgent builds the agent from the flags and runs it until ctx ends.
-func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlags, sim bool, metricsAddr string, log *slog.Logger) error {
+func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlags, sim bool, ms metricsServer, log *slog.Logger) error {
 	cfg, err := baseConfig(f)
 	if err != nil {
 		printLines(cmd.ErrOrStderr(), "invalid config:", configErrorLines(err))
@@ -102,8 +105,8 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlag
 	}
 	w := agent.Wake
 	wake.Store(&w)
-	if metricsAddr != "" {
-		stopMetrics, err := serveMetrics(metricsAddr, agent.Metrics())
+	if ms.addr != "" {
+		stopMetrics, err := serveMetrics(ms, agent.Metrics())
 		if err != nil {
 			return err
 		}
@@ -158,14 +161,29 @@ func dirOf(p string) string {
 	return "."
 }
 
-// serveMetrics serves /metrics until the returned stop is called.
-func serveMetrics(addr string, m *reconcile.Metrics) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
+// metricsServer is what `enid run` serves over HTTP: /metrics at addr
+// ("" serves nothing) and, with pprof, Go's profiles under /debug/pprof/.
+type metricsServer struct {
+	addr  string
+	pprof bool
+}
+
+// serveMetrics serves /metrics (and the profiles) until the returned stop
+// is called.
+func serveMetrics(ms metricsServer, m *reconcile.Metrics) (func(), error) {
+	ln, err := net.Listen("tcp", ms.addr)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+		return nil, fmt.Errorf("--metrics-addr %s: %w", ms.addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	if ms.pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
