@@ -38,8 +38,12 @@ func (b *builder) createNeeds(vswID string) int {
 // vSwitch grows by now, which prefer-prefix turns to single addresses once
 // this plan's prefix leaves fewer than 16); an attaching ENI with room
 // will take more once it is attached (so will one this plan adopts).
-// Either way the pods wait.
-func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int, short map[*eniState]bool, adopted []*observed.ENI) *PodStatus {
+// Either way the pods wait. So do they when an ENI this plan creates got
+// fewer units than it can hold (newRoomIn names its vSwitch, "" for
+// none): its vSwitch had no more to give, and the ENI takes more once it
+// is attached if the vSwitch frees any (issue 28 item 12: the new ENI took
+// the last slot and the pods left over failed with ip-limit).
+func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int, short map[*eniState]bool, adopted []*observed.ENI, newRoomIn string) *PodStatus {
 	if b.excl || !b.v4 {
 		return blocked
 	}
@@ -62,6 +66,14 @@ func (b *builder) limitOrVSwitch(blocked *PodStatus, added map[*eniState]int, sh
 			return &PodStatus{Phase: PhasePending, ReasonCode: ReasonWaitingForAttach,
 				Reason: "waiting for ENI " + e.ID + " to attach and take more addresses"}
 		}
+	}
+	if newRoomIn != "" {
+		if v, ok := b.vsw[newRoomIn]; ok && v.AvailableIPs > 0 {
+			return &PodStatus{Phase: PhasePending, ReasonCode: ReasonWaitingForAttach,
+				Reason: "waiting for a new ENI to attach and take more addresses"}
+		}
+		return &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted,
+			Reason: "vSwitch " + newRoomIn + " gave a new ENI its last free addresses and no ENI can be added; waiting for addresses to free up"}
 	}
 	return blocked
 }
@@ -101,6 +113,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 	planned := 0                // ENIs this plan attaches
 	creates := 0                // ENIs this plan creates
 	var adopted []*observed.ENI // owned Available ENIs this plan attaches
+	newRoomIn := ""             // vSwitch of an ENI this plan creates with room left
 	for len(b.avail) > 0 && n > 0 {
 		i := b.adoptable()
 		if i < 0 {
@@ -109,7 +122,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if blocked := b.eniLimit(planned); blocked != nil {
 			// It stays in b.avail: leaks() deletes it after the grace
 			// period if no slot frees for it.
-			return out, b.limitOrVSwitch(blocked, added, short, adopted)
+			return out, b.limitOrVSwitch(blocked, added, short, adopted, newRoomIn)
 		}
 		e := b.avail[i]
 		b.avail = slices.Delete(b.avail, i, i+1)
@@ -127,7 +140,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 			return out, refused
 		}
 		if blocked := b.eniLimit(planned); blocked != nil {
-			return out, b.limitOrVSwitch(blocked, added, short, adopted)
+			return out, b.limitOrVSwitch(blocked, added, short, adopted, newRoomIn)
 		}
 		if slotCap == 0 {
 			return out, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "instance limits unknown or zero addresses per ENI"}
@@ -161,6 +174,9 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		b.configureNew("", create+1, v.ID, att)
 		planned++
 		n = max(0, n-k)
+		if k < slotCap {
+			newRoomIn = v.ID
+		}
 		// Later ENIs of this plan see what this one takes.
 		c := b.plan.Actions[create]
 		used := 1 + c.IPv4Count + prefixSize*c.IPv4PrefixCount // the primary and the pods
