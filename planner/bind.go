@@ -83,7 +83,10 @@ func (b *builder) hold(ip4, ip6 netip.Addr, h *holder) {
 	}
 }
 
-// bindShared derives every binding that already exists.
+// bindShared derives every binding that already exists, in the order of
+// docs/plan.md ("Bindings"): the kernel's live and gone state, the
+// published statuses of live and gone attachments, sticky reservations of
+// live pods, then the reservations of deleted sticky pods.
 func (b *builder) bindShared() {
 	// 1. Live kernel state, then 2. kernel state nobody wants any more.
 	for j, pn := range b.kernel {
@@ -111,50 +114,66 @@ func (b *builder) bindShared() {
 	}
 	// 5. Sticky reservations of live entries.
 	for _, p := range b.pods {
-		if p.sticky == "" || p.bound() || p.status != nil {
-			continue
+		if p.sticky != "" && !p.bound() && p.status == nil {
+			b.restoreSticky(p)
 		}
-		r, ok := b.mem.Sticky[p.sticky]
-		if !ok {
-			continue
-		}
-		e := b.addrsOn(r.IPv4, r.IPv6)
-		if e == nil {
-			if b.complete {
-				delete(b.mem.Sticky, p.sticky) // the addresses are gone from our ENIs
-			}
-			continue
-		}
-		if !b.stickyFits(p, e, r) {
-			continue
-		}
-		if b.inDoubt(r.IPv4, r.IPv6) {
-			// Which ENI holds it is unknown: set up on the wrong one, the
-			// pod would have no network. The cloud's view settles soon.
-			p.status = b.waitStatus(p, ReasonWaitingForIPs, "sticky address "+r.IPv4.String()+" is listed on more than one ENI (a describe is stale); waiting for the cloud to list it once")
-			continue
-		}
-		h := b.holderOf(r.IPv4, r.IPv6)
-		if h != nil && (h.kind == holdStale || h.kind == holdSticky) {
-			e.held-- // taken over below
-		}
-		switch {
-		case h == nil:
-		case h.kind == holdSticky || (h.kind == holdStale && h.key.String() == r.Key):
-			// The previous pod of this name: wait for its teardown.
-			if id, ok := b.staleTeardown[h.key]; ok {
-				p.deps = append(p.deps, id)
-			} else if h.kind == holdStale {
-				p.status = b.waitStatus(p, ReasonWaitingForIPs, "waiting for the previous pod "+h.key.String()+" to be torn down")
-				continue
-			}
-		default:
-			p.status = b.failStatus(p, ReasonAddressConflict, "sticky address "+r.IPv4.String()+" is held by "+h.key.String())
-			continue
-		}
-		b.bindTo(p, r.IPv4, r.IPv6, e, ReasonStickyRestore)
 	}
 	// 6. Reservations of deleted sticky pods keep their addresses.
+	b.holdDeletedSticky()
+	if b.cfg.StickyIPHold <= 0 {
+		b.mem.Sticky = nil
+	}
+}
+
+// restoreSticky binds a live sticky pod to its reservation when the
+// addresses are still on an ENI of ours: after the previous pod of its
+// name is torn down (it waits for that), never over another holder.
+func (b *builder) restoreSticky(p *podState) {
+	r, ok := b.mem.Sticky[p.sticky]
+	if !ok {
+		return
+	}
+	e := b.addrsOn(r.IPv4, r.IPv6)
+	if e == nil {
+		if b.complete {
+			delete(b.mem.Sticky, p.sticky) // the addresses are gone from our ENIs
+		}
+		return
+	}
+	if !b.stickyFits(p, e, r) {
+		return
+	}
+	if b.inDoubt(r.IPv4, r.IPv6) {
+		// Which ENI holds it is unknown: set up on the wrong one, the
+		// pod would have no network. The cloud's view settles soon.
+		p.status = b.waitStatus(p, ReasonWaitingForIPs, "sticky address "+r.IPv4.String()+" is listed on more than one ENI (a describe is stale); waiting for the cloud to list it once")
+		return
+	}
+	h := b.holderOf(r.IPv4, r.IPv6)
+	if h != nil && (h.kind == holdStale || h.kind == holdSticky) {
+		e.held-- // taken over below
+	}
+	switch {
+	case h == nil:
+	case h.kind == holdSticky || (h.kind == holdStale && h.key.String() == r.Key):
+		// The previous pod of this name: wait for its teardown.
+		if id, ok := b.staleTeardown[h.key]; ok {
+			p.deps = append(p.deps, id)
+		} else if h.kind == holdStale {
+			p.status = b.waitStatus(p, ReasonWaitingForIPs, "waiting for the previous pod "+h.key.String()+" to be torn down")
+			return
+		}
+	default:
+		p.status = b.failStatus(p, ReasonAddressConflict, "sticky address "+r.IPv4.String()+" is held by "+h.key.String())
+		return
+	}
+	b.bindTo(p, r.IPv4, r.IPv6, e, ReasonStickyRestore)
+}
+
+// holdDeletedSticky holds the addresses of every reservation whose pod is
+// gone, until the hold ends (stickyIPHold after the pod went), unless a
+// live pod was rebound to them above or someone else holds them.
+func (b *builder) holdDeletedSticky() {
 	keys := make([]string, 0, len(b.mem.Sticky))
 	for k := range b.mem.Sticky {
 		keys = append(keys, k)
@@ -188,9 +207,6 @@ func (b *builder) bindShared() {
 		if h == nil {
 			b.addrsOn(r.IPv4, r.IPv6).held++
 		}
-	}
-	if b.cfg.StickyIPHold <= 0 {
-		b.mem.Sticky = nil
 	}
 }
 

@@ -149,24 +149,7 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if blocked != nil {
 			return out, blocked
 		}
-		// The new ENI's own primary address comes from the vSwitch too.
-		k := min(roundUp(n, batch), slotCap, maxIPsAtCreate, v.AvailableIPs-1)
-		if b.v6 && !b.v4 || b.excl {
-			k = min(n, slotCap)
-		} else if prefix, _ := b.createKind(v.ID); !prefix {
-			// Single addresses, one slot each (slotCap counts prefixes
-			// when the mode asks for them and this vSwitch refused one).
-			k = min(k, b.o.Instance.Limits.IPv4PerENI-1)
-		} else {
-			// Whole prefixes: the slots, ten per call, what the vSwitch has.
-			p := min(ceilDiv(n, prefixSize), b.o.Instance.Limits.IPv4PerENI-1, maxPrefixesPerCall, (v.AvailableIPs-1)/prefixSize)
-			k = min(p*prefixSize, slotCap)
-			if b.v6 {
-				// IPv6 stays single addresses: as many as needed, by batch.
-				k = min(k, roundUp(n, batch), maxIPsAtCreate)
-			}
-		}
-		create, k := b.createENI(v, k, creates, why)
+		create, k := b.createENI(v, b.createUnits(v, n, batch, slotCap), creates, why)
 		creates++
 		att := b.add(Action{Kind: AttachENI, Target: "new#" + itoa(create), Reason: why, DependsOn: []int{create},
 			ENIRef: create + 1, InstanceID: b.o.Instance.ID,
@@ -185,6 +168,29 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		out = append(out, source{k, ReasonWaitingForAttach, "waiting for a new ENI to attach"})
 	}
 	return out, nil
+}
+
+// createUnits is how many units a new ENI in v is created with for n
+// pods, batch and slotCap as grow has them.
+func (b *builder) createUnits(v observed.VSwitch, n, batch, slotCap int) int {
+	// The new ENI's own primary address comes from the vSwitch too.
+	k := min(roundUp(n, batch), slotCap, maxIPsAtCreate, v.AvailableIPs-1)
+	if b.v6 && !b.v4 || b.excl {
+		return min(n, slotCap)
+	}
+	if prefix, _ := b.createKind(v.ID); !prefix {
+		// Single addresses, one slot each (slotCap counts prefixes when
+		// the mode asks for them and this vSwitch refused one).
+		return min(k, b.o.Instance.Limits.IPv4PerENI-1)
+	}
+	// Whole prefixes: the slots, ten per call, what the vSwitch has.
+	p := min(ceilDiv(n, prefixSize), b.o.Instance.Limits.IPv4PerENI-1, maxPrefixesPerCall, (v.AvailableIPs-1)/prefixSize)
+	k = min(p*prefixSize, slotCap)
+	if b.v6 {
+		// IPv6 stays single addresses: as many as needed, by batch.
+		k = min(k, roundUp(n, batch), maxIPsAtCreate)
+	}
+	return k
 }
 
 // assign plans AssignIPs on e so that it holds target units, at most ten

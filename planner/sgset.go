@@ -341,72 +341,9 @@ func (b *builder) eachSet(f func(cooling int)) {
 	setIdle := b.mem.SetIdleAboveMaxSince
 	b.mem.SetIdleAboveMaxSince = nil
 	multi := len(b.sets) > 1 || !b.sets[0].isDefault()
-	// Sets with pods to place go first: a set's optional growth (its
-	// minIdle, its minTotal) must not take the ENI slot another set's
-	// pods wait for, which would only be released again (reclaimSlots).
-	demand := map[*sgSet]bool{}
-	for _, p := range b.pods {
-		if !p.bound() && p.status == nil {
-			demand[p.set] = true
-		}
-	}
-	order := slices.Clone(b.sets)
-	slices.SortStableFunc(order, func(x, y *sgSet) int { return cmp.Compare(boolInt(demand[y]), boolInt(demand[x])) })
-	for _, s := range order {
-		b.cur = s
-		b.usable, b.inflight, b.avail = s.usable, s.inflight, s.avail
-		b.cfg.Pool.MinIdle, b.cfg.Pool.MaxIdle, b.cfg.Pool.MinTotal, b.cfg.Pool.Batch = s.pool.minIdle, s.pool.maxIdle, s.pool.minTotal, s.pool.batch
-		if !s.tuned && s.pods == 0 {
-			b.cfg.Pool.MaxIdle = 0
-		}
-		b.cfg.ENI.SecurityGroups = s.groups
-		b.cfg.ENI.Tags = make(map[string]string, len(saved.tags)+1)
-		for k, v := range saved.tags {
-			b.cfg.ENI.Tags[k] = v
-		}
-		b.cfg.ENI.Tags[observed.TagSecurityGroupSet] = s.tagValue()
-		b.mem.IdleAboveMaxSince = saved.idleAboveMaxSince
-		if !s.isDefault() {
-			b.mem.IdleAboveMaxSince = setIdle[s.key]
-		}
-		b.otherENIs = b.ownedAttached() - len(s.usable) - len(s.inflight)
-		cooling := 0
-		for _, e := range s.usable {
-			cooling += e.cooling
-		}
-		// The pods f leaves waiting get their status in f; mark them.
-		var fresh []*podState
-		for _, p := range b.pods {
-			if p.set == s && !p.bound() && p.status == nil {
-				fresh = append(fresh, p)
-			}
-		}
-		first := len(b.plan.Actions)
-		f(cooling)
-		for _, p := range fresh {
-			if p.bound() {
-				continue
-			}
-			s.waiting++
-			if multi && p.status != nil && p.status.Phase == PhasePending {
-				p.status.Reason += " (security groups " + s.label() + ")"
-			}
-		}
-		for i := first; i < len(b.plan.Actions); i++ {
-			a := &b.plan.Actions[i]
-			switch a.Kind {
-			case AttachENI:
-				b.plannedENIs++ // a slot, created or adopted
-			case CreateENI:
-				b.plannedCreates++
-			case AssignIPs, UnassignIPs, DetachENI:
-				// ECS refuses concurrent changes to one ENI: after its move.
-				if e := b.byID[a.ENIID]; e != nil && e.updateRef > 0 && !slices.Contains(a.DependsOn, e.updateRef-1) {
-					a.DependsOn = append(a.DependsOn, e.updateRef-1)
-					slices.Sort(a.DependsOn)
-				}
-			}
-		}
+	for _, s := range b.setOrder() {
+		b.narrowTo(s, &saved, setIdle)
+		b.planSet(s, f, multi)
 		s.avail = b.avail
 		s.summary = b.plan.Pool
 		if !s.isDefault() && !b.mem.IdleAboveMaxSince.IsZero() {
@@ -419,6 +356,96 @@ func (b *builder) eachSet(f func(cooling int)) {
 			saved.idleAboveMaxSince = b.mem.IdleAboveMaxSince
 		}
 	}
+	b.widen(saved)
+	b.afterMoves()
+	b.reclaimSlots()
+	b.summarise(multi)
+}
+
+// setOrder is the order sets are planned in: sets with pods to place
+// first, as a set's optional growth (its minIdle, its minTotal) must not
+// take the ENI slot another set's pods wait for, which would only be
+// released again (reclaimSlots).
+func (b *builder) setOrder() []*sgSet {
+	demand := map[*sgSet]bool{}
+	for _, p := range b.pods {
+		if !p.bound() && p.status == nil {
+			demand[p.set] = true
+		}
+	}
+	order := slices.Clone(b.sets)
+	slices.SortStableFunc(order, func(x, y *sgSet) int { return cmp.Compare(boolInt(demand[y]), boolInt(demand[x])) })
+	return order
+}
+
+// narrowTo narrows the builder to set s: its ENIs, its pool knobs, its
+// groups and tag for new ENIs, its release-delay stamp.
+func (b *builder) narrowTo(s *sgSet, saved *narrowed, setIdle map[string]time.Time) {
+	b.cur = s
+	b.usable, b.inflight, b.avail = s.usable, s.inflight, s.avail
+	b.cfg.Pool.MinIdle, b.cfg.Pool.MaxIdle, b.cfg.Pool.MinTotal, b.cfg.Pool.Batch = s.pool.minIdle, s.pool.maxIdle, s.pool.minTotal, s.pool.batch
+	if !s.tuned && s.pods == 0 {
+		b.cfg.Pool.MaxIdle = 0
+	}
+	b.cfg.ENI.SecurityGroups = s.groups
+	b.cfg.ENI.Tags = make(map[string]string, len(saved.tags)+1)
+	for k, v := range saved.tags {
+		b.cfg.ENI.Tags[k] = v
+	}
+	b.cfg.ENI.Tags[observed.TagSecurityGroupSet] = s.tagValue()
+	b.mem.IdleAboveMaxSince = saved.idleAboveMaxSince
+	if !s.isDefault() {
+		b.mem.IdleAboveMaxSince = setIdle[s.key]
+	}
+	b.otherENIs = b.ownedAttached() - len(s.usable) - len(s.inflight)
+}
+
+// planSet runs f for the set the builder is narrowed to, counts the pods
+// it leaves waiting (naming the set in their reason when the node has
+// several) and orders the set's address calls after an ENI's move.
+func (b *builder) planSet(s *sgSet, f func(cooling int), multi bool) {
+	cooling := 0
+	for _, e := range s.usable {
+		cooling += e.cooling
+	}
+	// The pods f leaves waiting get their status in f; mark them.
+	var fresh []*podState
+	for _, p := range b.pods {
+		if p.set == s && !p.bound() && p.status == nil {
+			fresh = append(fresh, p)
+		}
+	}
+	first := len(b.plan.Actions)
+	f(cooling)
+	for _, p := range fresh {
+		if p.bound() {
+			continue
+		}
+		s.waiting++
+		if multi && p.status != nil && p.status.Phase == PhasePending {
+			p.status.Reason += " (security groups " + s.label() + ")"
+		}
+	}
+	for i := first; i < len(b.plan.Actions); i++ {
+		a := &b.plan.Actions[i]
+		switch a.Kind {
+		case AttachENI:
+			b.plannedENIs++ // a slot, created or adopted
+		case CreateENI:
+			b.plannedCreates++
+		case AssignIPs, UnassignIPs, DetachENI:
+			// ECS refuses concurrent changes to one ENI: after its move.
+			if e := b.byID[a.ENIID]; e != nil && e.updateRef > 0 && !slices.Contains(a.DependsOn, e.updateRef-1) {
+				a.DependsOn = append(a.DependsOn, e.updateRef-1)
+				slices.Sort(a.DependsOn)
+			}
+		}
+	}
+}
+
+// widen undoes narrowTo after the last set: the builder is the node's
+// again, and the owned Available ENIs are those no set adopted.
+func (b *builder) widen(saved narrowed) {
 	b.cur = nil
 	b.usable, b.inflight = saved.usable, saved.inflight
 	b.avail = slices.DeleteFunc(saved.avail, func(e *observed.ENI) bool {
@@ -427,19 +454,19 @@ func (b *builder) eachSet(f func(cooling int)) {
 	b.cfg.Pool, b.cfg.ENI.SecurityGroups, b.cfg.ENI.Tags = saved.pool, saved.groups, saved.tags
 	b.mem.IdleAboveMaxSince = saved.idleAboveMaxSince
 	b.otherENIs, b.plannedENIs, b.plannedCreates = 0, 0, 0
+}
+
+// afterMoves makes a pod newly placed on an ENI moving to its set start
+// after the move, which it needs now (under throttling, urgent actions go
+// first). A pod claimed from kernel or published state runs already: its
+// setup (a repair) does not wait for the cloud.
+func (b *builder) afterMoves() {
 	for _, p := range b.pods {
 		if p.bound() && p.eni.updateRef > 0 && (p.source == ReasonNewBinding || p.source == ReasonStickyRestore) {
-			// A pod newly placed on an ENI moving to its set starts after
-			// the move, which it needs now (under throttling, urgent
-			// actions go first). A pod claimed from kernel or published
-			// state runs already: its setup (a repair) does not wait for
-			// the cloud.
 			p.deps = append(p.deps, p.eni.updateRef-1)
 			b.plan.Actions[p.eni.updateRef-1].Urgent = true
 		}
 	}
-	b.reclaimSlots()
-	b.summarise(multi)
 }
 
 // ownedAttached counts the owned ENIs attached or attaching here.

@@ -17,106 +17,153 @@ const maxSecurityGroups = 10
 
 // Validate checks that the action carries what its kind needs and nothing
 // that belongs to another kind: the table "Actions and ordering" of
-// docs/plan.md as code. The planner's script and property tests run it on
-// every plan they make. It checks no facts of the world, and DependsOn only
-// in Plan.Validate.
+// docs/plan.md as code (the fields every action may or may not carry in
+// common, then its kind's own in kindChecks). The planner's script and
+// property tests run it on every plan they make. It checks no facts of the
+// world, and DependsOn only in Plan.Validate.
 func (a Action) Validate() error {
-	var errs []string
-	need := func(ok bool, what string) {
-		if !ok {
-			errs = append(errs, "needs "+what)
-		}
-	}
-	deny := func(set bool, what string) {
-		if set {
-			errs = append(errs, "must not set "+what)
-		}
-	}
-	oneENI := func() { need((a.ENIID != "") != (a.ENIRef > 0), "exactly one of ENIID and ENIRef") }
-	existingENI := func() {
-		need(a.ENIID != "", "ENIID")
-		deny(a.ENIRef > 0, "ENIRef")
-	}
-	need(a.Target != "", "Target")
-	need(a.ID >= 0 && a.ENIRef >= 0, "non-negative ID and ENIRef")
-	need(a.ENIRef <= a.ID, "an ENIRef naming an earlier action")
-	deny(a.Status != nil && a.Kind != PublishStatus, "Status")
-	deny(a.Pod != nil && !a.Kind.podKind(), "Pod")
-	deny(a.Kind != UnassignIPs && a.Kind != AssignIPs && (len(a.IPv4) > 0 || len(a.IPv6) > 0), "explicit addresses")
-	deny(a.Kind != CreateENI && a.Kind != AssignIPs && (a.IPv4Count != 0 || a.IPv6Count != 0), "address counts")
-	deny(a.Kind != MoveENI && a.Prefix.IsValid(), "Prefix")
-	deny(a.Kind != MoveENI && a.PrefixV6.IsValid(), "PrefixV6")
-	deny(a.Kind != CreateENI && a.Kind != UpdateENI && len(a.SecurityGroups) > 0, "SecurityGroups")
-	deny(a.Kind != CreateENI && a.Kind != AssignIPs && a.IPv4PrefixCount != 0, "IPv4PrefixCount")
-	deny(a.Kind != UnassignIPs && len(a.IPv4Prefixes) > 0, "IPv4Prefixes")
-	// A call takes IPv4 as single addresses or as prefixes, never both.
-	deny(a.IPv4PrefixCount != 0 && (a.IPv4Count != 0 || len(a.IPv4) > 0), "IPv4PrefixCount with IPv4 addresses")
-	deny(len(a.IPv4Prefixes) > 0 && len(a.IPv4) > 0, "IPv4Prefixes with IPv4 addresses")
-	need(a.IPv4PrefixCount >= 0 && a.IPv4PrefixCount <= maxPrefixesPerCall, fmt.Sprintf("an IPv4PrefixCount of 0 to %d", maxPrefixesPerCall))
-	need(len(a.IPv4Prefixes) <= maxPrefixesPerCall, fmt.Sprintf("at most %d IPv4Prefixes", maxPrefixesPerCall))
-	for _, p := range a.IPv4Prefixes {
-		need(p.Addr().Is4() && p.Bits() == observed.IPv4PrefixBits && p.Masked() == p, "IPv4Prefixes of aligned /28s (got "+p.String()+")")
-	}
-	switch a.Kind {
-	case CreateENI:
-		need(a.VSwitchID != "", "VSwitchID")
-		need(len(a.SecurityGroups) > 0, "SecurityGroups")
-		need(a.ClientToken != "", "ClientToken")
-		need(a.IPv4Count >= 0 && a.IPv6Count >= 0, "non-negative counts")
-		deny(a.ENIID != "" || a.ENIRef > 0, "an ENI")
-	case AttachENI:
-		oneENI()
-		need(a.InstanceID != "", "InstanceID")
-	case AssignIPs:
-		oneENI()
-		need(a.ClientToken != "", "ClientToken")
-		need(a.IPv4Count >= 0 && a.IPv6Count >= 0, "non-negative counts")
-		need(a.IPv4Count+a.IPv6Count+len(a.IPv4)+len(a.IPv6)+a.IPv4PrefixCount > 0, "addresses to assign")
-		need(a.IPv4Count+len(a.IPv4) <= maxAddressesPerCall && a.IPv6Count+len(a.IPv6) <= maxAddressesPerCall,
-			fmt.Sprintf("at most %d addresses per family", maxAddressesPerCall))
-	case UnassignIPs:
-		existingENI()
-		need(len(a.IPv4)+len(a.IPv6)+len(a.IPv4Prefixes) > 0, "addresses to unassign")
-		need(len(a.IPv4) <= maxAddressesPerCall && len(a.IPv6) <= maxAddressesPerCall,
-			fmt.Sprintf("at most %d addresses per family", maxAddressesPerCall))
-	case DetachENI:
-		existingENI()
-		need(a.InstanceID != "", "InstanceID")
-		need((a.MAC == "") == (a.Table == 0), "MAC and Table together (the device to unconfigure) or neither")
-	case DeleteENI:
-		existingENI()
-	case ConfigureENI:
-		oneENI()
-		need(a.ENIRef > 0 || (a.MAC != "" && a.Table > 0), "MAC and Table of an existing ENI")
-	case SetupPod, TeardownPod, MoveENI, ReturnENI:
-		need(a.Pod != nil, "Pod")
-		if a.Pod != nil {
-			need(a.Pod.Key.ContainerID != "" && a.Pod.Key.IfName != "", "Pod.Key")
-			need(a.Target == a.Pod.Key.String(), "Target naming Pod.Key")
-		}
-		if a.Kind == SetupPod || a.Kind == MoveENI {
-			need(a.Pod != nil && a.Pod.NetNS != "", "Pod.NetNS")
-			need(a.Pod != nil && (a.Pod.IPv4.IsValid() || a.Pod.IPv6.IsValid()), "a pod address")
-		}
-		if a.Kind == MoveENI {
-			need(a.Prefix.IsValid() || a.PrefixV6.IsValid(), "Prefix or PrefixV6")
-			need(!a.PrefixV6.IsValid() || a.GatewayV6.IsValid(), "GatewayV6 with PrefixV6")
-		}
-	case UpdateENI:
-		existingENI()
-		need(len(a.SecurityGroups) > 0 && len(a.SecurityGroups) <= maxSecurityGroups,
-			fmt.Sprintf("SecurityGroups (1 to %d, the complete new set)", maxSecurityGroups))
-	case PublishStatus:
-		if a.Status != nil {
-			need(a.Target == a.Status.Key.String(), "Target naming Status.Key")
-		}
-	default:
+	check, ok := kindChecks[a.Kind]
+	if !ok {
 		return fmt.Errorf("action %d: unknown kind %q", a.ID, a.Kind)
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("action %d %s %s: %s", a.ID, a.Kind, a.Target, strings.Join(errs, "; "))
+	c := &checker{a: a}
+	c.common()
+	check(c)
+	if len(c.errs) > 0 {
+		return fmt.Errorf("action %d %s %s: %s", a.ID, a.Kind, a.Target, strings.Join(c.errs, "; "))
 	}
 	return nil
+}
+
+// checker collects what one action lacks or must not carry.
+type checker struct {
+	a    Action
+	errs []string
+}
+
+func (c *checker) need(ok bool, what string) {
+	if !ok {
+		c.errs = append(c.errs, "needs "+what)
+	}
+}
+
+func (c *checker) deny(set bool, what string) {
+	if set {
+		c.errs = append(c.errs, "must not set "+what)
+	}
+}
+
+// oneENI: the action names its ENI by ID or by a create's reference.
+func (c *checker) oneENI() {
+	c.need((c.a.ENIID != "") != (c.a.ENIRef > 0), "exactly one of ENIID and ENIRef")
+}
+
+// existingENI: the action names an ENI that exists already.
+func (c *checker) existingENI() {
+	c.need(c.a.ENIID != "", "ENIID")
+	c.deny(c.a.ENIRef > 0, "ENIRef")
+}
+
+// common checks what holds for every kind: identity, and the fields that
+// belong to some kinds only.
+func (c *checker) common() {
+	a, k := c.a, c.a.Kind
+	c.need(a.Target != "", "Target")
+	c.need(a.ID >= 0 && a.ENIRef >= 0, "non-negative ID and ENIRef")
+	c.need(a.ENIRef <= a.ID, "an ENIRef naming an earlier action")
+	c.deny(a.Status != nil && k != PublishStatus, "Status")
+	c.deny(a.Pod != nil && !k.podKind(), "Pod")
+	c.deny(k != UnassignIPs && k != AssignIPs && (len(a.IPv4) > 0 || len(a.IPv6) > 0), "explicit addresses")
+	c.deny(k != CreateENI && k != AssignIPs && (a.IPv4Count != 0 || a.IPv6Count != 0), "address counts")
+	c.deny(k != MoveENI && a.Prefix.IsValid(), "Prefix")
+	c.deny(k != MoveENI && a.PrefixV6.IsValid(), "PrefixV6")
+	c.deny(k != CreateENI && k != UpdateENI && len(a.SecurityGroups) > 0, "SecurityGroups")
+	c.deny(k != CreateENI && k != AssignIPs && a.IPv4PrefixCount != 0, "IPv4PrefixCount")
+	c.deny(k != UnassignIPs && len(a.IPv4Prefixes) > 0, "IPv4Prefixes")
+	// A call takes IPv4 as single addresses or as prefixes, never both.
+	c.deny(a.IPv4PrefixCount != 0 && (a.IPv4Count != 0 || len(a.IPv4) > 0), "IPv4PrefixCount with IPv4 addresses")
+	c.deny(len(a.IPv4Prefixes) > 0 && len(a.IPv4) > 0, "IPv4Prefixes with IPv4 addresses")
+	c.need(a.IPv4PrefixCount >= 0 && a.IPv4PrefixCount <= maxPrefixesPerCall, fmt.Sprintf("an IPv4PrefixCount of 0 to %d", maxPrefixesPerCall))
+	c.need(len(a.IPv4Prefixes) <= maxPrefixesPerCall, fmt.Sprintf("at most %d IPv4Prefixes", maxPrefixesPerCall))
+	for _, p := range a.IPv4Prefixes {
+		c.need(p.Addr().Is4() && p.Bits() == observed.IPv4PrefixBits && p.Masked() == p, "IPv4Prefixes of aligned /28s (got "+p.String()+")")
+	}
+}
+
+// kindChecks holds, for every action kind, what it needs of its own.
+var kindChecks = map[ActionKind]func(*checker){
+	CreateENI: func(c *checker) {
+		a := c.a
+		c.need(a.VSwitchID != "", "VSwitchID")
+		c.need(len(a.SecurityGroups) > 0, "SecurityGroups")
+		c.need(a.ClientToken != "", "ClientToken")
+		c.need(a.IPv4Count >= 0 && a.IPv6Count >= 0, "non-negative counts")
+		c.deny(a.ENIID != "" || a.ENIRef > 0, "an ENI")
+	},
+	AttachENI: func(c *checker) {
+		c.oneENI()
+		c.need(c.a.InstanceID != "", "InstanceID")
+	},
+	AssignIPs: func(c *checker) {
+		a := c.a
+		c.oneENI()
+		c.need(a.ClientToken != "", "ClientToken")
+		c.need(a.IPv4Count >= 0 && a.IPv6Count >= 0, "non-negative counts")
+		c.need(a.IPv4Count+a.IPv6Count+len(a.IPv4)+len(a.IPv6)+a.IPv4PrefixCount > 0, "addresses to assign")
+		c.need(a.IPv4Count+len(a.IPv4) <= maxAddressesPerCall && a.IPv6Count+len(a.IPv6) <= maxAddressesPerCall,
+			fmt.Sprintf("at most %d addresses per family", maxAddressesPerCall))
+	},
+	UnassignIPs: func(c *checker) {
+		a := c.a
+		c.existingENI()
+		c.need(len(a.IPv4)+len(a.IPv6)+len(a.IPv4Prefixes) > 0, "addresses to unassign")
+		c.need(len(a.IPv4) <= maxAddressesPerCall && len(a.IPv6) <= maxAddressesPerCall,
+			fmt.Sprintf("at most %d addresses per family", maxAddressesPerCall))
+	},
+	DetachENI: func(c *checker) {
+		c.existingENI()
+		c.need(c.a.InstanceID != "", "InstanceID")
+		c.need((c.a.MAC == "") == (c.a.Table == 0), "MAC and Table together (the device to unconfigure) or neither")
+	},
+	DeleteENI: (*checker).existingENI,
+	ConfigureENI: func(c *checker) {
+		c.oneENI()
+		c.need(c.a.ENIRef > 0 || (c.a.MAC != "" && c.a.Table > 0), "MAC and Table of an existing ENI")
+	},
+	SetupPod:    (*checker).podAction,
+	TeardownPod: (*checker).podAction,
+	MoveENI:     (*checker).podAction,
+	ReturnENI:   (*checker).podAction,
+	UpdateENI: func(c *checker) {
+		c.existingENI()
+		c.need(len(c.a.SecurityGroups) > 0 && len(c.a.SecurityGroups) <= maxSecurityGroups,
+			fmt.Sprintf("SecurityGroups (1 to %d, the complete new set)", maxSecurityGroups))
+	},
+	PublishStatus: func(c *checker) {
+		if c.a.Status != nil {
+			c.need(c.a.Target == c.a.Status.Key.String(), "Target naming Status.Key")
+		}
+	},
+}
+
+// podAction checks the actions on a pod attachment: its key, and for the
+// setups its namespace, an address and, moving an ENI, its prefixes.
+func (c *checker) podAction() {
+	a := c.a
+	c.need(a.Pod != nil, "Pod")
+	if a.Pod == nil {
+		return
+	}
+	c.need(a.Pod.Key.ContainerID != "" && a.Pod.Key.IfName != "", "Pod.Key")
+	c.need(a.Target == a.Pod.Key.String(), "Target naming Pod.Key")
+	if a.Kind == SetupPod || a.Kind == MoveENI {
+		c.need(a.Pod.NetNS != "", "Pod.NetNS")
+		c.need(a.Pod.IPv4.IsValid() || a.Pod.IPv6.IsValid(), "a pod address")
+	}
+	if a.Kind == MoveENI {
+		c.need(a.Prefix.IsValid() || a.PrefixV6.IsValid(), "Prefix or PrefixV6")
+		c.need(!a.PrefixV6.IsValid() || a.GatewayV6.IsValid(), "GatewayV6 with PrefixV6")
+	}
 }
 
 // podKind reports whether actions of kind k work on a pod attachment.
