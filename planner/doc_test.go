@@ -94,3 +94,21 @@ func TestReasonCodesDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestDocMapNamesRealFiles: every file the package doc's "Where to look"
+// names exists, so the map cannot drift from the tree.
+func TestDocMapNamesRealFiles(t *testing.T) {
+	b, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile(`[a-z_/]+\.(go|txt)`).FindAllString(string(b), -1)
+	if len(names) < 10 {
+		t.Fatalf("the doc names %d files: the map is gone", len(names))
+	}
+	for _, n := range slices.Compact(slices.Sorted(slices.Values(names))) {
+		if _, err := os.Stat(n); err != nil {
+			t.Errorf("doc.go names %s: %v", n, err)
+		}
+	}
+}
