@@ -10,8 +10,8 @@ import (
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
-	"github.com/enidnet/enid/internal/cnirun"
-	"github.com/enidnet/enid/internal/simnode"
+	"github.com/enidnet/enid/testbed/cnirun"
+	"github.com/enidnet/enid/testbed/simnode"
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/reconcile/status"

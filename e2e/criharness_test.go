@@ -24,7 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/enidnet/enid/internal/cnirun"
+	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/internal/roottest"
 )
 

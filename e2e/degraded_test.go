@@ -11,7 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/enidnet/enid/cloud/ecssim"
-	"github.com/enidnet/enid/internal/cnirun"
+	"github.com/enidnet/enid/testbed/cnirun"
 )
 
 // degradedPool keeps a warm pool of at least 6 idle addresses.

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/cloud/ecssim"
-	"github.com/enidnet/enid/internal/cnirun"
+	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/internal/roottest"
-	"github.com/enidnet/enid/internal/simnode"
+	"github.com/enidnet/enid/testbed/simnode"
 	"github.com/enidnet/enid/reconcile/status"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
-	"github.com/enidnet/enid/internal/cnirun"
+	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/internal/roottest"
 )
 

@@ -19,10 +19,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/enidnet/enid/internal/cnirun"
+	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/internal/poll"
-	"github.com/enidnet/enid/internal/simnode"
-	"github.com/enidnet/enid/internal/simvpc"
+	"github.com/enidnet/enid/testbed/simnode"
+	"github.com/enidnet/enid/testbed/simvpc"
 	"github.com/enidnet/enid/reconcile/status"
 )
 

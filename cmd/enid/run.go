@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/enidnet/enid/internal/simnode"
+	"github.com/enidnet/enid/testbed/simnode"
 	"github.com/enidnet/enid/reconcile"
 )
 

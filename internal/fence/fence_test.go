@@ -2,7 +2,9 @@
 // package, which enid packages and which third-party modules it may import,
 // and why (DESIGN.md's package table, made executable). A package added to
 // the module must be given a row here; an import outside its row fails.
-// Finer fences stay beside their packages: planner/fence_test.go (no I/O in
+// internal/ holds leaves only (TestInternalHoldsLeaves); the testbed, the
+// simulated VPC, node and CNI runtime that the demo, the bench and the
+// tests run enid in, is testbed/. Finer fences stay beside their packages: planner/fence_test.go (no I/O in
 // the planner), cmd/enid-cni/fence_test.go (no SDK or netlink in the plugin)
 // and kube/fence_test.go (client-go only in kube).
 package fence
@@ -50,7 +52,7 @@ var rules = map[string]rule{
 	"cmd/enid-cni": {enid: []string{"desired", "reconcile/status", "internal/netnsid"}, ext: cniLibs,
 		why: "the plugin runs once per CNI call: small, no SDK, no netlink, no loop"},
 	"cmd/enid": {enid: []string{"cloud", "cloud/ecssim", "desired", "observed", "planner", "linux", "kube", "reconcile", "reconcile/status",
-		"internal/cnirun", "internal/simnode", "internal/simvpc", "internal/poll"},
+		"testbed/cnirun", "testbed/simnode", "testbed/simvpc", "internal/poll"},
 		ext: []string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/prometheus/client_golang/prometheus/promhttp", "k8s.io/klog/v2"},
 		why: "the CLI wires everything; never a test helper (TestBinariesLinkNoTestCode)"},
 	"internal/fileread": {why: "bounded, non-blocking reads: a leaf"},
@@ -58,12 +60,12 @@ var rules = map[string]rule{
 	"internal/poll":     {why: "waiting on files by asking again (demo, bench): a leaf"},
 	"internal/podkey":   {why: "attachment identity (key, grammar, file names, atomic write): a stdlib-only leaf under observed"},
 	"internal/roottest": {why: "test helper: skip or fail without root"},
-	"internal/cnirun":   {ext: []string{"github.com/containernetworking/cni/"}, why: "drives enid-cni through the real libcni (demo, bench, e2e)"},
-	"internal/simvpc":   {ext: netlink, why: "the simulated VPC's namespaces, linked by enid demo: no test package"},
-	"internal/simnode":  {enid: []string{"cloud/ecssim", "internal/simvpc"}, why: "a simulated node: the simulator plus its namespaces"},
-	"linux/linuxtest":   {enid: []string{"internal/simvpc"}, why: "test helpers over simvpc"},
+	"testbed/cnirun":    {ext: []string{"github.com/containernetworking/cni/"}, why: "drives enid-cni through the real libcni (demo, bench, e2e)"},
+	"testbed/simvpc":    {ext: netlink, why: "the simulated VPC's namespaces, linked by enid demo: no test package"},
+	"testbed/simnode":   {enid: []string{"cloud/ecssim", "testbed/simvpc"}, why: "a simulated node: the simulator plus its namespaces"},
+	"linux/linuxtest":   {enid: []string{"testbed/simvpc"}, why: "test helpers over simvpc"},
 	"kube/kubetest":     {ext: k8s, why: "test helper: a real kube-apiserver for tests"},
-	"bench": {enid: []string{"cloud", "cloud/ecssim", "desired", "observed", "linux", "reconcile", "reconcile/status", "internal/cnirun", "internal/simnode", "internal/poll"},
+	"bench": {enid: []string{"cloud", "cloud/ecssim", "desired", "observed", "linux", "reconcile", "reconcile/status", "testbed/cnirun", "testbed/simnode", "internal/poll"},
 		ext: []string{"github.com/containernetworking/plugins/pkg/ns"}, why: "the benchmark harness wires a real agent as enid run does"},
 	"e2e":                 {why: "tests only"},
 	"examples/kubernetes": {why: "tests only"},
@@ -117,6 +119,29 @@ func TestImports(t *testing.T) {
 		if !seen[pkg] {
 			t.Errorf("internal/fence has a row for %s, which does not exist", pkg)
 		}
+	}
+}
+
+// TestInternalHoldsLeaves: internal/ holds only leaves, packages that
+// import nothing of enid's but other leaves there, so no arrow runs from
+// them back up (issue 22: the testbed lives in testbed/, above them).
+func TestInternalHoldsLeaves(t *testing.T) {
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(goList(t, "-f", `{{.ImportPath}} {{join .Deps " "}}`, "./internal/...")), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module)
+		if pkg == "internal/fence" {
+			continue // this test: it imports nothing of enid's either
+		}
+		n++
+		for _, dep := range f[1:] {
+			if rel, ok := strings.CutPrefix(dep, module); ok && !strings.HasPrefix(rel, "internal/") {
+				t.Errorf("%s depends on %s: internal/ must hold leaves only (move it up, e.g. to testbed/)", pkg, rel)
+			}
+		}
+	}
+	if n < 4 {
+		t.Fatalf("found %d packages under internal/: the check would prove nothing", n)
 	}
 }
 

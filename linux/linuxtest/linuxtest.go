@@ -1,5 +1,5 @@
 // Package linuxtest holds the test helpers over the simulated VPC topology
-// of internal/simvpc (which the enid binary links for its demo, and which
+// of testbed/simvpc (which the enid binary links for its demo, and which
 // must therefore not import package testing). The names below keep the
 // tests of linux, reconcile and e2e written against linuxtest.
 package linuxtest
@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/enidnet/enid/internal/simvpc"
+	"github.com/enidnet/enid/testbed/simvpc"
 )
 
 // Topology is a vpc namespace and a node namespace with ENIs plugged

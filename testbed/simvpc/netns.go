@@ -1,5 +1,5 @@
 // Package simvpc builds throwaway network topologies for the demo, the
-// simulated node (internal/simnode), benchmarks and tests: a "vpc"
+// simulated node (testbed/simnode), benchmarks and tests: a "vpc"
 // namespace playing the VPC router, a "node" namespace playing the host,
 // ENIs plugged between them as veth pairs, pod namespaces, and an ICMP echo
 // helper. Everything lives in namespaces it creates under /run/netns and

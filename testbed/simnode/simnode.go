@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/enidnet/enid/cloud/ecssim"
-	"github.com/enidnet/enid/internal/simvpc"
+	"github.com/enidnet/enid/testbed/simvpc"
 )
 
 // Options configure a simulated node.
