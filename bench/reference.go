@@ -18,10 +18,10 @@ import (
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
-	"github.com/enidnet/enid/testbed/cnirun"
-	"github.com/enidnet/enid/testbed/simnode"
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/reconcile/status"
+	"github.com/enidnet/enid/testbed/cnirun"
+	"github.com/enidnet/enid/testbed/simnode"
 )
 
 // refPluginsVersion is the containernetworking/plugins release the

@@ -10,11 +10,11 @@ import (
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
-	"github.com/enidnet/enid/testbed/cnirun"
-	"github.com/enidnet/enid/testbed/simnode"
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/reconcile/status"
+	"github.com/enidnet/enid/testbed/cnirun"
+	"github.com/enidnet/enid/testbed/simnode"
 )
 
 // runWarm times warmPods sequential CNI ADDs through the real plugin

@@ -24,8 +24,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/internal/roottest"
+	"github.com/enidnet/enid/testbed/cnirun"
 )
 
 // criPauseImage is the sandbox image the tests build and import: no

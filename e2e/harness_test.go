@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/cloud/ecssim"
-	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/internal/roottest"
-	"github.com/enidnet/enid/testbed/simnode"
 	"github.com/enidnet/enid/reconcile/status"
+	"github.com/enidnet/enid/testbed/cnirun"
+	"github.com/enidnet/enid/testbed/simnode"
 )
 
 // testPool is the pool most tests run with: small bounds and short delays,

@@ -13,9 +13,9 @@ import (
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
-	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/internal/roottest"
 	"github.com/enidnet/enid/reconcile/status"
+	"github.com/enidnet/enid/testbed/cnirun"
 )
 
 // A CNI DEL through libcni, with the runtime's result cache in place and

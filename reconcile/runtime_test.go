@@ -12,8 +12,8 @@ import (
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
-	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/internal/roottest"
+	"github.com/enidnet/enid/testbed/cnirun"
 )
 
 // containerdLoopback is the record containerd 1.6.20's CRI writes for

@@ -19,11 +19,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/internal/poll"
+	"github.com/enidnet/enid/reconcile/status"
+	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/testbed/simnode"
 	"github.com/enidnet/enid/testbed/simvpc"
-	"github.com/enidnet/enid/reconcile/status"
 )
 
 func newDemoCmd() *cobra.Command {

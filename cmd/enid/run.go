@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/enidnet/enid/testbed/simnode"
 	"github.com/enidnet/enid/reconcile"
+	"github.com/enidnet/enid/testbed/simnode"
 )
 
 func newRunCmd() *cobra.Command {
