@@ -2,6 +2,9 @@ package reconcile
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/enidnet/enid/desired"
@@ -90,4 +93,31 @@ func (a *Agent) applyFetch(ctx context.Context, now time.Time) {
 	a.fullFails++
 	a.nextFull = now.Add(min(time.Minute, time.Second<<min(a.fullFails-1, 6)))
 	a.log.Warn("observation incomplete", "problems", st.Problems, "retry_at", a.nextFull)
+}
+
+// dropBadStatuses removes the status files that could not be read and that
+// no entry (valid or not) names: no pass would ever rewrite them, and a
+// reader would trip on them for ever.
+func (a *Agent) dropBadStatuses(bad []status.Problem, d desired.State) {
+	if len(bad) == 0 {
+		return
+	}
+	live := make(map[string]bool, len(d.Entries)+len(d.EntryProblems))
+	for _, e := range d.Entries {
+		live[desired.EntryFileName(e.Key())] = true
+	}
+	for _, p := range d.EntryProblems {
+		live[p.File] = true
+	}
+	for _, p := range bad {
+		if live[p.File] || strings.ContainsRune(p.File, '/') {
+			continue
+		}
+		path := filepath.Join(a.cfg.Paths.Statuses, p.File)
+		if err := os.Remove(path); err != nil {
+			a.log.Warn("remove unreadable status", "file", path, "err", err)
+			continue
+		}
+		a.log.Warn("removed an unreadable status that no entry names", "file", path, "problem", p.Err)
+	}
 }

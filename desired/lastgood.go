@@ -9,6 +9,9 @@ import (
 	"syscall"
 )
 
+// This file keeps the last good config: ConfigLoader reads the files again
+// when they change and keeps what it had when they are invalid.
+
 // ConfigLoader loads the config and keeps the last good one, so that a
 // broken edit never replaces a working config: Load returns the last good
 // config together with the error, and the caller just keeps using what Load

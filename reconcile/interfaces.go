@@ -9,6 +9,9 @@ import (
 	"github.com/enidnet/enid/observed"
 )
 
+// This file declares what the loop needs of the cloud client and of the
+// datapath (the consumer declares the interface).
+
 // Cloud is what the agent needs of the ECS/VPC API; *cloud.Client
 // implements it.
 type Cloud interface {

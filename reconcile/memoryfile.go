@@ -15,6 +15,9 @@ import (
 	"github.com/enidnet/enid/planner"
 )
 
+// This file persists the planner's memory under the state dir (memory.json)
+// and holds the state dir's single-agent lock.
+
 // memoryFile is where the planner's memory is kept between restarts.
 func (a *Agent) memoryFile() string { return filepath.Join(a.cfg.Paths.StateDir, "memory.json") }
 

@@ -2,6 +2,9 @@ package ecssim
 
 import "sort"
 
+// This file holds the instance types the simulator knows and their ENI and
+// address limits.
+
 // InstanceType holds the figures of an instance type that ENI management
 // depends on, as DescribeInstanceTypes reports them.
 type InstanceType struct {

@@ -10,6 +10,9 @@ import (
 	"github.com/enidnet/enid/reconcile/status"
 )
 
+// This file adapts the cloud client, the datapath and the status store to
+// the sources observed.Collect reads.
+
 // NewSources adapts the agent's cloud, datapath and status store to what
 // observed.Collect reads. `enid plan` and the agent observe through it.
 func NewSources(c Cloud, dp Datapath, st *status.Store) observed.Sources {

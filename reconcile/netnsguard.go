@@ -4,15 +4,15 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/internal/netnsid"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
-	"github.com/enidnet/enid/reconcile/status"
 )
+
+// This file checks each entry's pod network namespace: refused (the node's
+// own, not a namespace), gone (stale.go in the planner), or fine.
 
 // netnsChecker is a datapath that can tell which pod namespaces it must
 // refuse (linux.Datapath: the node's own namespace, or no network
@@ -108,31 +108,4 @@ func (pl *Planning) missingNetNS(d desired.State) []observed.AttachmentKey {
 		}
 	}
 	return out
-}
-
-// dropBadStatuses removes the status files that could not be read and that
-// no entry (valid or not) names: no pass would ever rewrite them, and a
-// reader would trip on them for ever.
-func (a *Agent) dropBadStatuses(bad []status.Problem, d desired.State) {
-	if len(bad) == 0 {
-		return
-	}
-	live := make(map[string]bool, len(d.Entries)+len(d.EntryProblems))
-	for _, e := range d.Entries {
-		live[desired.EntryFileName(e.Key())] = true
-	}
-	for _, p := range d.EntryProblems {
-		live[p.File] = true
-	}
-	for _, p := range bad {
-		if live[p.File] || strings.ContainsRune(p.File, '/') {
-			continue
-		}
-		path := filepath.Join(a.cfg.Paths.Statuses, p.File)
-		if err := os.Remove(path); err != nil {
-			a.log.Warn("remove unreadable status", "file", path, "err", err)
-			continue
-		}
-		a.log.Warn("removed an unreadable status that no entry names", "file", path, "problem", p.Err)
-	}
 }
