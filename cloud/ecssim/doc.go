@@ -198,8 +198,7 @@
 // serves here), the exact code ECS answers for a prefix the ENI does not
 // hold (taken as InvalidIp.IpUnassigned, as for addresses), prefixes in
 // the metadata service and in DescribeNetworkInterfaces' PrivateIpAddress
-// filter, ENI attributes other than security
-// groups and Description (name, queues, DeleteOnRelease, ... are accepted
+// filter, ENI attributes other than security groups and Description (name, queues, DeleteOnRelease, ... are accepted
 // and ignored), security groups' VPC and network type (every group is of
 // the one VPC: no InvalidOperation.VpcMismatch), per-group instance limits
 // (SecurityGroupInstanceLimitExceed), a delay before a group change takes
@@ -221,7 +220,8 @@
 // items (user-data, dns-conf, ntp-conf, ...), tag rules beyond
 // CreateNetworkInterface's (TagResources is not an action here; Describe
 // takes any Tag.N key), the status of InvalidAccessKeyId.NotFound (404
-// here, as clients observe; the common table says 400), staleness of vSwitch counts (DescribeVSwitches is exact),
+// here, as clients observe; the common table says 400), staleness of
+// vSwitch counts (DescribeVSwitches is exact),
 // a stale window that varies per change (it is fixed: Config.StaleReads),
 // request parameter types beyond what the SDK sends, and the
 // 100.100.100.200 address itself (clients take the metadata base
