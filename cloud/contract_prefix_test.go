@@ -30,9 +30,18 @@ func bigVSwitch() ecssim.Config {
 func TestContractPrefixes(t *testing.T) {
 	e := newSimEnv(t, ecssim.Config{}, "ecs.g7.xlarge", nil) // 15 private IPv4 slots per ENI
 	tags := ownerTags(e.inst.ID)
-	eni := e.create(t, cloud.CreateENIRequest{Tags: tags, IPv4Count: 1, IPv4PrefixCount: 2, ClientToken: cloud.ClientToken(e.inst.ID, "prefix-eni")})
-	if len(eni.IPv4Prefixes) != 2 || len(eni.IPv4) != 1 {
-		t.Fatalf("created with prefixes %v and addresses %v; want 2 and 1", eni.IPv4Prefixes, eni.IPv4)
+	// Addresses and prefixes in one create: refused before any call.
+	mixed := cloud.CreateENIRequest{VSwitchID: e.inst.VSwitchID, SecurityGroups: []string{ecssim.DefaultSecurityGroup},
+		Tags: tags, IPv4Count: 1, IPv4PrefixCount: 2, ClientToken: cloud.ClientToken(e.inst.ID, "prefix-eni")}
+	if _, err := e.c.CreateENI(e.ctx, mixed); !errors.Is(err, cloud.ErrInvalidRequest) {
+		t.Errorf("create with addresses and prefixes: %v, want ErrInvalidRequest", err)
+	}
+	if n := len(e.sim.Counters()["CreateNetworkInterface"]); n != 0 {
+		t.Errorf("a refused create was sent: %v", e.sim.Counters()["CreateNetworkInterface"])
+	}
+	eni := e.create(t, cloud.CreateENIRequest{Tags: tags, IPv4PrefixCount: 2, ClientToken: cloud.ClientToken(e.inst.ID, "prefix-eni")})
+	if len(eni.IPv4Prefixes) != 2 || len(eni.IPv4) != 0 {
+		t.Fatalf("created with prefixes %v and addresses %v; want 2 and none", eni.IPv4Prefixes, eni.IPv4)
 	}
 	for _, q := range eni.IPv4Prefixes {
 		if q.Bits() != observed.IPv4PrefixBits || q.Masked() != q {
@@ -73,8 +82,8 @@ func TestContractPrefixes(t *testing.T) {
 		t.Errorf("token reused with another count: %v, want ErrIdempotencyMismatch", err)
 	}
 
-	// 15 slots: primary + 1 address + 5 prefixes = 7; 8 more fit, 9 do not.
-	if _, err := e.c.AssignIPv4Prefixes(e.ctx, eni.ID, 9, ""); !errors.Is(err, cloud.ErrLimitExceeded) {
+	// 15 slots: primary + 5 prefixes = 6; 9 more fit, 10 do not.
+	if _, err := e.c.AssignIPv4Prefixes(e.ctx, eni.ID, 10, ""); !errors.Is(err, cloud.ErrLimitExceeded) {
 		t.Errorf("prefixes beyond the type's slots: %v, want ErrLimitExceeded", err)
 	}
 

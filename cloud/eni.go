@@ -100,36 +100,80 @@ func (c *Client) listENIs(ctx context.Context, f ENIFilter, ids []string) ([]obs
 // CreateENIRequest describes a secondary ENI to create.
 type CreateENIRequest struct {
 	VSwitchID string
-	// SecurityGroups are sent as SecurityGroupIds.N (1..10).
+	// SecurityGroups are sent as SecurityGroupIds.N (1..10 distinct).
 	SecurityGroups []string
 	Tags           map[string]string
 	// IPv4Count is the number of secondary private IPv4 addresses besides
-	// the ENI's primary one (ECS allows at most 49 at creation).
+	// the ENI's primary one (SecondaryPrivateIpAddressCount, 0..49).
 	IPv4Count int
-	// IPv6Count is the number of IPv6 addresses.
+	// IPv6Count is the number of IPv6 addresses (Ipv6AddressCount, 0..10:
+	// more are assigned once the ENI exists, see AssignIPv6).
 	IPv6Count int
-	// IPv4PrefixCount is the number of /28 IPv4 prefixes (Ipv4PrefixCount);
-	// each takes one private-address slot of the ENI like an address.
+	// IPv4PrefixCount is the number of /28 IPv4 prefixes (Ipv4PrefixCount,
+	// 0..10); each takes one private-address slot of the ENI like an
+	// address. ECS takes secondary addresses or prefixes at creation, not
+	// both: give IPv4Count or IPv4PrefixCount.
 	IPv4PrefixCount int
 	// ClientToken makes the call idempotent (see ClientToken).
 	ClientToken string
 	Description string
 }
 
+// Limits of CreateNetworkInterface the client checks before sending (the
+// field comments of Alibaba's generated API models,
+// github.com/alibabacloud-go/ecs-20140526/v7, CreateNetworkInterfaceRequest).
+const (
+	maxIPv4AtCreate     = 49 // SecondaryPrivateIpAddressCount: 1 to 49
+	maxIPv6AtCreate     = 10 // Ipv6AddressCount: 1 to 10
+	maxPrefixesAtCreate = 10 // Ipv4PrefixCount: 1 to 10
+)
+
+// check refuses what CreateNetworkInterface documents it refuses, so that
+// such a request costs no call and burns no ClientToken: secondary
+// addresses together with prefixes (Terway's client refuses the same: "ECS
+// does not allow requesting both individual IPs and prefixes in the same
+// request"; the Terraform provider's schema makes them conflict), counts
+// outside their ranges, and other than 1 to 10 distinct security groups.
+func (r CreateENIRequest) check() error {
+	switch {
+	case r.IPv4Count > 0 && r.IPv4PrefixCount > 0:
+		return fmt.Errorf("%w: secondary addresses (%d) and IPv4 prefixes (%d) in one create", ErrInvalidRequest, r.IPv4Count, r.IPv4PrefixCount)
+	case r.IPv4Count < 0 || r.IPv4Count > maxIPv4AtCreate:
+		return fmt.Errorf("%w: %d secondary addresses at creation, want 0 to %d", ErrInvalidRequest, r.IPv4Count, maxIPv4AtCreate)
+	case r.IPv6Count < 0 || r.IPv6Count > maxIPv6AtCreate:
+		return fmt.Errorf("%w: %d IPv6 addresses at creation, want 0 to %d", ErrInvalidRequest, r.IPv6Count, maxIPv6AtCreate)
+	case r.IPv4PrefixCount < 0 || r.IPv4PrefixCount > maxPrefixesAtCreate:
+		return fmt.Errorf("%w: %d IPv4 prefixes at creation, want 0 to %d", ErrInvalidRequest, r.IPv4PrefixCount, maxPrefixesAtCreate)
+	case len(r.SecurityGroups) == 0 || len(r.SecurityGroups) > maxSecurityGroupsPerENI:
+		return fmt.Errorf("%w: %d security groups, want 1 to %d", ErrInvalidRequest, len(r.SecurityGroups), maxSecurityGroupsPerENI)
+	}
+	seen := map[string]bool{}
+	for _, g := range r.SecurityGroups {
+		if g == "" || seen[g] {
+			return fmt.Errorf("%w: security group %q is empty or given twice", ErrInvalidRequest, g)
+		}
+		seen[g] = true
+	}
+	return nil
+}
+
 // CreateENI creates a secondary ENI; it is Available when this returns.
 // Repeating the call with the same ClientToken and parameters returns the
 // same ENI; with other parameters it fails with ErrIdempotencyMismatch.
 // Without a ClientToken only throttled attempts are retried (see callOnce).
+// A request ECS documents it refuses (see CreateENIRequest) fails with
+// ErrInvalidRequest before any call.
 func (c *Client) CreateENI(ctx context.Context, r CreateENIRequest) (observed.ENI, error) {
+	if err := r.check(); err != nil {
+		return observed.ENI{}, fmt.Errorf("create eni in %s: %w", r.VSwitchID, err)
+	}
 	req := ecs.CreateCreateNetworkInterfaceRequest()
 	req.VSwitchId = r.VSwitchID
 	req.InstanceType = observed.ENITypeSecondary
 	req.ClientToken = r.ClientToken
 	req.Description = r.Description
-	if len(r.SecurityGroups) > 0 {
-		sgs := slices.Clone(r.SecurityGroups)
-		req.SecurityGroupIds = &sgs
-	}
+	sgs := slices.Clone(r.SecurityGroups)
+	req.SecurityGroupIds = &sgs
 	if r.IPv4Count > 0 {
 		req.SecondaryPrivateIpAddressCount = requests.NewInteger(r.IPv4Count)
 	}

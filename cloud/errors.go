@@ -46,6 +46,11 @@ var (
 	// ErrAuth: the credentials were refused (SignatureDoesNotMatch,
 	// InvalidAccessKeyId.*, Forbidden*, InvalidSecurityToken.*, ...).
 	ErrAuth = errors.New("authentication or authorization failed")
+	// ErrInvalidRequest: the client refused, before sending it, a request
+	// that ECS documents it refuses (see the request builders, e.g.
+	// CreateENIRequest). No call was made, so no ClientToken was burnt;
+	// the same request will be refused again.
+	ErrInvalidRequest = errors.New("invalid request")
 	// ErrUnavailable: the service failed or could not be reached
 	// (InternalError, ServiceUnavailable, other 5xx, transport errors).
 	// Retryable.

@@ -77,7 +77,7 @@ func TestNoRetryOnNonRetryable(t *testing.T) {
 	for _, code := range []string{"InvalidOperation.InvalidEniState", "IdempotentParameterMismatch", "InvalidVSwitchId.IpNotEnough", "SignatureDoesNotMatch", "InvalidParameter"} {
 		srv := newFaultServer(t, func(string, int) (int, string) { return 400, errBody(code) })
 		c := newTestClient(t, fastConfig(srv.endpoint()))
-		_, err := c.CreateENI(testCtx(t), CreateENIRequest{VSwitchID: "vsw-1"})
+		_, err := c.CreateENI(testCtx(t), CreateENIRequest{VSwitchID: "vsw-1", SecurityGroups: []string{"sg-1"}})
 		var ae *APIError
 		if !errors.As(err, &ae) || ae.Code != code {
 			t.Errorf("%s: got %v", code, err)
@@ -212,7 +212,7 @@ func TestUntokenedCreateNotRepeated(t *testing.T) {
 			return 200, created
 		})
 		c := newTestClient(t, fastConfig(srv.endpoint()))
-		_, err := c.CreateENI(testCtx(t), CreateENIRequest{VSwitchID: "vsw-1", ClientToken: tt.token})
+		_, err := c.CreateENI(testCtx(t), CreateENIRequest{VSwitchID: "vsw-1", SecurityGroups: []string{"sg-1"}, ClientToken: tt.token})
 		if (err == nil) != tt.ok {
 			t.Errorf("%s: err %v, want ok=%v", tt.name, err, tt.ok)
 		}

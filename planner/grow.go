@@ -457,7 +457,8 @@ func (b *builder) createENI(v observed.VSwitch, k, nth int, why Reason) (int, in
 		}
 	}
 	if b.v6 {
-		a.IPv6Count = k
+		// The rest of the ENI's IPv6 is assigned once it is attached.
+		a.IPv6Count = min(k, maxIPv6AtCreate)
 	}
 	if rec.Sent {
 		// The same call again: the same parameters, or ECS refuses it.

@@ -21,6 +21,11 @@ const tableBase = 1000
 const (
 	maxAssignPerCall = 10 // Assign/Unassign: 1..10 addresses per call
 	maxIPsAtCreate   = 49 // CreateNetworkInterface SecondaryPrivateIpAddressCount
+	// maxIPv6AtCreate: CreateNetworkInterface Ipv6AddressCount takes 1..10
+	// (Alibaba's API model, ecs-20140526/v7; the Terraform provider
+	// validates the same): an ENI that needs more gets them assigned once
+	// attached.
+	maxIPv6AtCreate = 10
 )
 
 // Make computes the plan that brings o towards d. It is DESIGN.md's

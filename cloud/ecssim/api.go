@@ -116,9 +116,11 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, r, reqID, action, apiErr("InvalidAction.NotFound", "Specified api %q of version %q is not found.", action, p.Get("Version")))
 		return
 	}
-	if tokened && len(token) > 64 {
-		s.writeErr(w, r, reqID, action, apiErr("InvalidParameter", "The ClientToken is longer than 64 characters."))
-		return
+	if tokened {
+		if err := checkClientToken(token); err != nil {
+			s.writeErr(w, r, reqID, action, err)
+			return
+		}
 	}
 	// A mutation holds its ENI and instance from admission to answer, its
 	// latency included: another mutation of either meanwhile is refused

@@ -10,21 +10,32 @@ import (
 
 func (s *Server) describeNetworkInterfaces(c call) (obj, error) {
 	p := c.p
-	ids := list(p, "NetworkInterfaceId")
-	if len(ids) > 100 {
-		return nil, apiErr("InvalidParameter", "At most 100 NetworkInterfaceId.N are allowed.")
+	ids, err := listOf(p, "NetworkInterfaceId", maxFilterItems)
+	if err != nil {
+		return nil, err
 	}
 	want, err := tags(p)
 	if err != nil {
 		return nil, err
 	}
-	var addrs []netip.Addr
-	for _, a := range list(p, "PrivateIpAddress") {
-		ip, err := netip.ParseAddr(a)
-		if err != nil {
-			return nil, apiErr("InvalidParameter", "PrivateIpAddress %q is not an address.", a)
-		}
-		addrs = append(addrs, ip)
+	// PrivateIpAddress.N: "the secondary private IPv4 addresses of the
+	// ENI", N 1..100; Ipv6Address.N: its IPv6 addresses, N 1..100 (v7
+	// model). An ENI matches when it holds any of them.
+	raw, err := listOf(p, "PrivateIpAddress", maxFilterItems)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := parseAddrs(raw, "PrivateIpAddress", false)
+	if err != nil {
+		return nil, err
+	}
+	raw6, err := listOf(p, "Ipv6Address", maxFilterItems)
+	if err != nil {
+		return nil, err
+	}
+	addrs6, err := parseAddrs(raw6, "Ipv6Address", true)
+	if err != nil {
+		return nil, err
 	}
 	inst, typ, status := p.Get("InstanceId"), p.Get("Type"), p.Get("Status")
 	vpc, vsw, sg, prim := p.Get("VpcId"), p.Get("VSwitchId"), p.Get("SecurityGroupId"), p.Get("PrimaryIpAddress")
@@ -39,11 +50,14 @@ func (s *Server) describeNetworkInterfaces(c call) (obj, error) {
 			status != "" && e.Status != status,
 			vpc != "" && e.VPCID != vpc,
 			vsw != "" && e.VSwitchID != vsw,
-			sg != "" && !slices.Contains(e.SecurityGroups, sg),
+			// SecurityGroupId selects secondary ENIs only: "to query
+			// primary ENIs by security group, call DescribeInstances" (v7
+			// model; API reference).
+			sg != "" && (e.Type == "Primary" || !slices.Contains(e.SecurityGroups, sg)),
 			prim != "" && e.PrimaryIP.String() != prim:
 			continue
 		}
-		if !tagsMatch(e.Tags, want) || !holdsAny(e, addrs) {
+		if !tagsMatch(e.Tags, want) || !holdsAny(e.IPv4, addrs) || !holdsAny(e.IPv6, addrs6) {
 			continue
 		}
 		match = append(match, e.clone())
@@ -54,12 +68,9 @@ func (s *Server) describeNetworkInterfaces(c call) (obj, error) {
 	for i, e := range match {
 		keys[i] = e.ID
 	}
-	pg, err := paginate(p, keys, 10, 500, true)
+	pg, err := paginate(p, keys, pagingOf(c.action))
 	if err != nil {
 		return nil, err
-	}
-	if p.Get("MaxResults") != "" && pg.pageSize < 10 {
-		return nil, apiErr("InvalidParameter", "MaxResults must be from 10 to 500.")
 	}
 	items := []obj{}
 	for _, e := range match[pg.from:pg.to] {
@@ -82,12 +93,14 @@ func tagsMatch(have, want map[string]string) bool {
 	return true
 }
 
-func holdsAny(e *ENIState, addrs []netip.Addr) bool {
-	if len(addrs) == 0 {
+// holdsAny reports whether have holds one of want, or want is empty (no
+// filter).
+func holdsAny(have, want []netip.Addr) bool {
+	if len(want) == 0 {
 		return true
 	}
-	for _, a := range addrs {
-		if a == e.PrimaryIP || slices.Contains(e.IPv4, a) {
+	for _, a := range want {
+		if slices.Contains(have, a) {
 			return true
 		}
 	}
@@ -126,7 +139,7 @@ func (s *Server) describeInstances(c call) (obj, error) {
 	}
 	s.mu.Unlock()
 
-	pg, err := paginate(p, keys, 10, 100, true)
+	pg, err := paginate(p, keys, pagingOf(c.action))
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +212,7 @@ func (s *Server) describeInstanceTypes(c call) (obj, error) {
 		p = cloneValues(p)
 		p.Set("MaxResults", "1600")
 	}
-	pg, err := paginate(p, keys, 1600, 1600, true)
+	pg, err := paginate(p, keys, pageRule{minResults: 1, maxResults: 1600, maxPageSize: 1600, defPageSize: 1600, tokens: true})
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +256,7 @@ func (s *Server) describeVSwitches(c call) (obj, error) {
 			"Tags":       obj{"Tag": renderTags(v.Tags, "Key", "Value")},
 		})
 	}
-	pg, err := paginate(p, keys, 10, 50, false)
+	pg, err := paginate(p, keys, pagingOf(c.action))
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,8 @@
 // accepted with the ECS version).
 // Listings page with NextToken/MaxResults (the token names the last ID
 // returned, so changes between pages neither repeat nor skip entries;
-// NextToken is "" on the last page) or PageNumber/PageSize.
+// NextToken is "" on the last page) or PageNumber/PageSize (see Request
+// rules).
 //
 // # Model
 //
@@ -42,15 +43,14 @@
 //     after Config.Delays. Limits: EniQuantity per instance
 //     (EniPerInstanceLimitExceeded), EniPrivateIpAddressQuantity and
 //     EniIpv6AddressQuantity per attached ENI (Ipv4CountExceeded /
-//     Ipv6CountExceeded, also checked at attach), at most 10 addresses per
-//     call and 50 in all on an ENI that is not attached, at most 49
-//     secondary addresses at creation, an optional account ENI quota
-//     (MaxEniCountExceeded), zone match at attach.
+//     Ipv6CountExceeded, also checked at attach), and the limits of an ENI
+//     that is not attached (see Request rules); an optional account ENI
+//     quota (MaxEniCountExceeded), zone match at attach.
 //   - IPv4 prefixes: a /28 aligned in the vSwitch CIDR none of whose 16
 //     addresses is reserved or held (so a /24 has 14), chosen walking
 //     forward from a cursor like single addresses. CreateNetworkInterface
-//     takes Ipv4PrefixCount or Ipv4Prefix.N (1..10, beside secondary
-//     addresses; at most 49 of both), AssignPrivateIpAddresses the same
+//     takes Ipv4PrefixCount or Ipv4Prefix.N (1..10, instead of secondary
+//     addresses), AssignPrivateIpAddresses the same
 //     instead of addresses (not both kinds in one call), and
 //     UnassignPrivateIpAddresses Ipv4Prefix.N (1..10) beside
 //     PrivateIpAddress.N; Describe and the create and assign answers carry
@@ -91,6 +91,75 @@
 //     (optionally required), and RAM-role credentials whose STS key the API
 //     accepts (with its SecurityToken) until it expires.
 //
+// # Request rules
+//
+// Each rule is ECS's documented behaviour, with its source (rules.go
+// names the sources and holds the limits; rules_test.go drives each
+// through the unmodified SDK). "v7" is Alibaba's generated API model
+// github.com/alibabacloud-go/ecs-20140526/v7 v7.7.0, "ref" the ECS API
+// reference page of the action (its parameter table, usage notes and
+// error table), "common" the reference's common error table.
+//
+//   - Paging. DescribeNetworkInterfaces reads MaxResults below 10 as 10 and
+//     above 500 as 500 (v7), refuses one that is no integer, takes PageSize
+//     1..1000 (v7; the 2021 ref said at most 100: the newer model is
+//     followed). DescribeInstances reads MaxResults into 10..100 (v7), takes
+//     PageSize 1..100 (ref 2021). With NextToken or MaxResults, PageNumber
+//     and PageSize are ignored (ref).
+//   - DescribeNetworkInterfaces filters: NetworkInterfaceId.N,
+//     PrivateIpAddress.N (secondary addresses) and Ipv6Address.N take N
+//     1..100 (v7); SecurityGroupId selects secondary ENIs only, never a
+//     primary one (v7, ref: primary ENIs are found by DescribeInstances).
+//   - CreateNetworkInterface: SecurityGroupId xor SecurityGroupIds.N (v7,
+//     ref); SecondaryPrivateIpAddressCount 1..49 xor PrivateIpAddress.N
+//     0..10 (v7, ref); either xor Ipv4PrefixCount/Ipv4Prefix.N (Terway
+//     pkg/aliyun/client/options.go; Terraform's ConflictsWith);
+//     Ipv6AddressCount 1..10 xor Ipv6Address.N 1..10 (v7; Terraform). Each
+//     conflict answers InvalidParameter.Conflict (400, ref). PrimaryIpAddress,
+//     PrivateIpAddress.N and Ipv6Address.N are honoured: an address named
+//     twice (the primary among the secondaries too) is InvalidIp.IpRepeated
+//     (403), one outside the vSwitch or reserved InvalidVSwitchId.IpInvalid
+//     (403; IPv6: InvalidIp.Address, 403), one in use
+//     InvalidPrivateIpAddress.Duplicated (400) (ref error table). IPv6 on a
+//     vSwitch without an IPv6 CIDR is InvalidVSwitch.Ipv6NotTurnOn (403, ref
+//     AssignIpv6Addresses). Tags (v7, ref): at most 20 (QuotaExceed.Tags,
+//     403), keys of 1..128 characters not starting with "aliyun" or "acs:"
+//     (in any case) and without http:// or https:// (InvalidTagKey.Malformed,
+//     400), each key once (Duplicate.TagKey, 400), values of at most 128
+//     characters without http(s):// (InvalidTagValue.Malformed, 400).
+//     Description: 2..256 characters (2..255 at
+//     ModifyNetworkInterfaceAttribute), not starting with http:// or https://
+//     (v7): InvalidDescription.Malformed (400). A ClientToken is at most 64
+//     ASCII characters (v7).
+//   - AssignPrivateIpAddresses: an address outside the vSwitch or reserved
+//     is InvalidVSwitchId.IpInvalid (403), one named twice
+//     InvalidIp.IpRepeated (403), one held InvalidIp.IpAssigned (403) (ref);
+//     an Available ENI takes at most 10 addresses per call and holds at most
+//     50, InvalidOperation.Ipv4CountExceeded (ref 2021 and ROS say 10 per
+//     call, v7 says PrivateIpAddress.N 1..50: the sources disagree, and the
+//     two that agree are followed).
+//   - UnassignPrivateIpAddresses: PrivateIpAddress.N 1..32 (ref, current); an
+//     address outside the vSwitch is InvalidVSwitchId.IpInvalid (ref); the
+//     primary address is no secondary one: InvalidIp.IpUnassigned, and the
+//     call removes nothing (Terway pkg/aliyun/client/ecs.go).
+//   - AssignIpv6Addresses / UnassignIpv6Addresses: Ipv6AddressCount and
+//     Ipv6Address.N 1..10 per call (v7); an Available ENI holds at most 10
+//     IPv6 (ref 2021), InvalidOperation.Ipv6CountExceeded; an address outside
+//     the vSwitch's IPv6 CIDR, or malformed, is InvalidIp.Address (403, ref).
+//   - Lifecycle: a DetachNetworkInterface re-sent while the ENI is Detaching
+//     and a DeleteNetworkInterface re-sent while it is Deleting succeed and
+//     leave the transition under way alone (ref: detach needs "Detaching or
+//     InUse"; a detach or delete stuck in its state may be re-initiated).
+//   - Statuses: OperationConflict answers 409 and LastTokenProcessing 403
+//     (common); the ENI actions' dotted Operation.Conflict 403 (ref).
+//   - Metadata: network-type is "vpc"; /latest/dynamic/instance-identity/document
+//     is the identity document (zone-id, serial-number, instance-id,
+//     region-id, private-ipv4, owner-account-id, mac, image-id,
+//     instance-type), and image-id and serial-number are under meta-data
+//     too ("Instance metadata items"); the token endpoint refuses a request
+//     carrying X-Forwarded-For with 403 ("View instance metadata": no proxy
+//     access).
+//
 // # Faults and observation
 //
 // Random error rates per action or global (Throttling, InternalError,
@@ -129,8 +198,7 @@
 // serves here), the exact code ECS answers for a prefix the ENI does not
 // hold (taken as InvalidIp.IpUnassigned, as for addresses), prefixes in
 // the metadata service and in DescribeNetworkInterfaces' PrivateIpAddress
-// filter, PrimaryIpAddress at creation, ENI attributes other than security
-// groups and Description (name, queues, DeleteOnRelease, ... are accepted
+// filter, ENI attributes other than security groups and Description (name, queues, DeleteOnRelease, ... are accepted
 // and ignored), security groups' VPC and network type (every group is of
 // the one VPC: no InvalidOperation.VpcMismatch), per-group instance limits
 // (SecurityGroupInstanceLimitExceed), a delay before a group change takes
@@ -140,8 +208,20 @@
 // ENI count, LastTokenProcessing and Rejected.Throttling (scripted only), the
 // ClientToken validity period (tokens are remembered for the server's life,
 // not persisted in StateFile), HTTP statuses ECS does not document
-// (IdempotentFailed, IdempotentProcessing answer 400, OperationConflict 403,
-// by analogy), staleness of vSwitch counts (DescribeVSwitches is exact),
+// (IdempotentFailed, IdempotentProcessing answer 400,
+// InvalidOperation.InvalidEcsState 403, by analogy; the metadata service's
+// refusals of a bad TTL, 400, and of X-Forwarded-For, 403), codes the
+// references do not pin down (PrivateIpAddress.N beyond an Available ENI's
+// per-call limit answers Ipv4CountExceeded, a list beyond its N range
+// InvalidParameter, an IPv6 address of another CIDR InvalidIp.Address
+// rather than InvalidVSwitchId.IpInvalid, a Description breaking its rule
+// InvalidDescription.Malformed as other ECS actions answer), the instance
+// identity signature (dynamic/instance-identity/pkcs7) and other metadata
+// items (user-data, dns-conf, ntp-conf, ...), tag rules beyond
+// CreateNetworkInterface's (TagResources is not an action here; Describe
+// takes any Tag.N key), the status of InvalidAccessKeyId.NotFound (404
+// here, as clients observe; the common table says 400), staleness of
+// vSwitch counts (DescribeVSwitches is exact),
 // a stale window that varies per change (it is fixed: Config.StaleReads),
 // request parameter types beyond what the SDK sends, and the
 // 100.100.100.200 address itself (clients take the metadata base

@@ -15,19 +15,28 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
-// statusOf is the HTTP status of every error code the simulator answers
-// (see the reference ecs-openapi.md). Unknown codes (scripted faults)
-// answer 400.
+// statusOf is the HTTP status of every error code the simulator answers:
+// the status of the action's error table in the API reference, or of the
+// common error table ("common errors", see rules.go). Unknown codes
+// (scripted faults) answer 400.
 func statusOf(code string) int {
 	switch code {
 	case "InvalidVSwitchId.IpNotEnough", "QuotaExceeded.PrivateIpAddress",
 		"InvalidOperation.AvailabilityZoneMismatch", "EniPerInstanceLimitExceeded",
 		"MaxEniCountExceeded", "InvalidOperation.Ipv4CountExceeded",
 		"InvalidOperation.Ipv6CountExceeded", "InvalidIp.IpAssigned", "InvalidIp.IpUnassigned",
-		"Operation.Conflict", "InvalidVSwitchId.NotSupportIpv6",
-		// ECS documents no status for these; 403 as for Operation.Conflict.
-		"OperationConflict", "InvalidOperation.InvalidEcsState":
+		"Operation.Conflict", "InvalidVSwitch.Ipv6NotTurnOn", "InvalidVSwitchId.IpInvalid",
+		"InvalidIp.Address", "InvalidIp.IpRepeated", "QuotaExceed.Tags",
+		// Common errors: "The last token request is processing."
+		"LastTokenProcessing",
+		// ECS documents no status for this one; 403 as for Operation.Conflict.
+		"InvalidOperation.InvalidEcsState":
 		return 403
+	case "OperationConflict":
+		// Common errors: 409, "Request was denied due to conflict with a
+		// previous request." (the dotted Operation.Conflict of the ENI
+		// actions' tables is 403).
+		return 409
 	case "InvalidEniId.NotFound", "InvalidEcsId.NotFound", "InvalidInstanceId.NotFound",
 		"InvalidVSwitchId.NotFound", "InvalidSecurityGroupId.NotFound",
 		"InvalidAccessKeyId.NotFound", "InvalidAction.NotFound":
@@ -35,10 +44,12 @@ func statusOf(code string) int {
 	case "InvalidOperation.InvalidEniState", "InvalidOperation.DetachPrimaryEniNotAllowed",
 		"InvalidPrivateIpAddress.Duplicated", "InvalidParameter", "MissingParameter", "Throttling",
 		"Throttling.User", "IdempotentParameterMismatch", "SignatureDoesNotMatch",
-		"InvalidSecurityToken.Expired", "SignatureNonceUsed",
+		"InvalidSecurityToken.Expired", "SignatureNonceUsed", "InvalidParameter.Conflict",
+		"Duplicate.TagKey", "InvalidTagKey.Malformed", "InvalidTagValue.Malformed",
+		"InvalidDescription.Malformed",
 		// ECS documents no status for these; 400 as for
 		// IdempotentParameterMismatch and Throttling.
-		"IdempotentFailed", "IdempotentProcessing", "LastTokenProcessing", "Rejected.Throttling":
+		"IdempotentFailed", "IdempotentProcessing", "Rejected.Throttling":
 		return 400
 	case "InternalError":
 		return 500

@@ -46,3 +46,12 @@ func asServerErr(err error, target *interface{ HttpStatus() int }) bool {
 	}
 	return false
 }
+
+// countParam is an optional count parameter: 0 sends none (ECS documents
+// 1 as the least of every count).
+func countParam(n int) requests.Integer {
+	if n == 0 {
+		return ""
+	}
+	return requestsInt(n)
+}

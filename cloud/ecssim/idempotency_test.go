@@ -16,7 +16,7 @@ func TestClientToken(t *testing.T) {
 	create := func(token string, secondary int) (*ecs.CreateNetworkInterfaceResponse, error) {
 		req := ecs.CreateCreateNetworkInterfaceRequest()
 		req.VSwitchId, req.SecurityGroupId, req.ClientToken = "vsw-sim-h", "sg-sim", token
-		req.SecondaryPrivateIpAddressCount = requestsInt(secondary)
+		req.SecondaryPrivateIpAddressCount = countParam(secondary)
 		return e.ecs.CreateNetworkInterface(req)
 	}
 	first, err := create("tok-1", 2)
@@ -88,7 +88,7 @@ func TestClientTokenBurnt(t *testing.T) {
 	create := func(token string, secondary int) (string, error) {
 		req := ecs.CreateCreateNetworkInterfaceRequest()
 		req.VSwitchId, req.SecurityGroupId, req.ClientToken = "vsw-tiny", "sg-sim", token
-		req.SecondaryPrivateIpAddressCount = requestsInt(secondary)
+		req.SecondaryPrivateIpAddressCount = countParam(secondary)
 		resp, err := e.ecs.CreateNetworkInterface(req)
 		if err != nil {
 			return "", err

@@ -2,6 +2,8 @@ package ecssim
 
 import (
 	crand "crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -77,12 +79,13 @@ func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Unauthorized", http.StatusUnauthorized)
 		return
 	}
-	key, ok := strings.CutPrefix(path, "/latest/meta-data/")
-	if !ok {
-		http.NotFound(w, r)
-		return
+	var body string
+	ok := false
+	if key, isMeta := strings.CutPrefix(path, "/latest/meta-data/"); isMeta {
+		body, ok = s.metadataValue(inst, key)
+	} else if key, isDyn := strings.CutPrefix(path, "/latest/dynamic/"); isDyn {
+		body, ok = s.dynamicValue(inst, key)
 	}
-	body, ok := s.metadataValue(inst, key)
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -91,9 +94,19 @@ func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, body)
 }
 
+// serveToken issues a metadata token (security hardening mode). The
+// metadata documentation ("View instance metadata") gives its rules: a TTL
+// of 1 to 21600 seconds in X-aliyun-ecs-metadata-token-ttl-seconds, and no
+// proxy access: a token request carrying X-Forwarded-For is refused. It
+// gives no status for either refusal; the simulator answers 400 for a bad
+// TTL and 403 for a forwarded request.
 func (s *Server) serveToken(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPut {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if _, fwd := r.Header["X-Forwarded-For"]; fwd {
+		http.Error(w, "Forbidden: a token is not issued to a request that came through a proxy (X-Forwarded-For)", http.StatusForbidden)
 		return
 	}
 	ttl, err := strconv.Atoi(r.Header.Get(MetadataTokenTTLHeader))
@@ -129,9 +142,18 @@ func (s *Server) metadataValue(inst, key string) (string, bool) {
 	switch key {
 	case "":
 		return strings.Join([]string{"instance-id", "region-id", "zone-id", "instance/", "mac", "vpc-id", "vpc-cidr-block",
-			"vswitch-id", "vswitch-cidr-block", "private-ipv4", "hostname", "owner-account-id", "network/", "ram/"}, "\n"), true
+			"vswitch-id", "vswitch-cidr-block", "private-ipv4", "hostname", "owner-account-id", "image-id", "serial-number",
+			"network-type", "network/", "ram/"}, "\n"), true
 	case "instance-id":
 		return in.ID, true
+	case "network-type":
+		// Only instances in VPCs have metadata ("Instance metadata
+		// items": network-type, "vpc").
+		return "vpc", true
+	case "image-id":
+		return simImageID, true
+	case "serial-number":
+		return serialOf(in.ID), true
 	case "region-id":
 		return s.m.region, true
 	case "zone-id":
@@ -182,6 +204,44 @@ func (s *Server) metadataValue(inst, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// simImageID is the image every simulated instance runs.
+const simImageID = "aliyun_3_x64_20G_sim_20260101.vhd"
+
+// serialOf is an instance's serial number: a UUID-shaped value derived
+// from its ID, stable across restarts.
+func serialOf(instanceID string) string {
+	h := sha256.Sum256([]byte(instanceID))
+	x := hex.EncodeToString(h[:16])
+	return x[0:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:32]
+}
+
+// dynamicValue renders one key under /latest/dynamic/: the instance
+// identity document ("Instance metadata items", dynamic items: zone-id,
+// serial-number, instance-id, region-id, private-ipv4, owner-account-id,
+// mac, image-id, instance-type). Its signature (pkcs7) is not modelled.
+func (s *Server) dynamicValue(inst, key string) (string, bool) {
+	switch key {
+	case "":
+		return "instance-identity/", true
+	case "instance-identity", "instance-identity/":
+		return "document", true
+	case "instance-identity/document":
+		// rendered below
+	default:
+		return "", false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.m.instances[inst]
+	prim := s.m.enis[in.PrimaryENI]
+	b, err := json.Marshal(map[string]string{
+		"zone-id": in.ZoneID, "serial-number": serialOf(in.ID), "instance-id": in.ID, "region-id": s.m.region,
+		"private-ipv4": prim.PrimaryIP.String(), "owner-account-id": ownerAccountID, "mac": prim.MAC,
+		"image-id": simImageID, "instance-type": in.InstanceType,
+	})
+	return string(b), err == nil
 }
 
 // visibleENIsLocked lists the instance's ENIs the metadata service shows:

@@ -12,6 +12,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk"
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/enidnet/enid/cloud/ecssim"
 )
@@ -201,5 +202,65 @@ func TestMetadataFaults(t *testing.T) {
 	}
 	if n := e.sim.Counters()[ecssim.MetadataAction]; n["429"] != 2 || n["503"] != 1 {
 		t.Errorf("metadata fault counters %v", n)
+	}
+}
+
+// TestMetadataDocumented: the items "Instance metadata items" lists that
+// the simulator serves beside the network ones, and the token rule of
+// "View instance metadata": no token for a request that came through a
+// proxy (X-Forwarded-For).
+func TestMetadataDocumented(t *testing.T) {
+	e := newEnv(t, ecssim.Config{MetadataRequireToken: true})
+	md := httptest.NewServer(e.sim.MetadataHandler())
+	t.Cleanup(md.Close)
+	base := md.URL + "/" + e.inst.ID + "/latest/"
+
+	put := func(forwarded bool) (int, string) {
+		req, _ := http.NewRequest("PUT", base+"api/token", nil) // well formed
+		req.Header.Set(ecssim.MetadataTokenTTLHeader, "60")
+		if forwarded {
+			req.Header.Set("X-Forwarded-For", "203.0.113.7")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body) // checked through the status and token use
+		return resp.StatusCode, string(b)
+	}
+	if st, _ := put(true); st != http.StatusForbidden {
+		t.Errorf("token request with X-Forwarded-For: %d, want 403", st)
+	}
+	st, tok := put(false)
+	if st != 200 {
+		t.Fatalf("token: %d", st)
+	}
+	if st, v := mdGet(t, base+"meta-data/network-type", tok); st != 200 || v != "vpc" {
+		t.Errorf("network-type: %d %q", st, v)
+	}
+	if st, _ := mdGet(t, base+"dynamic/instance-identity/document", ""); st != 401 {
+		t.Errorf("identity document without a token in hardened mode: %d", st)
+	}
+	st, doc := mdGet(t, base+"dynamic/instance-identity/document", tok)
+	if st != 200 {
+		t.Fatalf("identity document: %d %q", st, doc)
+	}
+	var got map[string]string
+	if err := json.Unmarshal([]byte(doc), &got); err != nil {
+		t.Fatalf("identity document %q: %v", doc, err)
+	}
+	_, serial := mdGet(t, base+"meta-data/serial-number", tok)
+	_, image := mdGet(t, base+"meta-data/image-id", tok)
+	want := map[string]string{
+		"zone-id": "cn-hangzhou-h", "instance-id": e.inst.ID, "region-id": "cn-hangzhou", "private-ipv4": e.inst.PrimaryIP.String(),
+		"owner-account-id": got["owner-account-id"], "mac": e.inst.MAC, "instance-type": "ecs.g7.xlarge",
+		"serial-number": serial, "image-id": image,
+	}
+	if d := cmp.Diff(want, got); d != "" || got["owner-account-id"] == "" || serial == "" || image == "" {
+		t.Errorf("identity document (-want +got):\n%s", d)
+	}
+	if st, v := mdGet(t, base+"dynamic/instance-identity/", tok); st != 200 || v != "document" {
+		t.Errorf("dynamic/instance-identity/: %d %q", st, v)
 	}
 }

@@ -8,15 +8,8 @@ import (
 	"time"
 )
 
-// Limits of the API that do not depend on the instance type.
-const (
-	maxSecondaryAtCreate   = 49 // SecondaryPrivateIpAddressCount at CreateNetworkInterface
-	maxAssignOnAvailable   = 10 // addresses per Assign call on an Available ENI
-	maxIPv4Unattached      = 50 // private IPv4 of an ENI that is not attached (primary included)
-	maxIPv6Unattached      = 50 // IPv6 of an ENI that is not attached
-	maxSecurityGroupsOnENI = 10
-	maxPrefixesPerCall     = 10 // Ipv4PrefixCount or Ipv4Prefix.N in one call
-)
+// The limits of the API that do not depend on the instance type are in
+// rules.go, each with its source.
 
 // model is the simulated account. Its methods are called with Server.mu
 // held; they change nothing when they return an error.
@@ -104,11 +97,15 @@ func gatewayOf(p netip.Prefix) netip.Addr {
 
 // newENIParams are the checked inputs of createENI.
 type newENIParams struct {
-	vswID       string
-	sgs         []string
-	tags        map[string]string
-	secondary   int
-	addrs       []netip.Addr
+	vswID     string
+	sgs       []string
+	tags      map[string]string
+	secondary int
+	// primary is PrimaryIpAddress (zero: chosen here).
+	primary netip.Addr
+	addrs   []netip.Addr
+	// addrs6 are Ipv6Address.N; ipv6Count is Ipv6AddressCount.
+	addrs6      []netip.Addr
 	prefixCount int
 	prefixes    []netip.Prefix
 	ipv6Count   int
@@ -131,17 +128,20 @@ func (m *model) createENI(p newENIParams) (*ENIState, error) {
 	if m.maxENIs > 0 && len(m.enis) >= m.maxENIs {
 		return nil, apiErr("MaxEniCountExceeded", "The maximum number of ENIs in this account (%d) is reached.", m.maxENIs)
 	}
-	if p.secondary+len(p.addrs)+p.prefixCount+len(p.prefixes) > maxSecondaryAtCreate {
-		return nil, apiErr("InvalidOperation.Ipv4CountExceeded", "At most %d secondary private IP addresses and IPv4 prefixes can be assigned at creation.", maxSecondaryAtCreate)
-	}
-	if p.ipv6Count > maxIPv6Unattached {
-		return nil, apiErr("InvalidOperation.Ipv6CountExceeded", "At most %d IPv6 addresses can be assigned at creation.", maxIPv6Unattached)
-	}
 	pl := m.pools[p.vswID]
-	if p.ipv6Count > 0 && !pl.cidr6.IsValid() {
-		return nil, apiErr("InvalidVSwitchId.NotSupportIpv6", "The vSwitch %s has no IPv6 CIDR.", p.vswID)
+	if (p.ipv6Count > 0 || len(p.addrs6) > 0) && !pl.cidr6.IsValid() {
+		return nil, ipv6NotOn(p.vswID)
 	}
-	if err := m.checkFree(pl, p.addrs); err != nil {
+	// A named address already held is InvalidPrivateIpAddress.Duplicated
+	// here: CreateNetworkInterface's error table has no InvalidIp.IpAssigned.
+	explicit := p.addrs
+	if p.primary.IsValid() {
+		explicit = append([]netip.Addr{p.primary}, p.addrs...)
+	}
+	if err := checkNew4(pl, explicit, "InvalidPrivateIpAddress.Duplicated"); err != nil {
+		return nil, err
+	}
+	if err := checkNew6(pl, p.addrs6, "InvalidPrivateIpAddress.Duplicated"); err != nil {
 		return nil, err
 	}
 	if err := checkPrefixes(pl, p.prefixes); err != nil {
@@ -165,7 +165,7 @@ func (m *model) createENI(p newENIParams) (*ENIState, error) {
 		}
 		m.seq = seq
 	}
-	for _, a := range p.addrs {
+	for _, a := range explicit {
 		pl.claim(id, a)
 		claimed = append(claimed, a)
 	}
@@ -183,10 +183,17 @@ func (m *model) createENI(p newENIParams) (*ENIState, error) {
 		return nil, apiErr("InvalidVSwitchId.IpNotEnough", "The specified VSwitch %q has not enough IpAddress: no free aligned /28 for an IPv4 prefix.", p.vswID)
 	}
 	claimedP = append(claimedP, got...)
-	singles, ok := pl.take4(id, 1+p.secondary)
+	chosen := p.secondary
+	if !p.primary.IsValid() {
+		chosen++
+	}
+	singles, ok := pl.take4(id, chosen)
 	if !ok {
 		undo()
 		return nil, apiErr("InvalidVSwitchId.IpNotEnough", "The specified VSwitch %q has not enough IpAddress.", p.vswID)
+	}
+	if p.primary.IsValid() {
+		singles = append([]netip.Addr{p.primary}, singles...)
 	}
 	e := &ENIState{ID: id, MAC: m.nextMAC(), Status: "Available", Type: p.eniType, VSwitchID: v.ID, ZoneID: v.ZoneID, VPCID: v.VPCID,
 		SecurityGroups: slices.Clone(p.sgs), Tags: p.tags, Description: p.description, TrafficMode: p.trafficMode, CreatedAt: p.now}
@@ -198,7 +205,10 @@ func (m *model) createENI(p newENIParams) (*ENIState, error) {
 	if len(claimedP) > 0 {
 		e.IPv4Prefixes = sortPrefixes(claimedP)
 	}
-	e.IPv6 = sortAddrs(pl.take6(id, p.ipv6Count))
+	for _, a := range p.addrs6 {
+		pl.claim(id, a)
+	}
+	e.IPv6 = sortAddrs(append(slices.Clone(p.addrs6), pl.take6(id, p.ipv6Count)...))
 	m.enis[id] = e
 	m.syncAvailable(v.ID)
 	return e, nil
@@ -221,22 +231,54 @@ func checkPrefixes(pl *pool, qs []netip.Prefix) error {
 	return nil
 }
 
-// checkFree checks that addrs are distinct, usable and free in pl.
-func (m *model) checkFree(pl *pool, addrs []netip.Addr) error {
+// checkNew4 checks the IPv4 addresses a request names to be given to an
+// ENI, with the codes of the ENI actions' error tables (API reference):
+// one named twice is InvalidIp.IpRepeated (403), one that is no usable
+// address of the vSwitch (outside its CIDR, or reserved) is
+// InvalidVSwitchId.IpInvalid (403), one held already answers usedCode.
+func checkNew4(pl *pool, addrs []netip.Addr, usedCode string) error {
 	seen := map[netip.Addr]bool{}
 	for _, a := range addrs {
 		if seen[a] {
-			return apiErr("InvalidPrivateIpAddress.Duplicated", "The IP address %s is given twice.", a)
+			return apiErr("InvalidIp.IpRepeated", "The IP address %s is given twice.", a)
 		}
 		seen[a] = true
 		if !pl.usable4(a) {
-			return apiErr("InvalidParameter", "The IP address %s is not a usable address of vSwitch CIDR %s.", a, pl.cidr)
+			return apiErr("InvalidVSwitchId.IpInvalid", "The IP address %s is not a usable address of vSwitch CIDR %s.", a, pl.cidr)
 		}
 		if _, used := pl.used[a]; used {
-			return apiErr("InvalidIp.IpAssigned", "The IP address %s is already assigned.", a)
+			return apiErr(usedCode, "The IP address %s is already assigned.", a)
 		}
 	}
 	return nil
+}
+
+// checkNew6 is checkNew4 for IPv6: an address outside the vSwitch's IPv6
+// CIDR is InvalidIp.Address (403, "the specified IPv6 address is
+// invalid": CreateNetworkInterface's and AssignIpv6Addresses' error
+// tables, which do not say whether that code or InvalidVSwitchId.IpInvalid
+// is the one for an address of another CIDR).
+func checkNew6(pl *pool, addrs []netip.Addr, usedCode string) error {
+	seen := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			return apiErr("InvalidIp.IpRepeated", "The IPv6 address %s is given twice.", a)
+		}
+		seen[a] = true
+		if !pl.usable6(a) {
+			return apiErr("InvalidIp.Address", "The IPv6 address %s is not in vSwitch IPv6 CIDR %s.", a, pl.cidr6)
+		}
+		if _, used := pl.used[a]; used {
+			return apiErr(usedCode, "The IPv6 address %s is already assigned.", a)
+		}
+	}
+	return nil
+}
+
+// ipv6NotOn refuses IPv6 on a vSwitch without an IPv6 CIDR
+// (InvalidVSwitch.Ipv6NotTurnOn, 403: AssignIpv6Addresses' error table).
+func ipv6NotOn(vswID string) error {
+	return apiErr("InvalidVSwitch.Ipv6NotTurnOn", "The vSwitch %s has no IPv6 CIDR.", vswID)
 }
 
 func (m *model) eni(id string) (*ENIState, error) {
@@ -307,39 +349,52 @@ func (m *model) startAttach(eniID, instanceID string) (*ENIState, error) {
 	return e, nil
 }
 
-func (m *model) startDetach(eniID, instanceID string) (*ENIState, error) {
-	e, err := m.eni(eniID)
+// startDetach starts detaching an InUse ENI. An ENI Detaching already is
+// accepted again (again is true) and left to the detach under way: the
+// API reference says the ENI must be "Detaching or InUse", and that a
+// detach stuck in Detaching may be re-initiated.
+func (m *model) startDetach(eniID, instanceID string) (e *ENIState, again bool, err error) {
+	e, err = m.eni(eniID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if instanceID != "" {
 		if _, err := m.instance(instanceID); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	if e.Type == "Primary" {
-		return nil, apiErr("InvalidOperation.DetachPrimaryEniNotAllowed", "The primary ENI %s cannot be detached.", e.ID)
+		return nil, false, apiErr("InvalidOperation.DetachPrimaryEniNotAllowed", "The primary ENI %s cannot be detached.", e.ID)
 	}
-	if e.Status != "InUse" {
-		return nil, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is %s; it must be InUse to detach.", e.ID, e.Status)
+	if e.Status != "InUse" && e.Status != "Detaching" {
+		return nil, false, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is %s; it must be InUse or Detaching to detach.", e.ID, e.Status)
 	}
 	if instanceID != "" && e.InstanceID != instanceID {
-		return nil, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is not attached to instance %s.", e.ID, instanceID)
+		return nil, false, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is not attached to instance %s.", e.ID, instanceID)
+	}
+	if e.Status == "Detaching" {
+		return e, true, nil
 	}
 	e.Status = "Detaching"
-	return e, nil
+	return e, false, nil
 }
 
-func (m *model) startDelete(eniID string) (*ENIState, error) {
-	e, err := m.eni(eniID)
+// startDelete starts deleting an Available ENI. An ENI Deleting already is
+// accepted again (again is true) and left to the deletion under way: the
+// API reference says a deletion stuck in Deleting may be re-initiated.
+func (m *model) startDelete(eniID string) (e *ENIState, again bool, err error) {
+	e, err = m.eni(eniID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if e.Status != "Available" || e.Type == "Primary" {
-		return nil, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is %s; it must be Available to delete.", e.ID, e.Status)
+	if e.Type == "Primary" || (e.Status != "Available" && e.Status != "Deleting") {
+		return nil, false, apiErr("InvalidOperation.InvalidEniState", "The ENI %s is %s; it must be Available to delete.", e.ID, e.Status)
+	}
+	if e.Status == "Deleting" {
+		return e, true, nil
 	}
 	e.Status = "Deleting"
-	return e, nil
+	return e, false, nil
 }
 
 // remove deletes an ENI and returns its addresses to the vSwitch.
@@ -374,7 +429,7 @@ func (m *model) ipv6Limit(e *ENIState) (total, perCall int) {
 		t := m.types[m.instances[e.InstanceID].InstanceType]
 		return t.IPv6PerENI, t.IPv6PerENI
 	}
-	return maxIPv6Unattached, maxAssignOnAvailable
+	return maxIPv6Unattached, maxIPv6PerCall
 }
 
 func assignable(e *ENIState) error {
@@ -398,7 +453,7 @@ func (m *model) assign4(eniID string, count int, addrs []netip.Addr) (*ENIState,
 		return nil, nil, apiErr("InvalidOperation.Ipv4CountExceeded", "The ENI %s holds %d private IPv4 addresses; adding %d exceeds its limit of %d (at most %d per call).", e.ID, e.ipCount(), n, total, perCall)
 	}
 	pl := m.pools[e.VSwitchID]
-	if err := m.checkFree(pl, addrs); err != nil {
+	if err := checkNew4(pl, addrs, "InvalidIp.IpAssigned"); err != nil {
 		return nil, nil, err
 	}
 	if pl.available() < n {
@@ -471,9 +526,18 @@ func (m *model) unassign4(eniID string, addrs []netip.Addr, qs []netip.Prefix) (
 	if err := assignable(e); err != nil {
 		return nil, nil, nil, err
 	}
+	pl := m.pools[e.VSwitchID]
 	for _, a := range addrs {
-		if a == e.PrimaryIP {
-			return nil, nil, nil, apiErr("InvalidParameter", "The primary IP address %s of ENI %s cannot be unassigned.", a, e.ID)
+		switch {
+		case !pl.usable4(a):
+			// UnassignPrivateIpAddresses' error table: the specified
+			// private IP is invalid.
+			return nil, nil, nil, apiErr("InvalidVSwitchId.IpInvalid", "The IP address %s is not a usable address of vSwitch CIDR %s.", a, pl.cidr)
+		case a == e.PrimaryIP:
+			// The primary address is no secondary one: ECS answers
+			// InvalidIp.IpUnassigned (Terway pkg/aliyun/client/ecs.go,
+			// UnAssignPrivateIPAddresses) and removes nothing.
+			return nil, nil, nil, apiErr("InvalidIp.IpUnassigned", "The IP address %s is the primary address of ENI %s, not a secondary one.", a, e.ID)
 		}
 	}
 	gone := removeAddrs(&e.IPv4, addrs)
@@ -490,7 +554,6 @@ func (m *model) unassign4(eniID string, addrs []netip.Addr, qs []netip.Prefix) (
 	if len(gone) == 0 && len(goneP) == 0 {
 		return nil, nil, nil, apiErr("InvalidIp.IpUnassigned", "The IP addresses or prefixes are not assigned to ENI %s.", e.ID)
 	}
-	pl := m.pools[e.VSwitchID]
 	for _, a := range gone {
 		pl.release(e.ID, a)
 	}
@@ -531,25 +594,15 @@ func (m *model) assign6(eniID string, count int, addrs []netip.Addr) (*ENIState,
 	}
 	pl := m.pools[e.VSwitchID]
 	if !pl.cidr6.IsValid() {
-		return nil, nil, apiErr("InvalidVSwitchId.NotSupportIpv6", "The vSwitch %s has no IPv6 CIDR.", e.VSwitchID)
+		return nil, nil, ipv6NotOn(e.VSwitchID)
 	}
 	n := count + len(addrs)
 	total, perCall := m.ipv6Limit(e)
 	if n > perCall || len(e.IPv6)+n > total {
 		return nil, nil, apiErr("InvalidOperation.Ipv6CountExceeded", "The ENI %s holds %d IPv6 addresses; adding %d exceeds its limit of %d.", e.ID, len(e.IPv6), n, total)
 	}
-	seen := map[netip.Addr]bool{}
-	for _, a := range addrs {
-		if seen[a] {
-			return nil, nil, apiErr("InvalidPrivateIpAddress.Duplicated", "The IPv6 address %s is given twice.", a)
-		}
-		seen[a] = true
-		if !pl.usable6(a) {
-			return nil, nil, apiErr("InvalidParameter", "The IPv6 address %s is not in vSwitch IPv6 CIDR %s.", a, pl.cidr6)
-		}
-		if _, used := pl.used[a]; used {
-			return nil, nil, apiErr("InvalidIp.IpAssigned", "The IPv6 address %s is already assigned.", a)
-		}
+	if err := checkNew6(pl, addrs, "InvalidIp.IpAssigned"); err != nil {
+		return nil, nil, err
 	}
 	for _, a := range addrs {
 		pl.claim(e.ID, a)
@@ -567,11 +620,16 @@ func (m *model) unassign6(eniID string, addrs []netip.Addr) (*ENIState, []netip.
 	if err := assignable(e); err != nil {
 		return nil, nil, err
 	}
+	pl := m.pools[e.VSwitchID]
+	for _, a := range addrs {
+		if !pl.usable6(a) {
+			return nil, nil, apiErr("InvalidIp.Address", "The IPv6 address %s is not in vSwitch IPv6 CIDR %s.", a, pl.cidr6)
+		}
+	}
 	gone := removeAddrs(&e.IPv6, addrs)
 	if len(gone) == 0 {
 		return nil, nil, apiErr("InvalidIp.IpUnassigned", "The IPv6 addresses are not assigned to ENI %s.", e.ID)
 	}
-	pl := m.pools[e.VSwitchID]
 	for _, a := range gone {
 		pl.release(e.ID, a)
 	}

@@ -41,7 +41,7 @@ func TestLimits(t *testing.T) {
 	create := func(vsw string, secondary int) (string, string) {
 		req := ecs.CreateCreateNetworkInterfaceRequest()
 		req.VSwitchId, req.SecurityGroupId = vsw, "sg-sim"
-		req.SecondaryPrivateIpAddressCount = requestsInt(secondary)
+		req.SecondaryPrivateIpAddressCount = countParam(secondary)
 		resp, err := e.ecs.CreateNetworkInterface(req)
 		return resp.NetworkInterfaceId, code(t, err)
 	}

@@ -2,20 +2,38 @@ package ecssim
 
 import (
 	"net/netip"
+	"net/url"
 	"slices"
 	"time"
 )
 
+// parseAddrs reads addresses of one family: an IPv4 one that does not
+// parse is InvalidParameter, an IPv6 one InvalidIp.Address (403, "the
+// specified IPv6 address is invalid", in the error tables of the actions
+// that take IPv6 addresses).
 func parseAddrs(p []string, name string, v6 bool) ([]netip.Addr, error) {
 	var out []netip.Addr
 	for _, s := range p {
 		a, err := netip.ParseAddr(s)
-		if err != nil || a.Is4() == v6 {
-			return nil, apiErr("InvalidParameter", "%s %q is not a valid address.", name, s)
+		if err != nil || a.Is4() == v6 || a.Zone() != "" {
+			if v6 {
+				return nil, apiErr("InvalidIp.Address", "%s %q is not a valid IPv6 address.", name, s)
+			}
+			return nil, apiErr("InvalidParameter", "%s %q is not a valid IPv4 address.", name, s)
 		}
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// listOf reads name.1 .. name.N, refusing more than most
+// (InvalidParameter: N outside its documented range).
+func listOf(p url.Values, name string, most int) ([]string, error) {
+	l := list(p, name)
+	if len(l) > most {
+		return nil, apiErr("InvalidParameter", "At most %d %s.N are allowed (got %d).", most, name, len(l))
+	}
+	return l, nil
 }
 
 // parsePrefixes reads Ipv4Prefix.N (at most 10).
@@ -34,36 +52,72 @@ func parsePrefixes(p []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// conflict refuses two parameters given together that ECS takes one at a
+// time: InvalidParameter.Conflict (400), the code of
+// CreateNetworkInterface's error table for parameters that conflict.
+func conflict(a, b string) error {
+	return apiErr("InvalidParameter.Conflict", "%s and %s cannot be given together.", a, b)
+}
+
+// createNetworkInterface creates a secondary ENI, Available at once. The
+// parameter rules and their sources are in rules.go and on each check.
 func (s *Server) createNetworkInterface(c call) (obj, error) {
 	p := c.p
 	vsw, err := required(p, "VSwitchId")
 	if err != nil {
 		return nil, err
 	}
-	sgs := list(p, "SecurityGroupIds")
+	// "You must specify SecurityGroupId or SecurityGroupIds.N but not
+	// both" (v7 model; API reference).
+	sgs, err := listOf(p, "SecurityGroupIds", maxSecurityGroupsOnENI)
+	if err != nil {
+		return nil, err
+	}
 	if sg := p.Get("SecurityGroupId"); sg != "" {
-		sgs = append([]string{sg}, sgs...)
+		if len(sgs) > 0 {
+			return nil, conflict("SecurityGroupId", "SecurityGroupIds.N")
+		}
+		sgs = []string{sg}
 	}
 	if len(sgs) == 0 {
 		return nil, apiErr("MissingParameter", "The input parameter \"SecurityGroupId\" that is mandatory for processing this request is not supplied.")
 	}
-	if len(sgs) > maxSecurityGroupsOnENI {
-		return nil, apiErr("InvalidParameter", "At most %d security groups are allowed.", maxSecurityGroupsOnENI)
+	seen := map[string]bool{}
+	for _, sg := range sgs {
+		if sg == "" || seen[sg] {
+			return nil, apiErr("InvalidParameter", "The security group %q is empty or given twice.", sg)
+		}
+		seen[sg] = true
 	}
-	tg, err := tags(p)
+	tg, err := createTags(p)
 	if err != nil {
 		return nil, err
 	}
-	sec, err := intParam(p, "SecondaryPrivateIpAddressCount", 0, 0, maxSecondaryAtCreate)
+	if err := checkDescription(p, maxCreateDescription); err != nil {
+		return nil, err
+	}
+	sec, err := intParam(p, "SecondaryPrivateIpAddressCount", 0, 1, maxSecondaryAtCreate)
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := parseAddrs(list(p, "PrivateIpAddress"), "PrivateIpAddress", false)
+	raw, err := listOf(p, "PrivateIpAddress", maxAddrsAtCreate)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := parseAddrs(raw, "PrivateIpAddress", false)
 	if err != nil {
 		return nil, err
 	}
 	if sec > 0 && len(addrs) > 0 {
-		return nil, apiErr("InvalidParameter", "SecondaryPrivateIpAddressCount and PrivateIpAddress.N are mutually exclusive.")
+		return nil, conflict("SecondaryPrivateIpAddressCount", "PrivateIpAddress.N")
+	}
+	var primary netip.Addr
+	if v := p.Get("PrimaryIpAddress"); v != "" {
+		a, err := parseAddrs([]string{v}, "PrimaryIpAddress", false)
+		if err != nil {
+			return nil, err
+		}
+		primary = a[0]
 	}
 	prefixCount, err := intParam(p, "Ipv4PrefixCount", 0, 1, maxPrefixesPerCall)
 	if err != nil {
@@ -74,11 +128,30 @@ func (s *Server) createNetworkInterface(c call) (obj, error) {
 		return nil, err
 	}
 	if prefixCount > 0 && len(prefixes) > 0 {
-		return nil, apiErr("InvalidParameter", "Ipv4PrefixCount and Ipv4Prefix.N are mutually exclusive.")
+		return nil, conflict("Ipv4PrefixCount", "Ipv4Prefix.N")
 	}
-	v6, err := intParam(p, "Ipv6AddressCount", 0, 0, maxIPv6Unattached)
+	// Secondary addresses and prefixes are not asked for in one call
+	// (Terway pkg/aliyun/client/options.go: "ECS does not allow requesting
+	// both individual IPs and prefixes in the same request"; Terraform:
+	// secondary_private_ip_address_count and private_ip_addresses conflict
+	// with ipv4_prefix_count and ipv4_prefixes).
+	if (sec > 0 || len(addrs) > 0) && (prefixCount > 0 || len(prefixes) > 0) {
+		return nil, conflict("secondary private IP addresses", "IPv4 prefixes")
+	}
+	v6, err := intParam(p, "Ipv6AddressCount", 0, 1, maxIPv6PerCall)
 	if err != nil {
 		return nil, err
+	}
+	raw6, err := listOf(p, "Ipv6Address", maxIPv6PerCall)
+	if err != nil {
+		return nil, err
+	}
+	addrs6, err := parseAddrs(raw6, "Ipv6Address", true)
+	if err != nil {
+		return nil, err
+	}
+	if v6 > 0 && len(addrs6) > 0 {
+		return nil, conflict("Ipv6AddressCount", "Ipv6Address.N")
 	}
 	eniType := "Secondary"
 	switch t := p.Get("InstanceType"); t {
@@ -98,7 +171,8 @@ func (s *Server) createNetworkInterface(c call) (obj, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, err := s.m.createENI(newENIParams{vswID: vsw, sgs: sgs, tags: tg, secondary: sec, addrs: addrs, prefixCount: prefixCount, prefixes: prefixes, ipv6Count: v6,
+	e, err := s.m.createENI(newENIParams{vswID: vsw, sgs: sgs, tags: tg, secondary: sec, primary: primary, addrs: addrs,
+		prefixCount: prefixCount, prefixes: prefixes, ipv6Count: v6, addrs6: addrs6,
 		description: p.Get("Description"), trafficMode: mode, eniType: eniType, now: s.now()})
 	if err != nil {
 		return nil, err
@@ -160,10 +234,14 @@ func (s *Server) detachNetworkInterface(c call) (obj, error) {
 	}
 	s.mu.Lock()
 	s.touchLocked(eniID)
-	e, err := s.m.startDetach(eniID, c.p.Get("InstanceId"))
-	if err != nil {
+	e, again, err := s.m.startDetach(eniID, c.p.Get("InstanceId"))
+	if err != nil || again {
+		// again: the detach under way goes on; nothing new starts.
 		s.mu.Unlock()
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
+		return obj{}, nil
 	}
 	ev, hook := s.m.eventOf(e), s.hooks.OnDetach
 	s.saveLocked()
@@ -191,8 +269,12 @@ func (s *Server) deleteNetworkInterface(c call) (obj, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.touchLocked(eniID)
-	if _, err := s.m.startDelete(eniID); err != nil {
+	_, again, err := s.m.startDelete(eniID)
+	if err != nil {
 		return nil, err
+	}
+	if again {
+		return obj{}, nil // the deletion under way goes on
 	}
 	s.saveLocked()
 	s.after(s.cfg.Delays.Delete, func() {
@@ -207,13 +289,17 @@ func (s *Server) deleteNetworkInterface(c call) (obj, error) {
 	return obj{}, nil
 }
 
-// countOrList reads "count xor list" parameters.
-func countOrList(c call, countName, listName string, v6 bool) (int, []netip.Addr, error) {
-	addrs, err := parseAddrs(list(c.p, listName), listName, v6)
+// countOrList reads "count xor list" parameters, each at most most.
+func countOrList(c call, countName, listName string, v6 bool, most int) (int, []netip.Addr, error) {
+	raw, err := listOf(c.p, listName, most)
 	if err != nil {
 		return 0, nil, err
 	}
-	n, err := intParam(c.p, countName, 0, 1, 1<<20)
+	addrs, err := parseAddrs(raw, listName, v6)
+	if err != nil {
+		return 0, nil, err
+	}
+	n, err := intParam(c.p, countName, 0, 1, most)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -288,7 +374,9 @@ func (s *Server) assignPrivateIPs(c call) (obj, error) {
 		return obj{"AssignedPrivateIpAddressesSet": obj{"NetworkInterfaceId": eniID, "PrivateIpSet": obj{"PrivateIpAddress": []string{}},
 			"Ipv4PrefixSet": obj{"Ipv4Prefixes": prefixStrs(got)}}}, nil
 	}
-	n, addrs, err := countOrList(c, "SecondaryPrivateIpAddressCount", "PrivateIpAddress", false)
+	// No documented range of its own: the ENI's state sets the limit
+	// (model.ipv4Limit).
+	n, addrs, err := countOrList(c, "SecondaryPrivateIpAddressCount", "PrivateIpAddress", false, 1<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +402,11 @@ func (s *Server) unassignPrivateIPs(c call) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := parseAddrs(list(c.p, "PrivateIpAddress"), "PrivateIpAddress", false)
+	raw, err := listOf(c.p, "PrivateIpAddress", maxUnassignPerCall)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := parseAddrs(raw, "PrivateIpAddress", false)
 	if err != nil {
 		return nil, err
 	}
@@ -359,6 +451,9 @@ func (s *Server) modifyNetworkInterfaceAttribute(c call) (obj, error) {
 		}
 		seen[sg] = true
 	}
+	if err := checkDescription(c.p, maxModifyDescription); err != nil {
+		return nil, err
+	}
 	desc, hasDesc := c.p["Description"]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -384,7 +479,7 @@ func (s *Server) assignIPv6(c call) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, addrs, err := countOrList(c, "Ipv6AddressCount", "Ipv6Address", true)
+	n, addrs, err := countOrList(c, "Ipv6AddressCount", "Ipv6Address", true, maxIPv6PerCall)
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +502,11 @@ func (s *Server) unassignIPv6(c call) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	addrs, err := parseAddrs(list(c.p, "Ipv6Address"), "Ipv6Address", true)
+	raw, err := listOf(c.p, "Ipv6Address", maxIPv6PerCall)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := parseAddrs(raw, "Ipv6Address", true)
 	if err != nil {
 		return nil, err
 	}

@@ -61,11 +61,6 @@ func TestPagination(t *testing.T) {
 	}
 
 	req := ecs.CreateDescribeNetworkInterfacesRequest()
-	req.MaxResults = requestsInt(5)
-	if _, err := e.ecs.DescribeNetworkInterfaces(req); code(t, err) != "InvalidParameter" {
-		t.Errorf("MaxResults 5: %v", err)
-	}
-	req = ecs.CreateDescribeNetworkInterfacesRequest()
 	req.PageNumber, req.PageSize = requestsInt(3), requestsInt(10)
 	resp, err := e.ecs.DescribeNetworkInterfaces(req)
 	if err != nil {

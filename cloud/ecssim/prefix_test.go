@@ -99,10 +99,17 @@ func TestPrefixes(t *testing.T) {
 	cidr := netip.MustParsePrefix("192.168.0.0/24")
 	free := e.available(t, "vsw-sim-h")
 
-	// Created with 2 prefixes and 1 secondary address: 1+1+32 addresses.
+	// Secondary addresses and prefixes are not taken in one create.
 	req := ecs.CreateCreateNetworkInterfaceRequest()
 	req.VSwitchId, req.SecurityGroupId = "vsw-sim-h", "sg-sim"
 	req.SecondaryPrivateIpAddressCount = requestsInt(1)
+	req.Ipv4PrefixCount = requestsInt(2)
+	if _, err := e.ecs.CreateNetworkInterface(req); code(t, err) != "InvalidParameter.Conflict" {
+		t.Fatalf("create with an address and prefixes: %v, want InvalidParameter.Conflict", err)
+	}
+	// Created with 2 prefixes: the primary and 32 addresses.
+	req = ecs.CreateCreateNetworkInterfaceRequest() // the SDK keeps a request's parameters once sent
+	req.VSwitchId, req.SecurityGroupId = "vsw-sim-h", "sg-sim"
 	req.Ipv4PrefixCount = requestsInt(2)
 	created, err := e.ecs.CreateNetworkInterface(req)
 	if err != nil {
@@ -114,10 +121,10 @@ func TestPrefixes(t *testing.T) {
 		fromCreate = append(fromCreate, p.Ipv4Prefix)
 		checkPrefix(t, p.Ipv4Prefix, cidr)
 	}
-	if len(fromCreate) != 2 || len(created.PrivateIpSets.PrivateIpSet) != 2 {
-		t.Fatalf("created with prefixes %v, addresses %v; want 2 and primary+1", fromCreate, created.PrivateIpSets.PrivateIpSet)
+	if len(fromCreate) != 2 || len(created.PrivateIpSets.PrivateIpSet) != 1 {
+		t.Fatalf("created with prefixes %v, addresses %v; want 2 and the primary", fromCreate, created.PrivateIpSets.PrivateIpSet)
 	}
-	if got, want := e.available(t, "vsw-sim-h"), free-2-32; got != want {
+	if got, want := e.available(t, "vsw-sim-h"), free-1-32; got != want {
 		t.Errorf("AvailableIpAddressCount %d after a create with 2 prefixes, want %d", got, want)
 	}
 	if d := cmp.Diff(fromCreate, describedPrefixes(e.describeENI(t, id))); d != "" {
@@ -149,7 +156,7 @@ func TestPrefixes(t *testing.T) {
 	if d := cmp.Diff(all, describedPrefixes(e.describeENI(t, id))); d != "" {
 		t.Errorf("described prefixes (-want +got):\n%s", d)
 	}
-	if got, want := e.available(t, "vsw-sim-h"), free-2-5*16; got != want {
+	if got, want := e.available(t, "vsw-sim-h"), free-1-5*16; got != want {
 		t.Errorf("AvailableIpAddressCount %d with 5 prefixes, want %d", got, want)
 	}
 
@@ -176,7 +183,7 @@ func TestPrefixes(t *testing.T) {
 	if d := cmp.Diff(all[1:], describedPrefixes(e.describeENI(t, id))); d != "" {
 		t.Errorf("prefixes after unassign (-want +got):\n%s", d)
 	}
-	if got, want := e.available(t, "vsw-sim-h"), free-2-4*16-1; got != want {
+	if got, want := e.available(t, "vsw-sim-h"), free-1-4*16-1; got != want {
 		t.Errorf("AvailableIpAddressCount %d after unassigning a prefix, want %d", got, want)
 	}
 

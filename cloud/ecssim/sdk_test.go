@@ -90,7 +90,7 @@ func (e *env) createENI(t testing.TB, secondary int) *ecs.CreateNetworkInterface
 	req.SecurityGroupIds = &[]string{"sg-sim"}
 	req.Tag = &[]ecs.CreateNetworkInterfaceTag{{Key: "owner", Value: "test"}}
 	if secondary > 0 {
-		req.SecondaryPrivateIpAddressCount = requestsInt(secondary)
+		req.SecondaryPrivateIpAddressCount = countParam(secondary)
 	}
 	resp, err := e.ecs.CreateNetworkInterface(req)
 	if err != nil {

@@ -113,12 +113,15 @@ type page struct {
 	pageSize   int
 }
 
-// paginate pages a listing of ids (sorted). With NextToken or MaxResults it
-// uses token paging (the token names the last ID returned, so concurrent
-// changes neither repeat nor skip entries); otherwise PageNumber/PageSize.
-func paginate(p url.Values, ids []string, defSize, maxSize int, tokens bool) (page, error) {
-	if tokens && (p.Get("NextToken") != "" || p.Get("MaxResults") != "") {
-		n, err := intParam(p, "MaxResults", defSize, 1, maxSize)
+// paginate pages a listing of ids (sorted) by rule. With NextToken or
+// MaxResults (where the listing takes them) it uses token paging: the
+// token names the last ID returned, so concurrent changes neither repeat
+// nor skip entries, and PageNumber/PageSize are ignored, as the API
+// reference says of DescribeNetworkInterfaces and DescribeInstances.
+// Otherwise PageNumber (1..) and PageSize (1..rule.maxPageSize).
+func paginate(p url.Values, ids []string, rule pageRule) (page, error) {
+	if rule.tokens && (p.Get("NextToken") != "" || p.Get("MaxResults") != "") {
+		n, err := rule.maxResultsOf(p)
 		if err != nil {
 			return page{}, err
 		}
@@ -144,7 +147,7 @@ func paginate(p url.Values, ids []string, defSize, maxSize int, tokens bool) (pa
 	if err != nil {
 		return page{}, err
 	}
-	size, err := intParam(p, "PageSize", defSize, 1, maxSize)
+	size, err := intParam(p, "PageSize", rule.defPageSize, 1, rule.maxPageSize)
 	if err != nil {
 		return page{}, err
 	}

@@ -42,7 +42,7 @@ func walk(t *testing.T, seed uint64, steps int) {
 	expected := map[string]bool{
 		"InvalidVSwitchId.IpNotEnough": true, "InvalidEniId.NotFound": true, "InvalidOperation.InvalidEniState": true,
 		"EniPerInstanceLimitExceeded": true, "InvalidOperation.Ipv4CountExceeded": true, "InvalidOperation.Ipv6CountExceeded": true,
-		"InvalidIp.IpUnassigned": true, "InvalidVSwitchId.NotSupportIpv6": true, "InvalidOperation.DetachPrimaryEniNotAllowed": true,
+		"InvalidIp.IpUnassigned": true, "InvalidVSwitch.Ipv6NotTurnOn": true, "InvalidOperation.DetachPrimaryEniNotAllowed": true,
 	}
 	rng := rand.New(rand.NewPCG(seed, 0))
 	pick := func(s []string) string { return s[rng.IntN(len(s))] }
@@ -68,7 +68,7 @@ func walk(t *testing.T, seed uint64, steps int) {
 		case 0:
 			req := ecs.CreateCreateNetworkInterfaceRequest()
 			req.VSwitchId, req.SecurityGroupId = pick([]string{"vsw-sim-h", "vsw-b"}), "sg-sim"
-			req.SecondaryPrivateIpAddressCount = requestsInt(rng.IntN(8))
+			req.SecondaryPrivateIpAddressCount = countParam(rng.IntN(8))
 			_, err = e.ecs.CreateNetworkInterface(req)
 		case 1:
 			req := ecs.CreateAttachNetworkInterfaceRequest()
@@ -112,7 +112,10 @@ func walk(t *testing.T, seed uint64, steps int) {
 			}
 			req := ecs.CreateUnassignIpv6AddressesRequest()
 			req.NetworkInterfaceId = eni
-			req.Ipv6Address = &held6
+			req.Ipv6Address = &held6 // at most 10 per call
+			if len(held6) > 10 {
+				req.Ipv6Address = &[]string{held6[0]}
+			}
 			_, err = e.ecs.UnassignIpv6Addresses(req)
 		}
 		c := code(t, err)

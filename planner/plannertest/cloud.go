@@ -140,6 +140,12 @@ func (w *World) create(a planner.Action) (string, error) {
 	if a.IPv4PrefixCount > 10 {
 		return "", fmt.Errorf("InvalidParam.Ipv4PrefixCount: %d", a.IPv4PrefixCount)
 	}
+	if a.IPv6Count > 10 {
+		return "", fmt.Errorf("InvalidParameter: Ipv6AddressCount %d > 10", a.IPv6Count)
+	}
+	if a.IPv4Count > 0 && a.IPv4PrefixCount > 0 {
+		return "", fmt.Errorf("InvalidParameter.Conflict: %d addresses and %d prefixes", a.IPv4Count, a.IPv4PrefixCount)
+	}
 	// Each secondary address and each prefix takes one private-address
 	// slot of the instance type's; the primary takes one more.
 	if a.IPv4Count+a.IPv4PrefixCount > w.Instance.Limits.IPv4PerENI-1 {
