@@ -399,6 +399,9 @@ func (c *checker) checkRole(role clusterRole) {
 			c.errorf("ClusterRole cannot %s events", verb)
 		}
 	}
+	if !allows("", "nodes", "patch") {
+		c.errorf("ClusterRole cannot patch nodes (the startup taint)")
+	}
 	if !allows("", "nodes/status", "patch") {
 		c.errorf("ClusterRole cannot patch nodes/status (capacity and condition)")
 	}
