@@ -46,6 +46,7 @@ var scriptVerbs = map[string]func(*World, *scriptArgs) error{
 	"instance":       (*World).scriptInstance,
 	"vswitch":        (*World).scriptVSwitch,
 	"vswitch-free":   (*World).scriptVSwitchFree,
+	"vswitch-tags":   (*World).scriptVSwitchTags,
 	"config":         (*World).scriptConfig,
 	"eni":            (*World).scriptENI,
 	"pod":            (*World).scriptPod,
@@ -146,7 +147,7 @@ func (w *World) scriptInstance(a *scriptArgs) error {
 	return nil
 }
 
-// scriptVSwitch adds or replaces a vSwitch: `vswitch ID cidr=P [cidr6=P] [zone=Z] [free=N]`.
+// scriptVSwitch adds or replaces a vSwitch: `vswitch ID cidr=P [cidr6=P] [zone=Z] [free=N] [tags=k:v,...]`.
 func (w *World) scriptVSwitch(a *scriptArgs) error {
 	p, e := netip.ParsePrefix(a.kv["cidr"])
 	if e != nil {
@@ -162,6 +163,27 @@ func (w *World) scriptVSwitch(a *scriptArgs) error {
 	w.VSwitches = slices.DeleteFunc(w.VSwitches, func(x observed.VSwitch) bool { return x.ID == v.ID })
 	w.VSwitches = append(w.VSwitches, v)
 	slices.SortFunc(w.VSwitches, func(a, b observed.VSwitch) int { return strings.Compare(a.ID, b.ID) })
+	if _, ok := a.kv["tags"]; ok {
+		return w.scriptVSwitchTags(a)
+	}
+	return nil
+}
+
+// scriptVSwitchTags replaces a vSwitch's tags: `vswitch-tags ID tags=k:v,...`
+// (tags= clears them).
+func (w *World) scriptVSwitchTags(a *scriptArgs) error {
+	if w.vswitch(a.arg(0)) == nil {
+		return fmt.Errorf("no vswitch %s", a.arg(0))
+	}
+	if w.VSwitchTags == nil {
+		w.VSwitchTags = map[string]map[string]string{}
+	}
+	tags := map[string]string{}
+	for _, t := range list(a.kv["tags"]) {
+		k, v, _ := strings.Cut(t, ":")
+		tags[k] = v
+	}
+	w.VSwitchTags[a.arg(0)] = tags
 	return nil
 }
 
@@ -548,6 +570,16 @@ func applyConfig(c *desired.Config, a *scriptArgs, zone string) {
 	}
 	if v, ok := a.kv["policy"]; ok {
 		c.ENI.VSwitchPolicy = desired.VSwitchPolicy(v)
+	}
+	if v, ok := a.kv["selector"]; ok {
+		c.ENI.VSwitchSelector = nil
+		if v != "" {
+			c.ENI.VSwitchSelector = &desired.VSwitchSelector{Tags: map[string]string{}}
+			for _, t := range list(v) {
+				k, val, _ := strings.Cut(t, ":")
+				c.ENI.VSwitchSelector.Tags[k] = val
+			}
+		}
 	}
 	if v, ok := a.kv["sg"]; ok {
 		c.ENI.SecurityGroups = list(v)

@@ -29,9 +29,12 @@ type World struct {
 	// owned; attached here or Available).
 	ENIs      []observed.ENI
 	VSwitches []observed.VSwitch
-	Node      observed.Node
-	Now       time.Time
-	Memory    planner.Memory
+	// VSwitchTags are the vSwitches' tags by ID, which the config's
+	// eni.vSwitchSelector selects on (observed.State.SelectedVSwitches).
+	VSwitchTags map[string]map[string]string
+	Node        observed.Node
+	Now         time.Time
+	Memory      planner.Memory
 	// Complete and Problems are copied into every observation.
 	Complete bool
 	Problems []string
@@ -93,6 +96,24 @@ func (w *World) Observe() observed.State {
 			}
 		}
 		slices.Sort(s.UnknownVSwitches)
+	}
+	// As the cloud's Tag.N filter does, in the instance's zone.
+	if sel := w.Desired.Config.ENI.VSwitchSelector; sel != nil && len(sel.Tags) > 0 {
+		for _, v := range w.VSwitches {
+			if v.ZoneID != w.Instance.ZoneID {
+				continue
+			}
+			have := w.VSwitchTags[v.ID]
+			match := true
+			for k, val := range sel.Tags {
+				if hv, ok := have[k]; !ok || (val != "" && hv != val) {
+					match = false
+				}
+			}
+			if match {
+				s.SelectedVSwitches = append(s.SelectedVSwitches, v.ID)
+			}
+		}
 	}
 	s.Node.ENIDevices = slices.Clone(w.Node.ENIDevices)
 	s.Node.Pods = slices.Clone(w.Node.Pods)
