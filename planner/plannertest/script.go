@@ -210,7 +210,7 @@ func (w *World) scriptConfig(a *scriptArgs) error {
 	return nil
 }
 
-// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [prefixes=P/28,...] [ipv6=...] [dev=N] [status=S] [owned [owner=I] [set=NAME]] [sg=G,G] [configured] ...`.
+// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [prefixes=P/28,...] [ipv6=...] [dev=N] [status=S] [owned [owner=I] [set=NAME]] [sg=G,G] [configured [mtu=N]] ...`.
 func (w *World) scriptENI(a *scriptArgs) error {
 	e := observed.ENI{ID: a.arg(0), MAC: cmpOr(a.kv["mac"], macOf(a.arg(0))), Status: observed.ENIStatus(cmpOr(a.kv["status"], "InUse")),
 		Type: observed.ENITypeSecondary, VSwitchID: a.kv["vsw"], IPv4: a.addrs("ips"), IPv6: a.addrs("ipv6"),
@@ -248,7 +248,7 @@ func (w *World) scriptENI(a *scriptArgs) error {
 	w.ENIs = append(w.ENIs, e)
 	if a.flag("configured") {
 		w.Node.ENIDevices = append(w.Node.ENIDevices, observed.ENIDevice{MAC: e.MAC, Name: "eth" + strconv.Itoa(e.DeviceIndex),
-			Index: 10 + e.DeviceIndex, MTU: 1500, Up: true, Table: planner.Table(e.DeviceIndex), Configured: true})
+			Index: 10 + e.DeviceIndex, MTU: a.num("mtu", 1500), Up: true, Table: planner.Table(e.DeviceIndex), Configured: true})
 	}
 	return nil
 }
