@@ -138,6 +138,13 @@ type Pool struct {
 	// make every node call the API at the same instant. Pods that wait are
 	// never deferred. Zero turns the spread off.
 	SpreadWindow Duration `json:"spreadWindow,omitempty"`
+	// UnschedulableRelease, when not zero, shrinks the idle pool of a node
+	// that has been unschedulable (cordoned, drained) this long to zero:
+	// minIdle, maxIdle and minTotal count as 0 and idle addresses and
+	// empty ENIs go at once; pods still on the node keep theirs, and new
+	// ones (DaemonSet pods) are still served. Uncordoned, the pool grows
+	// back. It needs the Kubernetes API (the Node's spec.unschedulable).
+	UnschedulableRelease Duration `json:"unschedulableRelease,omitempty"`
 }
 
 // ENIConfig says which ENIs enid creates.

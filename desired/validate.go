@@ -80,6 +80,7 @@ func (c Config) problems() []Problem {
 	v.duration("pool.releaseDelay", p.ReleaseDelay)
 	v.duration("pool.cooldown", p.Cooldown)
 	v.duration("pool.spreadWindow", p.SpreadWindow)
+	v.duration("pool.unschedulableRelease", p.UnschedulableRelease)
 	if p.SpreadWindow > Duration(maxSpreadWindow) {
 		v.add("pool.spreadWindow", "must be at most %s: a longer spread only delays the pool (got %s)", maxSpreadWindow, time.Duration(p.SpreadWindow))
 	}

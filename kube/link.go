@@ -96,8 +96,10 @@ type Link struct {
 	// left them). Guarded by mu.
 	taints []corev1.Taint
 	// unschedulable is the Node's spec.unschedulable as last seen, and
-	// unschedulableOK once the Node was seen. Guarded by mu.
+	// unschedulableOK once the Node was seen; unschedulableSince is when
+	// it was first seen true (zero while false). Guarded by mu.
 	unschedulable, unschedulableOK bool
+	unschedulableSince             time.Time
 	// podStore is the pod watch's store, nil while it is off. Guarded by mu.
 	podStore cache.Store
 	// lastErr is the last failure to watch or write, cleared by a
@@ -273,6 +275,12 @@ func (l *Link) sawNode(obj any) {
 	l.taints = n.Spec.Taints
 	schedChanged := !l.unschedulableOK || l.unschedulable != n.Spec.Unschedulable
 	l.unschedulable, l.unschedulableOK = n.Spec.Unschedulable, true
+	switch {
+	case !n.Spec.Unschedulable:
+		l.unschedulableSince = time.Time{}
+	case l.unschedulableSince.IsZero():
+		l.unschedulableSince = l.o.Now()
+	}
 	l.lastErr = ""
 	stale := l.haveReport && !l.shown.matches(l.report) || l.untaintDueLocked()
 	l.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,4 +126,13 @@ func (l *Link) NodeUnschedulable() (unschedulable, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.unschedulable, l.unschedulableOK
+}
+
+// UnschedulableSince returns when the Node was first seen unschedulable
+// by this link (the API keeps no such time: after an agent restart, the
+// restart's), zero while it is schedulable or not seen yet.
+func (l *Link) UnschedulableSince() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.unschedulableSince
 }

@@ -132,7 +132,7 @@ func TestNodeUnschedulable(t *testing.T) {
 		before := woken.Load()
 		eventually(t, 10*time.Second, "cordon seen", func() (bool, string) {
 			u, _ := l.NodeUnschedulable()
-			return u == cordon && woken.Load() > before, "not yet"
+			return u == cordon && woken.Load() > before && l.UnschedulableSince().IsZero() != cordon, "not yet"
 		})
 	}
 }

@@ -63,7 +63,16 @@ func (pl *Planning) Complete(d *desired.State) {
 // memory m at now.
 func (pl *Planning) Plan(d desired.State, o observed.State, m planner.Memory, now time.Time) planner.Plan {
 	o.Node.MissingNetNS = pl.missingNetNS(d)
-	return planner.Make(d, o, planner.Options{Now: now, Memory: m, NodeName: pl.NodeName})
+	opt := pl.Options(now)
+	opt.Memory = m
+	return planner.Make(d, o, opt)
+}
+
+// Options are the planner's options of a pass at now: the node's name,
+// and whether it is cordoned (from the Kubernetes link). NextDeadline
+// takes the same.
+func (pl *Planning) Options(now time.Time) planner.Options {
+	return planner.Options{Now: now, NodeName: pl.NodeName, Unschedulable: pl.unschedulable()}
 }
 
 // PlanResult is what PlanOnce planned and from what.

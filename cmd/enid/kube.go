@@ -97,6 +97,8 @@ func (k kubeAdapter) NodeLabels() (map[string]string, bool) { return k.l.NodeLab
 
 func (k kubeAdapter) State() string { return k.l.State() }
 
+func (k kubeAdapter) NodeUnschedulable() time.Time { return k.l.UnschedulableSince() }
+
 func (k kubeAdapter) PodStatus(r reconcile.PodReport) {
 	s := kube.PodStatus{Namespace: r.Namespace, Name: r.Name, UID: r.UID, Attachment: r.Key.String(),
 		Phase: r.Phase, ReasonCode: r.ReasonCode, Reason: r.Reason}

@@ -73,6 +73,8 @@ var scriptVerbs = map[string]func(*World, *scriptArgs) error{
 	"leaked":         (*World).scriptLeaked,
 	"sent-creates":   (*World).scriptSentCreates,
 	"tick":           (*World).scriptTick,
+	"cordon":         (*World).scriptCordon,
+	"uncordon":       (*World).scriptUncordon,
 }
 
 // scriptArgs are the words of one script line after its verb: positional
@@ -557,6 +559,7 @@ func applyConfig(c *desired.Config, a *scriptArgs, zone string) {
 	c.Pool.ReleaseDelay = desired.Duration(a.dur("delay", c.Pool.ReleaseDelay.D()))
 	c.Pool.Cooldown = desired.Duration(a.dur("cooldown", c.Pool.Cooldown.D()))
 	c.Pool.SpreadWindow = desired.Duration(a.dur("spread", c.Pool.SpreadWindow.D()))
+	c.Pool.UnschedulableRelease = desired.Duration(a.dur("unschedulable", c.Pool.UnschedulableRelease.D()))
 	c.StickyIPHold = desired.Duration(a.dur("hold", c.StickyIPHold.D()))
 	c.StaleEntryTimeout = desired.Duration(a.dur("stale", c.StaleEntryTimeout.D()))
 	c.ENI.MaxENIs = a.num("maxENIs", c.ENI.MaxENIs)
@@ -734,4 +737,16 @@ func (w *World) Converge(max int) (int, planner.Plan, []error) {
 		errs = append(errs, w.Apply(p)...)
 	}
 	return max, w.Plan(), errs
+}
+
+// scriptCordon marks the node unschedulable from now: `cordon`.
+func (w *World) scriptCordon(*scriptArgs) error {
+	w.Unschedulable = w.Now
+	return nil
+}
+
+// scriptUncordon makes the node schedulable again: `uncordon`.
+func (w *World) scriptUncordon(*scriptArgs) error {
+	w.Unschedulable = time.Time{}
+	return nil
 }

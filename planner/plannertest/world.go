@@ -35,6 +35,9 @@ type World struct {
 	Node        observed.Node
 	Now         time.Time
 	Memory      planner.Memory
+	// Unschedulable is when the node was cordoned (Options.Unschedulable;
+	// zero: schedulable).
+	Unschedulable time.Time
 	// Complete and Problems are copied into every observation.
 	Complete bool
 	Problems []string
@@ -124,7 +127,7 @@ func (w *World) Observe() observed.State {
 
 // Plan plans one pass over the world.
 func (w *World) Plan() planner.Plan {
-	return planner.Make(w.Desired, w.Observe(), planner.Options{Now: w.Now, Memory: w.Memory, NodeName: "node-1"})
+	return planner.Make(w.Desired, w.Observe(), planner.Options{Now: w.Now, Memory: w.Memory, NodeName: "node-1", Unschedulable: w.Unschedulable})
 }
 
 // Apply executes the whole plan and keeps its memory.
