@@ -31,6 +31,8 @@ type ENIFilter struct {
 	Tags map[string]string
 	// IDs selects these ENIs (any number: sent 100 per call).
 	IDs []string
+	// Status selects ENIs in this state (e.g. Available).
+	Status observed.ENIStatus
 }
 
 // ListENIs returns every ENI matching f, all pages read, sorted by ID. An ID
@@ -64,6 +66,7 @@ func (c *Client) listENIs(ctx context.Context, f ENIFilter, ids []string) ([]obs
 	for page := 1; ; page++ {
 		req := ecs.CreateDescribeNetworkInterfacesRequest()
 		req.InstanceId = f.InstanceID
+		req.Status = string(f.Status)
 		req.MaxResults = requests.NewInteger(c.cfg.PageSize)
 		req.NextToken = token
 		if len(ids) > 0 {
@@ -172,6 +175,10 @@ func (c *Client) CreateENI(ctx context.Context, r CreateENIRequest) (observed.EN
 	req.InstanceType = observed.ENITypeSecondary
 	req.ClientToken = r.ClientToken
 	req.Description = r.Description
+	// Released with the instance it is attached to ("Retain and reuse an
+	// ENI"): a node that dies with ENIs attached leaks none of them. What
+	// a dead node leaves Available, `enid sweep` finds (docs/deploy.md).
+	req.DeleteOnRelease = requests.NewBoolean(true)
 	sgs := slices.Clone(r.SecurityGroups)
 	req.SecurityGroupIds = &sgs
 	if r.IPv4Count > 0 {

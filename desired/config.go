@@ -41,9 +41,23 @@ type VSwitchPolicy string
 const (
 	// VSwitchMostFree picks the vSwitch with the most free addresses.
 	VSwitchMostFree VSwitchPolicy = "most-free"
-	// VSwitchOrdered picks the first listed vSwitch that has room.
+	// VSwitchOrdered picks the first listed vSwitch that has room (those
+	// eni.vSwitchSelector adds come after the listed ones, by ID).
 	VSwitchOrdered VSwitchPolicy = "ordered"
+	// VSwitchRandom picks one of the vSwitches with room at random, with
+	// odds in proportion to their free addresses, from a draw derived from
+	// the instance and the ENI (the plan stays deterministic): a fleet
+	// spreads over the vSwitches without every node taking the emptiest.
+	VSwitchRandom VSwitchPolicy = "random"
 )
+
+// VSwitchSelector selects vSwitches by their tags (DescribeVSwitches'
+// Tag.N filter), in the instance's zone and VPC.
+type VSwitchSelector struct {
+	// Tags must all be on a selected vSwitch; a value "" matches any value
+	// of its key. 1 to 20 tags.
+	Tags map[string]string `json:"tags"`
+}
 
 // IPv4Allocation is the kind of IPv4 address shared-mode pods get from
 // an ENI.
@@ -124,6 +138,13 @@ type Pool struct {
 	// make every node call the API at the same instant. Pods that wait are
 	// never deferred. Zero turns the spread off.
 	SpreadWindow Duration `json:"spreadWindow,omitempty"`
+	// UnschedulableRelease, when not zero, shrinks the idle pool of a node
+	// that has been unschedulable (cordoned, drained) this long to zero:
+	// minIdle, maxIdle and minTotal count as 0 and idle addresses and
+	// empty ENIs go at once; pods still on the node keep theirs, and new
+	// ones (DaemonSet pods) are still served. Uncordoned, the pool grows
+	// back. It needs the Kubernetes API (the Node's spec.unschedulable).
+	UnschedulableRelease Duration `json:"unschedulableRelease,omitempty"`
 }
 
 // ENIConfig says which ENIs enid creates.
@@ -132,7 +153,12 @@ type ENIConfig struct {
 	MaxENIs int `json:"maxENIs"`
 	// VSwitches maps zone ID to the vSwitch IDs pods may use in that zone.
 	VSwitches map[string][]string `json:"vSwitches"`
-	// VSwitchPolicy is most-free or ordered.
+	// VSwitchSelector, when set, adds the vSwitches of the instance's zone
+	// and VPC that carry its tags, as the cloud lists them at every full
+	// observation (resync): a vSwitch tagged later is used from the next
+	// one, an untagged one is no longer chosen for new ENIs.
+	VSwitchSelector *VSwitchSelector `json:"vSwitchSelector,omitempty"`
+	// VSwitchPolicy is most-free, ordered or random.
 	VSwitchPolicy VSwitchPolicy `json:"vSwitchPolicy,omitempty"`
 	// SecurityGroups are attached to every ENI enid creates (1..10).
 	SecurityGroups []string `json:"securityGroups"`

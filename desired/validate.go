@@ -80,6 +80,7 @@ func (c Config) problems() []Problem {
 	v.duration("pool.releaseDelay", p.ReleaseDelay)
 	v.duration("pool.cooldown", p.Cooldown)
 	v.duration("pool.spreadWindow", p.SpreadWindow)
+	v.duration("pool.unschedulableRelease", p.UnschedulableRelease)
 	if p.SpreadWindow > Duration(maxSpreadWindow) {
 		v.add("pool.spreadWindow", "must be at most %s: a longer spread only delays the pool (got %s)", maxSpreadWindow, time.Duration(p.SpreadWindow))
 	}
@@ -160,10 +161,23 @@ func (v *validator) eni(e ENIConfig) {
 			}
 		}
 	}
-	if total == 0 {
+	if sel := e.VSwitchSelector; sel != nil {
+		switch n := len(sel.Tags); {
+		case n == 0:
+			v.add("eni.vSwitchSelector.tags", "at least one tag is required: the vSwitches to use carry it, e.g. {kubernetes.io/role/enid: \"1\"}")
+		case n > 20:
+			v.add("eni.vSwitchSelector.tags", "at most 20 tags (DescribeVSwitches' Tag.N) (got %d)", n)
+		}
+		for _, k := range sortedKeys(sel.Tags) {
+			if k == "" || len(k) > 128 {
+				v.add(fmt.Sprintf("eni.vSwitchSelector.tags[%s]", k), "tag key must be 1 to 128 characters (got %d)", len(k))
+			}
+		}
+	}
+	if total == 0 && e.VSwitchSelector == nil {
 		v.add("eni.vSwitches", "at least one vSwitch is required: list the vSwitches pods may use under their zone, e.g. eni.vSwitches: {cn-hangzhou-k: [vsw-xxxx]}")
 	}
-	v.enum("eni.vSwitchPolicy", string(e.VSwitchPolicy), string(VSwitchMostFree), string(VSwitchOrdered))
+	v.enum("eni.vSwitchPolicy", string(e.VSwitchPolicy), string(VSwitchMostFree), string(VSwitchOrdered), string(VSwitchRandom))
 	switch n := len(e.SecurityGroups); {
 	case n == 0:
 		v.add("eni.securityGroups", "at least one security group is required: list the ones every ENI gets, e.g. eni.securityGroups: [sg-xxxx] (at most 10)")

@@ -56,6 +56,10 @@ type Options struct {
 	Now func() time.Time
 	// Pods turns on the watch of this node's pods (PodFacts).
 	Pods bool
+	// StartupTaint, "key[:Effect]" (ParseTaint: the caller checks it),
+	// is removed from the node once the agent reports Ready (taint.go);
+	// matched by key and effect. "": off.
+	StartupTaint string
 }
 
 // Link is the agent's link to the API server: node labels in; pod events,
@@ -65,6 +69,8 @@ type Link struct {
 	cs  kubernetes.Interface
 	o   Options
 	log *slog.Logger
+	// startupTaint is Options.StartupTaint parsed (nil: off).
+	startupTaint *corev1.Taint
 
 	// kick wakes the worker to write the node status (holds at most one).
 	kick chan struct{}
@@ -86,6 +92,14 @@ type Link struct {
 	// shown is the node status as the informer last saw it (what is on
 	// the server). Guarded by mu.
 	shown shownStatus
+	// taints are the Node's taints as last seen (or as the untaint patch
+	// left them). Guarded by mu.
+	taints []corev1.Taint
+	// unschedulable is the Node's spec.unschedulable as last seen, and
+	// unschedulableOK once the Node was seen; unschedulableSince is when
+	// it was first seen true (zero while false). Guarded by mu.
+	unschedulable, unschedulableOK bool
+	unschedulableSince             time.Time
 	// podStore is the pod watch's store, nil while it is off. Guarded by mu.
 	podStore cache.Store
 	// lastErr is the last failure to watch or write, cleared by a
@@ -110,8 +124,17 @@ func New(cs kubernetes.Interface, o Options) *Link {
 	if o.OnChange == nil {
 		o.OnChange = func() {}
 	}
-	return &Link{cs: cs, o: o, log: o.Logger.With("component", "kube"),
+	l := &Link{cs: cs, o: o, log: o.Logger.With("component", "kube"),
 		kick: make(chan struct{}, 1), pods: make(chan PodStatus, podQueue), seen: make(chan struct{})}
+	if o.StartupTaint != "" {
+		t, err := ParseTaint(o.StartupTaint)
+		if err != nil {
+			l.log.Error("startup taint ignored", "err", err)
+		} else {
+			l.startupTaint = &t
+		}
+	}
+	return l
 }
 
 // NodeLabels returns the Node's labels as last seen; ok is false until the
@@ -214,14 +237,18 @@ func (l *Link) work(ctx context.Context, rec record.EventRecorder) {
 		case <-l.kick:
 		case <-retry.C:
 		}
-		if l.inSync() {
+		if l.inSync() && !l.untaintDue() {
 			continue
 		}
 		if !writes.TryAccept() {
 			retry.Reset(nodeWriteEvery)
 			continue
 		}
-		if err := l.syncNode(ctx); err != nil {
+		err := l.syncNode(ctx)
+		if err == nil && l.untaintDue() {
+			err = l.untaint(ctx)
+		}
+		if err != nil {
 			l.setErr(err.Error())
 			fails++
 			d := min(time.Minute, time.Second<<min(fails-1, 6))
@@ -245,9 +272,24 @@ func (l *Link) sawNode(obj any) {
 		l.labels, l.labelsOK = maps.Clone(n.Labels), true
 	}
 	l.shown = shownOf(n)
+	l.taints = n.Spec.Taints
+	schedChanged := !l.unschedulableOK || l.unschedulable != n.Spec.Unschedulable
+	l.unschedulable, l.unschedulableOK = n.Spec.Unschedulable, true
+	switch {
+	case !n.Spec.Unschedulable:
+		l.unschedulableSince = time.Time{}
+	case l.unschedulableSince.IsZero():
+		l.unschedulableSince = l.o.Now()
+	}
 	l.lastErr = ""
-	stale := l.haveReport && !l.shown.matches(l.report)
+	stale := l.haveReport && !l.shown.matches(l.report) || l.untaintDueLocked()
 	l.mu.Unlock()
+	if schedChanged {
+		l.log.Info("node schedulable", "unschedulable", n.Spec.Unschedulable)
+		if !labelsChanged {
+			l.o.OnChange()
+		}
+	}
 	if labelsChanged {
 		l.log.Info("node labels", "labels", n.Labels)
 		l.o.OnChange()

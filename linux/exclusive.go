@@ -133,13 +133,20 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 			return PodResult{}, err
 		}
 	}
-	if err := d.ensureHostRoutes(hv, ips, ch); err != nil {
+	added, err := d.ensureHostRoutes(hv, ips, ch)
+	if err != nil {
 		return PodResult{}, err
 	}
 	if s.PrefixV6.IsValid() {
 		if err := ensurePermNeigh(d.node.h, hv, s.PrefixV6.Addr(), sv.Attrs().HardwareAddr, "", ch); err != nil {
 			return PodResult{}, err
 		}
+	}
+	// The node sees the pod's service traffic through the veth: a new
+	// binding starts with no conntrack entry of the address's previous
+	// holder (conntrack.go).
+	if err := d.bindFresh(hv, added, ch); err != nil {
+		return PodResult{}, err
 	}
 	return PodResult{
 		HostVeth: hv.Attrs().Name,
@@ -261,7 +268,11 @@ func (d *Datapath) teardownExclusive(ctx context.Context, key observed.Attachmen
 	} else if !isNotFound(err) {
 		return err
 	}
-	return d.teardownVeth(ctx, key, ch)
+	held, err := d.teardownVeth(ctx, key, ch)
+	if err != nil {
+		return err
+	}
+	return d.releaseConntrack(key, held, ch)
 }
 
 // moveOut moves the ENI from the pod back to the node, renamed to its

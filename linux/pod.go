@@ -110,7 +110,8 @@ func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodRe
 	if err := ctx.Err(); err != nil {
 		return PodResult{}, err
 	}
-	if err := d.ensureHostRoutes(hv, ips, ch); err != nil {
+	added, err := d.ensureHostRoutes(hv, ips, ch)
+	if err != nil {
 		return PodResult{}, err
 	}
 	if s.IPv6.IsValid() {
@@ -139,6 +140,11 @@ func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodRe
 		return PodResult{}, err
 	}
 	if err := ensureTBF(pod.h, pv, eg, " in pod", ch); err != nil {
+		return PodResult{}, err
+	}
+	// Last: a new binding starts with no conntrack entry of the address's
+	// previous holder (conntrack.go).
+	if err := d.bindFresh(hv, added, ch); err != nil {
 		return PodResult{}, err
 	}
 	return PodResult{
@@ -355,12 +361,13 @@ func ensureDefault(h *netlink.Handle, l netlink.Link, gw netip.Addr, want bool, 
 
 // ensureHostRoutes makes the main table route each pod address to the
 // host veth, and removes enid's routes (and rules) for addresses the pod
-// no longer has.
-func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Changes) error {
+// no longer has. It returns the addresses it began to route to hv: those
+// newly bound to the attachment.
+func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Changes) (added []netip.Addr, err error) {
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		routes, err := d.hostRoutes(fam)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var want netip.Addr
 		for _, ip := range ips {
@@ -380,16 +387,16 @@ func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Chang
 				continue
 			}
 			if err := d.node.h.RouteDel(&r); err != nil && !isNotFound(mapErr(err)) {
-				return fmt.Errorf("delete route %s: %w", routeString(r), mapErr(err))
+				return nil, fmt.Errorf("delete route %s: %w", routeString(r), mapErr(err))
 			}
 			ch.add("delete route %s", routeString(r))
 			if dst != want {
 				rules, err := d.listRules(fam)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				if err := d.removePodRules(rules, dst, ch); err != nil {
-					return err
+					return nil, err
 				}
 			}
 		}
@@ -405,11 +412,12 @@ func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Chang
 			Family:    fam,
 		}
 		if err := d.node.h.RouteReplace(r); err != nil {
-			return fmt.Errorf("add route %s dev %s: %w", want, hv.Attrs().Name, mapErr(err))
+			return nil, fmt.Errorf("add route %s dev %s: %w", want, hv.Attrs().Name, mapErr(err))
 		}
 		ch.add("add route %s dev %s scope link", hostPrefix(want), hv.Attrs().Name)
+		added = append(added, want)
 	}
-	return nil
+	return added, nil
 }
 
 // TeardownPod removes a shared-mode attachment: its rules and its veth
@@ -420,14 +428,20 @@ func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Chang
 //
 // addrs are the pod's addresses as the caller knows them: their rules are
 // removed even when the veth (and with it the label that records them) is
-// already gone, unless another attachment's veth claims the address.
+// already gone, unless another attachment's veth claims the address. The
+// node's conntrack entries naming the addresses go too (conntrack.go),
+// with the same exception.
 func (d *Datapath) TeardownPod(ctx context.Context, key observed.AttachmentKey, netns string, addrs ...netip.Addr) (Changes, error) {
 	var ch Changes
 	defer d.logChanges("teardown pod", key.String(), &ch)
-	if err := d.teardownVeth(ctx, key, &ch); err != nil {
+	held, err := d.teardownVeth(ctx, key, &ch)
+	if err != nil {
 		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
 	}
 	if err := d.dropPodRules(key, addrs, &ch); err != nil {
+		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
+	}
+	if err := d.releaseConntrack(key, append(held, addrs...), &ch); err != nil {
 		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
 	}
 	if err := d.sweepRules(&ch); err != nil {
@@ -478,25 +492,28 @@ func (d *Datapath) dropPodRules(key observed.AttachmentKey, addrs []netip.Addr, 
 	return nil
 }
 
-// teardownVeth deletes the attachment's rules and host veth, if present.
-func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey, ch *Changes) error {
+// teardownVeth deletes the attachment's rules and host veth, if present,
+// and returns the addresses the veth carried (its label's and those
+// routed to it).
+func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey, ch *Changes) ([]netip.Addr, error) {
 	host := HostVethName(key)
 	hv, err := linkByName(d.node.h, host)
 	if isNotFound(err) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var held []netip.Addr
 	lab, _ := parseLabel(hv.Attrs().Alias) // an unlabelled veth has no recorded addresses
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		routes, err := d.hostRoutes(fam)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rules, err := d.listRules(fam)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ips := map[netip.Addr]bool{}
 		for _, a := range podIPs(lab.IPv4, lab.IPv6) {
@@ -510,17 +527,18 @@ func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey,
 			}
 		}
 		for ip := range ips {
+			held = append(held, ip)
 			if err := d.removePodRules(rules, ip, ch); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := d.node.h.LinkDel(hv); err != nil && !isNotFound(mapErr(err)) {
-		return fmt.Errorf("delete veth %s: %w", host, mapErr(err))
+		return nil, fmt.Errorf("delete veth %s: %w", host, mapErr(err))
 	}
 	ch.add("delete veth %s", host)
-	return nil
+	return held, nil
 }

@@ -19,6 +19,20 @@ type CloudSource interface {
 	// VSwitches describes the given vSwitches. One that does not exist
 	// is left out of the result, without an error: the cloud said so.
 	VSwitches(ctx context.Context, ids []string) ([]VSwitch, error)
+	// SelectVSwitches describes the vSwitches of the VPC and zone that
+	// carry every one of tags (a value "" matches any value).
+	SelectVSwitches(ctx context.Context, vpcID, zoneID string, tags map[string]string) ([]VSwitch, error)
+}
+
+// VSwitchQuery says which vSwitches an observation describes, besides
+// those of the observed ENIs.
+type VSwitchQuery struct {
+	// IDs are the vSwitches the config names.
+	IDs []string
+	// Tags, when not empty, select the vSwitches of the instance's zone
+	// and VPC that carry them (the config's eni.vSwitchSelector); they are
+	// listed in State.SelectedVSwitches.
+	Tags map[string]string
 }
 
 // NodeSource is the kernel half of an observation (linux.Datapath).
@@ -42,10 +56,10 @@ type Sources struct {
 // Collect takes one full observation. Every source is read even when an
 // earlier one failed; each failure is a line in Problems and makes the
 // State incomplete, so a planner never destroys anything on its strength.
-// vSwitchIDs are the vSwitches the config names; those of observed ENIs
-// are added.
-func Collect(ctx context.Context, src Sources, instanceID string, vSwitchIDs []string, now time.Time) State {
-	return Merge(CollectCloud(ctx, src.Cloud, instanceID, vSwitchIDs), CollectNode(ctx, src.Node, src.Published), now)
+// q names the vSwitches the config names or selects; those of observed
+// ENIs are added.
+func Collect(ctx context.Context, src Sources, instanceID string, q VSwitchQuery, now time.Time) State {
+	return Merge(CollectCloud(ctx, src.Cloud, instanceID, q), CollectNode(ctx, src.Node, src.Published), now)
 }
 
 // CloudHalf is the cloud's part of an observation.
@@ -56,6 +70,9 @@ type CloudHalf struct {
 	// UnknownVSwitches are vSwitches asked for that the cloud says do not
 	// exist (State.UnknownVSwitches).
 	UnknownVSwitches []string
+	// SelectedVSwitches are the vSwitches the query's tags selected
+	// (State.SelectedVSwitches).
+	SelectedVSwitches []string
 	// Problems lists what could not be read; empty means whole.
 	Problems []string
 }
@@ -70,15 +87,17 @@ type NodeHalf struct {
 
 // Merge joins the two halves into one observation taken at now.
 func Merge(c CloudHalf, n NodeHalf, now time.Time) State {
-	st := State{Instance: c.Instance, ENIs: c.ENIs, VSwitches: c.VSwitches, UnknownVSwitches: c.UnknownVSwitches, Node: n.Node, At: now,
+	st := State{Instance: c.Instance, ENIs: c.ENIs, VSwitches: c.VSwitches, UnknownVSwitches: c.UnknownVSwitches,
+		SelectedVSwitches: c.SelectedVSwitches, Node: n.Node, At: now,
 		Complete: len(c.Problems) == 0 && len(n.Problems) == 0, NodeComplete: len(n.Problems) == 0}
 	st.Problems = append(append(st.Problems, c.Problems...), n.Problems...)
 	return st
 }
 
 // CollectCloud reads the cloud half: the instance, its ENIs and the
-// vSwitches (those named and those of the ENIs). A nil src is a problem.
-func CollectCloud(ctx context.Context, src CloudSource, instanceID string, vSwitchIDs []string) CloudHalf {
+// vSwitches (those named, those selected by tags in the instance's zone
+// and those of the ENIs). A nil src is a problem.
+func CollectCloud(ctx context.Context, src CloudSource, instanceID string, q VSwitchQuery) CloudHalf {
 	var h CloudHalf
 	fail := func(what string, err error) { h.Problems = append(h.Problems, fmt.Sprintf("%s: %v", what, err)) }
 	if src == nil {
@@ -96,7 +115,27 @@ func CollectCloud(ctx context.Context, src CloudSource, instanceID string, vSwit
 	}
 	slices.SortFunc(enis, func(a, b ENI) int { return strings.Compare(a.ID, b.ID) })
 	h.ENIs = enis
-	ids := slices.Clone(vSwitchIDs)
+	var selected []VSwitch
+	if len(q.Tags) > 0 {
+		switch {
+		case inst.ZoneID == "":
+			fail("select vSwitches by tags", fmt.Errorf("the instance's zone is unknown"))
+		default:
+			sel, err := src.SelectVSwitches(ctx, inst.VPCID, inst.ZoneID, q.Tags)
+			if err != nil {
+				fail("select vSwitches by tags", err)
+			}
+			for _, v := range sel {
+				// The filter is the cloud's; the zone is checked here too.
+				if v.ZoneID == inst.ZoneID && !slices.Contains(h.SelectedVSwitches, v.ID) {
+					selected = append(selected, v)
+					h.SelectedVSwitches = append(h.SelectedVSwitches, v.ID)
+				}
+			}
+			slices.Sort(h.SelectedVSwitches)
+		}
+	}
+	ids := slices.Clone(q.IDs)
 	for _, e := range enis {
 		if e.VSwitchID != "" {
 			ids = append(ids, e.VSwitchID)
@@ -104,13 +143,15 @@ func CollectCloud(ctx context.Context, src CloudSource, instanceID string, vSwit
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
+	// A selected vSwitch is described already.
+	ids = slices.DeleteFunc(ids, func(id string) bool { return slices.Contains(h.SelectedVSwitches, id) })
+	h.VSwitches = selected
 	if len(ids) > 0 {
 		vsw, err := src.VSwitches(ctx, ids)
 		if err != nil {
 			fail("describe vSwitches", err)
 		}
-		slices.SortFunc(vsw, func(a, b VSwitch) int { return strings.Compare(a.ID, b.ID) })
-		h.VSwitches = vsw
+		h.VSwitches = append(h.VSwitches, vsw...)
 		if err == nil {
 			// A vSwitch the cloud does not know (a typo, or deleted in the
 			// console) is a fact, not a failure: the planner skips it and
@@ -122,6 +163,7 @@ func CollectCloud(ctx context.Context, src CloudSource, instanceID string, vSwit
 			}
 		}
 	}
+	slices.SortFunc(h.VSwitches, func(a, b VSwitch) int { return strings.Compare(a.ID, b.ID) })
 	return h
 }
 

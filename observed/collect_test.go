@@ -28,6 +28,10 @@ func (f *fakeCloud) VSwitches(_ context.Context, ids []string) ([]VSwitch, error
 	return out, nil
 }
 
+func (f *fakeCloud) SelectVSwitches(context.Context, string, string, map[string]string) ([]VSwitch, error) {
+	return nil, nil
+}
+
 type fakeNode struct{ node Node }
 
 func (f fakeNode) Observe(context.Context) (Node, error) { return f.node, nil }
@@ -38,7 +42,7 @@ func TestCollectMergesSourcesAndAsksForENIVSwitches(t *testing.T) {
 		enis: []ENI{{ID: "eni-b", VSwitchID: "vsw-2"}, {ID: "eni-a", VSwitchID: "vsw-1"}},
 		vsw:  map[string]VSwitch{"vsw-1": {ID: "vsw-1"}, "vsw-2": {ID: "vsw-2"}},
 	}
-	st := Collect(context.Background(), Sources{Cloud: c, Node: fakeNode{}}, "i-1", []string{"vsw-1"}, time.Unix(0, 0))
+	st := Collect(context.Background(), Sources{Cloud: c, Node: fakeNode{}}, "i-1", VSwitchQuery{IDs: []string{"vsw-1"}}, time.Unix(0, 0))
 	if !st.Complete {
 		t.Fatalf("complete = false: %v", st.Problems)
 	}
@@ -52,7 +56,7 @@ func TestCollectMergesSourcesAndAsksForENIVSwitches(t *testing.T) {
 
 func TestCollectPartialIsIncomplete(t *testing.T) {
 	c := &fakeCloud{eniErr: errors.New("throttled")}
-	st := Collect(context.Background(), Sources{Cloud: c}, "i-1", nil, time.Unix(0, 0))
+	st := Collect(context.Background(), Sources{Cloud: c}, "i-1", VSwitchQuery{}, time.Unix(0, 0))
 	if st.Complete {
 		t.Fatal("complete = true with a failed ENI list and no node source")
 	}

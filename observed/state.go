@@ -40,6 +40,10 @@ type State struct {
 	// UnknownVSwitches lists, sorted, the vSwitches asked for that the
 	// cloud says do not exist (not in VSwitches).
 	UnknownVSwitches []string
+	// SelectedVSwitches lists, sorted, the vSwitches of the instance's
+	// zone that the config's eni.vSwitchSelector selected (by their tags)
+	// at this observation; they are in VSwitches.
+	SelectedVSwitches []string
 	// Node is the kernel half of the observation.
 	Node Node
 	// Complete is false when some part could not be observed. A plan made

@@ -1,13 +1,11 @@
 package planner
 
 // This file plans growth: addresses on attached ENIs, adoption of owned
-// Available ENIs, and new ENIs in a vSwitch chosen by policy.
+// Available ENIs, and new ENIs in a vSwitch chosen by policy (vswitch.go).
 
 import (
 	"slices"
-	"strings"
 
-	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/observed"
 )
 
@@ -145,11 +143,12 @@ func (b *builder) grow(need, n, batch int, why Reason) ([]source, *PodStatus) {
 		if slotCap == 0 {
 			return out, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "instance limits unknown or zero addresses per ENI"}
 		}
-		v, blocked := b.pickVSwitch()
+		v, pick, blocked := b.pickVSwitch(creates)
 		if blocked != nil {
 			return out, blocked
 		}
-		create, k := b.createENI(v, b.createUnits(v, n, batch, slotCap), creates, why)
+		// The create says which vSwitch it took and why (enid plan).
+		create, k := b.createENI(v, b.createUnits(v, n, batch, slotCap), creates, Reason{why.Code, why.Text + "; " + pick})
 		creates++
 		att := b.add(Action{Kind: AttachENI, Target: "new#" + itoa(create), Reason: why, DependsOn: []int{create},
 			ENIRef: create + 1, InstanceID: b.o.Instance.ID,
@@ -243,18 +242,6 @@ func (b *builder) assign(e *eniState, target int, prefix bool, why Reason) (take
 	return taken4
 }
 
-// adoptable returns the index in b.avail of the first owned Available ENI
-// in a vSwitch pods may use in this zone, or -1.
-func (b *builder) adoptable() int {
-	allowed := b.cfg.ENI.VSwitches[b.o.Instance.ZoneID]
-	for i, e := range b.avail {
-		if e.ZoneID == b.o.Instance.ZoneID && slices.Contains(allowed, e.VSwitchID) {
-			return i
-		}
-	}
-	return -1
-}
-
 // eniLimit returns the status for pods that cannot be served because no
 // further ENI may be attached, or nil when one may.
 func (b *builder) eniLimit(planned int) *PodStatus {
@@ -276,104 +263,6 @@ func (b *builder) eniLimit(planned int) *PodStatus {
 		return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonInstanceENILimit, Reason: "instance has " + itoa(b.attached) + " of " + itoa(l) + " ENIs attached (" + itoa(b.attached-1-mine+planned) + " not enid's)"}
 	}
 	return nil
-}
-
-// pickVSwitch chooses the vSwitch for a new ENI by the configured policy:
-// most-free (most available addresses; ties by config order) or ordered
-// (the first in config order with room). vSwitches seen exhausted are
-// skipped until their mark expires.
-func (b *builder) pickVSwitch() (observed.VSwitch, *PodStatus) {
-	zone := b.o.Instance.ZoneID
-	ids := b.cfg.ENI.VSwitches[zone]
-	if len(ids) == 0 {
-		return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no vSwitch configured for zone " + zone}
-	}
-	if len(b.cfg.ENI.SecurityGroups) == 0 {
-		return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no security group configured"}
-	}
-	var best *observed.VSwitch
-	bestFrag := false // best refused a prefix (Memory.Fragmented)
-	unknown := 0
-	var missing []string    // configured vSwitches the cloud says do not exist
-	var fragmented []string // refused a prefix, in strict prefix mode
-	var few []string        // too few addresses for a /28, in strict prefix mode
-	for _, id := range ids {
-		v, ok := b.vsw[id]
-		if !ok && slices.Contains(b.o.UnknownVSwitches, id) {
-			missing = append(missing, id)
-		}
-		if !ok || v.ZoneID != zone {
-			unknown++
-			continue
-		}
-		if until, ok := b.mem.Exhausted[id]; ok && b.now.Before(until) {
-			continue
-		}
-		// Too few addresses, as observed or as this plan's own creates
-		// leave it: skip it now. Only the cloud's refusal is remembered
-		// (Memory.MarkExhausted): a mark taken from a projection would
-		// outlive a plan that is held back or fails, and keep pods
-		// waiting while the vSwitch has room.
-		if v.AvailableIPs < b.createNeeds(id) {
-			if b.strictTooFew(id, 1+prefixSize) {
-				few = append(few, id)
-			}
-			continue
-		}
-		if _, ok := b.growKind(id); !ok {
-			fragmented = append(fragmented, id)
-			continue
-		}
-		// prefer-prefix: a vSwitch that cannot give a prefix (it refused
-		// one, or has too few addresses) serves only when none that gives
-		// prefixes has room.
-		prefix, _ := b.createKind(id)
-		frag := b.allocation() == desired.IPv4PreferPrefix && !prefix
-		switch {
-		case best == nil:
-		case bestFrag && !frag:
-		case frag && !bestFrag, b.cfg.ENI.VSwitchPolicy == "ordered", v.AvailableIPs <= best.AvailableIPs:
-			continue
-		}
-		vv := v
-		best, bestFrag = &vv, frag
-		if b.cfg.ENI.VSwitchPolicy == "ordered" && !frag {
-			break
-		}
-	}
-	if best == nil {
-		gone := ""
-		if len(missing) > 0 {
-			gone = "vSwitch " + strings.Join(missing, ", ") + " does not exist"
-		}
-		switch {
-		case unknown == len(ids) && len(missing) > 0:
-			// Pending: the config (GitOps) or the console can fix it while
-			// pods wait, and they start then.
-			return observed.VSwitch{}, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchUnknown,
-				Reason: "no usable vSwitch in zone " + zone + ": " + gone + "; waiting for the config or the cloud to change"}
-		case unknown == len(ids):
-			return observed.VSwitch{}, &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no configured vSwitch of zone " + zone + " was found"}
-		case len(fragmented) > 0:
-			return observed.VSwitch{}, b.fragmentedStatus(fragmented[0])
-		}
-		var why []string
-		if gone != "" {
-			why = append(why, gone)
-		}
-		if len(few) > 0 {
-			why = append(why, b.tooFewText(few[0], 1+prefixSize, "a new ENI with a /28 prefix"))
-		}
-		reason := "every vSwitch of zone " + zone + " is exhausted; waiting for addresses to free up"
-		if len(why) > 0 {
-			reason = "every vSwitch of zone " + zone + " is exhausted (" + strings.Join(why, "; ") + "); waiting for addresses to free up"
-		}
-		// Pending, not Failed: addresses free up and skip marks expire, and
-		// a CNI ADD that waits then succeeds where a failure would only
-		// send kubelet into its sandbox-retry backoff.
-		return observed.VSwitch{}, &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchExhausted, Reason: reason}
-	}
-	return *best, nil
 }
 
 // liftExhausted drops the exhausted mark of a vSwitch that shows more free

@@ -130,7 +130,7 @@ func (b *builder) podActions() {
 				Pod: &PodTarget{
 					Key: p.key, Revision: p.entry.Revision, Namespace: p.entry.PodNamespace, Name: p.entry.PodName,
 					NetNS: p.entry.NetNS, IfName: p.key.IfName, IPv4: p.ipv4, IPv6: p.ipv6,
-					ENIID: e.eni.ID, ENIMAC: e.eni.MAC, Bandwidth: p.entry.Bandwidth, MTU: b.cfg.ENI.MTU,
+					ENIID: e.eni.ID, ENIMAC: e.eni.MAC, Bandwidth: p.entry.Bandwidth, MTU: b.podMTU(e.eni.MAC),
 				},
 			}
 			if exclusive {

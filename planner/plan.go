@@ -25,6 +25,12 @@ type Options struct {
 	// AdmittedFor is how long a pod the kubelet admitted counts as demand
 	// while it has never had an entry (0: DefaultAdmittedFor).
 	AdmittedFor time.Duration
+	// Unschedulable is when the node was first seen unschedulable
+	// (cordoned or drained: its Node's spec.unschedulable, from the
+	// Kubernetes link); zero while it is schedulable or nobody knows. With
+	// pool.unschedulableRelease, the pool shrinks that long after it
+	// (unschedulable.go).
+	Unschedulable time.Time
 }
 
 // Defaults for zero Options fields.
@@ -177,6 +183,9 @@ const (
 	ReasonPoolBelowMinTotal ReasonCode = "pool-below-min-total"
 	ReasonPodsWaiting       ReasonCode = "pods-waiting"
 	ReasonIdleAboveMax      ReasonCode = "idle-above-max"
+	// ReasonNodeUnschedulable: the node has been unschedulable for
+	// pool.unschedulableRelease; its idle pool goes (an action reason).
+	ReasonNodeUnschedulable ReasonCode = "node-unschedulable"
 	ReasonENIUnconfigured   ReasonCode = "eni-unconfigured"
 	ReasonAdoptENI          ReasonCode = "adopt-available-eni"
 	ReasonLeakedENI         ReasonCode = "leaked-eni"

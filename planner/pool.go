@@ -54,6 +54,11 @@ func (b *builder) shared() {
 func (b *builder) setPool(cooling int) {
 	waiting := b.bindNew()
 	pp := b.policy()
+	// After a change of the pool's knobs, optional work waits for this
+	// node's turn (spread.go); growth for waiting pods never does. The
+	// knobs are the config's: a cordon is no change of them.
+	spread := b.spreading(pp)
+	pp = b.cordonPolicy(pp)
 
 	used, sticky, gone := b.countHeld()
 	total, idle := 0, 0
@@ -76,9 +81,6 @@ func (b *builder) setPool(cooling int) {
 	if need > 0 {
 		grow = min(roundUp(need, pp.batch), max(need, len(waiting)+pp.maxIdle-idle))
 	}
-	// After a change of the pool's knobs, optional work waits for this
-	// node's turn (spread.go); growth for waiting pods never does.
-	spread := b.spreading(pp)
 	switch {
 	case spread && len(waiting) == 0:
 		grow = 0

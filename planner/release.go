@@ -32,10 +32,15 @@ func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
 	if b.mem.IdleAboveMaxSince.IsZero() {
 		b.mem.IdleAboveMaxSince = b.now
 	}
-	if b.now.Sub(b.mem.IdleAboveMaxSince) < b.cfg.Pool.ReleaseDelay.D() {
+	cordoned := b.cordoned()
+	if !cordoned && b.now.Sub(b.mem.IdleAboveMaxSince) < b.cfg.Pool.ReleaseDelay.D() {
 		return
 	}
 	why := Reason{ReasonIdleAboveMax, "idle " + itoa(idle) + " > maxIdle " + itoa(pp.maxIdle) + " since " + b.mem.IdleAboveMaxSince.UTC().Format(rfc3339)}
+	if cordoned {
+		// The wait was pool.unschedulableRelease (unschedulable.go).
+		why = b.cordonReason(idle)
+	}
 	for _, e := range slices.Backward(b.usable) {
 		u := b.units(e.eni)
 		if e.used == 0 && e.held == 0 && u > 0 && u == b.freeSlots(e) && u <= excess {

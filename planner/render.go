@@ -162,6 +162,9 @@ func describe(a Action) string {
 		if a.GatewayV6.IsValid() {
 			w.WriteString(" via " + a.GatewayV6.String())
 		}
+		if a.MTU > 0 {
+			w.WriteString(" mtu " + itoa(a.MTU))
+		}
 	case SetupPod, MoveENI, TeardownPod, ReturnENI:
 		if a.Pod != nil {
 			pair(&w, a.Pod.IPv4, a.Pod.IPv6)
@@ -169,6 +172,9 @@ func describe(a Action) string {
 				w.WriteString(" on " + a.Pod.ENIID)
 			} else if a.Pod.ENIMAC != "" {
 				w.WriteString(" on " + a.Pod.ENIMAC)
+			}
+			if a.Pod.MTU > 0 && (a.Kind == SetupPod || a.Kind == MoveENI) {
+				w.WriteString(" mtu " + itoa(a.Pod.MTU))
 			}
 		}
 	case PublishStatus:

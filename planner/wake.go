@@ -12,7 +12,8 @@ import (
 // being skipped (exhausted, or fragmented: no prefix asked of it), a
 // security-group set the cloud refused may be created again, a leaked
 // ENI's grace ends, an entry whose netns is gone is given up, an admitted
-// pod without an entry stops counting as demand. The agent plans again
+// pod without an entry stops counting as demand, an unschedulable node's
+// pool is to shrink (pool.unschedulableRelease). The agent plans again
 // then. It reports false when no such time is pending.
 func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) {
 	var next time.Time
@@ -61,5 +62,8 @@ func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) 
 		consider(t.Add(cfg.StaleEntryTimeout.D()))
 	}
 	m.admittedDeadlines(opt, consider)
+	if d := cfg.Pool.UnschedulableRelease.D(); d > 0 && !opt.Unschedulable.IsZero() {
+		consider(opt.Unschedulable.Add(d))
+	}
 	return next, !next.IsZero()
 }

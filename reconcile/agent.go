@@ -559,7 +559,7 @@ func (a *Agent) pass(ctx context.Context) {
 	a.metrics.planSeconds.Observe(time.Since(start).Seconds())
 	prev := a.lastPlan
 	a.lastPlan = p
-	a.deadline, _ = p.Memory.NextDeadline(d.Config, planner.Options{Now: now})
+	a.deadline, _ = p.Memory.NextDeadline(d.Config, a.planning.Options(now))
 	a.cache.setStarved(p.Pool.Waiting > 0 && len(p.Memory.Exhausted) > 0)
 	a.metrics.unknownVSw.Reset()
 	for _, id := range o.UnknownVSwitches {

@@ -32,6 +32,7 @@ func (a *Agent) carryCloud(st *observed.State, now time.Time) {
 		return
 	}
 	st.Instance, st.ENIs, st.VSwitches, st.UnknownVSwitches = prev.Instance, prev.ENIs, prev.VSwitches, prev.UnknownVSwitches
+	st.SelectedVSwitches = prev.SelectedVSwitches
 	st.CloudFrom = prev.CloudFrom
 	if prev.Complete {
 		st.CloudFrom = prev.At

@@ -33,7 +33,7 @@ type fetch struct {
 // doing, and a leaked one is deleted only after its 5-minute grace anyway.
 // The agent carries the ones it knows.
 func (a *Agent) startFetch(ctx context.Context, cfg desired.Config, now time.Time) {
-	vsw := vSwitchIDs(cfg)
+	vsw := vSwitchQuery(cfg)
 	cs := cloudSource{c: a.cfg.Cloud, known: a.instance}
 	if routine, prev := a.cache.routine(); routine {
 		a.routineRefreshes++

@@ -18,6 +18,7 @@ type Cloud interface {
 	Instance(ctx context.Context, instanceID string) (observed.Instance, error)
 	ListENIs(ctx context.Context, f cloud.ENIFilter) ([]observed.ENI, error)
 	VSwitches(ctx context.Context, ids []string) ([]observed.VSwitch, error)
+	SelectVSwitches(ctx context.Context, vpcID, zoneID string, tags map[string]string) ([]observed.VSwitch, error)
 	CreateENI(ctx context.Context, r cloud.CreateENIRequest) (observed.ENI, error)
 	AttachENI(ctx context.Context, eniID, instanceID string) error
 	DetachENI(ctx context.Context, eniID, instanceID string) error

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"maps"
 	"net/netip"
+	"time"
 
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/observed"
@@ -27,6 +28,10 @@ type Kube interface {
 	PodFacts(namespace, name, uid string) (facts PodFacts, ok bool)
 	// State says how the link is doing, for the heartbeat and `enid status`.
 	State() string
+	// NodeUnschedulable returns since when this node's Node has been
+	// unschedulable (cordoned, drained), zero while it is schedulable or
+	// the Node was not seen.
+	NodeUnschedulable() time.Time
 }
 
 // PodFacts are a pod's annotations and whether a StatefulSet owns it.
@@ -147,4 +152,13 @@ func (pl *Planning) addPodFacts(d *desired.State) {
 		}
 		d.Entries[i].Annotations = ann
 	}
+}
+
+// unschedulable is since when the node has been unschedulable, from the
+// link (zero without one).
+func (pl *Planning) unschedulable() time.Time {
+	if pl.Kube == nil {
+		return time.Time{}
+	}
+	return pl.Kube.NodeUnschedulable()
 }

@@ -22,6 +22,8 @@ type memKube struct {
 	pods   []PodReport
 	nodes  []NodeReport
 	facts  map[string]PodFacts // by namespace/name
+	// cordoned is since when the node is unschedulable (zero: it is not).
+	cordoned time.Time
 }
 
 func (k *memKube) NodeLabels() (map[string]string, bool) {
@@ -50,6 +52,18 @@ func (k *memKube) PodFacts(namespace, name, _ string) (PodFacts, bool) {
 }
 
 func (k *memKube) State() string { return "connected" }
+
+func (k *memKube) NodeUnschedulable() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cordoned
+}
+
+func (k *memKube) cordon(since time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cordoned = since
+}
 
 func (k *memKube) setLabels(l map[string]string) {
 	k.mu.Lock()
@@ -211,4 +225,61 @@ func TestKubeNodeReportExclusive(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestKubeCordon (issue 26 item 5): a node the link says is unschedulable
+// gives back its idle pool once pool.unschedulableRelease has passed (the
+// agent wakes for it by itself, and releaseDelay does not apply), keeps the
+// address of its pod, and grows the pool back when it is schedulable again.
+func TestKubeCordon(t *testing.T) {
+	w := newWorld(t, ecssim.Config{Delays: ecssim.Delays{Attach: 20 * time.Millisecond, Detach: 20 * time.Millisecond}},
+		"pool: {minIdle: 3, maxIdle: 4, batch: 3, releaseDelay: 1h, unschedulableRelease: 500ms}\n")
+	k := &memKube{labels: map[string]string{}}
+	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: NewNoDatapathMust(t),
+		Heartbeat: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler), Kube: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	held := func() (enis, addrs int) {
+		for _, e := range w.sim.Dump().ENIs {
+			if e.Type != "Primary" && e.Tags[observed.TagOwner] == w.inst.ID {
+				enis++
+				addrs += len(e.IPv4)
+			}
+		}
+		return enis, addrs
+	}
+	waitHeld := func(what string, ok func(enis, addrs int) bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			e, n := held()
+			if ok(e, n) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d ENIs holding %d addresses", what, e, n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	w.addPod(0)
+	a.Wake()
+	waitHeld("the warm pool", func(_, n int) bool { return n >= 4 })
+	k.cordon(time.Now())
+	a.Wake() // as the link's OnChange does
+	// Only the pod's address is left: the delay's end wakes the agent.
+	waitHeld("the pool given back", func(e, n int) bool { return e == 1 && n == 1 })
+	k.cordon(time.Time{})
+	a.Wake()
+	waitHeld("the pool back", func(_, n int) bool { return n >= 4 })
 }

@@ -55,6 +55,11 @@ func (s cloudSource) VSwitches(ctx context.Context, ids []string) ([]observed.VS
 	return vsw, err
 }
 
+// SelectVSwitches describes the vSwitches the config's selector selects.
+func (s cloudSource) SelectVSwitches(ctx context.Context, vpcID, zoneID string, tags map[string]string) ([]observed.VSwitch, error) {
+	return s.c.SelectVSwitches(ctx, vpcID, zoneID, tags)
+}
+
 // ENIs lists the ENIs attached to the instance and those carrying our
 // owner tag (attached or not: an Available one is in flight or leaked).
 func (s cloudSource) ENIs(ctx context.Context, id string) ([]observed.ENI, error) {

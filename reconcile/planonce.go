@@ -63,7 +63,16 @@ func (pl *Planning) Complete(d *desired.State) {
 // memory m at now.
 func (pl *Planning) Plan(d desired.State, o observed.State, m planner.Memory, now time.Time) planner.Plan {
 	o.Node.MissingNetNS = pl.missingNetNS(d)
-	return planner.Make(d, o, planner.Options{Now: now, Memory: m, NodeName: pl.NodeName})
+	opt := pl.Options(now)
+	opt.Memory = m
+	return planner.Make(d, o, opt)
+}
+
+// Options are the planner's options of a pass at now: the node's name,
+// and whether it is cordoned (from the Kubernetes link). NextDeadline
+// takes the same.
+func (pl *Planning) Options(now time.Time) planner.Options {
+	return planner.Options{Now: now, NodeName: pl.NodeName, Unschedulable: pl.unschedulable()}
 }
 
 // PlanResult is what PlanOnce planned and from what.
@@ -115,7 +124,7 @@ func PlanOnce(ctx context.Context, in Config, o *observed.State) (PlanResult, er
 	} else {
 		src := NewSources(in.Cloud, in.Datapath, status.NewStore(in.Paths.Statuses))
 		src.Cloud = cloudSource{c: in.Cloud, known: inst} // described above: not again
-		r.Observed = observed.Collect(ctx, src, in.InstanceID, vSwitchIDs(r.Desired.Config), now)
+		r.Observed = observed.Collect(ctx, src, in.InstanceID, vSwitchQuery(r.Desired.Config), now)
 	}
 	m, err := ReadMemory(in.Paths.StateDir)
 	if err != nil {
@@ -144,11 +153,15 @@ func nodeLabels(k Kube, configured map[string]string) map[string]string {
 	return l
 }
 
-// vSwitchIDs lists the vSwitches the config names, in every zone.
-func vSwitchIDs(cfg desired.Config) []string {
-	var vsw []string
+// vSwitchQuery names the vSwitches the config names, in every zone, and
+// the tags of its selector.
+func vSwitchQuery(cfg desired.Config) observed.VSwitchQuery {
+	var q observed.VSwitchQuery
 	for _, ids := range cfg.ENI.VSwitches {
-		vsw = append(vsw, ids...)
+		q.IDs = append(q.IDs, ids...)
 	}
-	return vsw
+	if sel := cfg.ENI.VSwitchSelector; sel != nil {
+		q.Tags = sel.Tags
+	}
+	return q
 }

@@ -17,6 +17,10 @@ import (
 //	POST /_sim/settings        replace the run-time Settings (JSON)
 //	POST /_sim/fragment        {"VSwitchID":"vsw-x"}: FragmentVSwitch; answers {"Addresses":n}
 //	POST /_sim/defragment      {"VSwitchID":"vsw-x"}: DefragmentVSwitch; answers {"Addresses":n}
+//	POST /_sim/release-instance {"InstanceID":"i-x"}: ReleaseInstance; answers {"Deleted":[...],"Kept":[...]}
+//	POST /_sim/stop-instance   {"InstanceID":"i-x"}: StopInstance
+//	POST /_sim/start-instance  {"InstanceID":"i-x"}: StartInstance
+//	POST /_sim/tag-vswitch     {"VSwitchID":"vsw-x","Tags":{...}}: TagVSwitch (a value "" removes the key)
 //
 // Durations in the JSON bodies are nanoseconds (time.Duration). It is not
 // authenticated: the simulator is for loopback use.
@@ -68,6 +72,38 @@ func (s *Server) serveControl(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		v = AddressCount{Addresses: n}
+	case "POST /_sim/release-instance", "POST /_sim/stop-instance", "POST /_sim/start-instance":
+		var req InstanceRequest
+		if err := decodeBody(r, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var err error
+		switch r.URL.Path {
+		case "/_sim/release-instance":
+			var rel Released
+			rel.Deleted, rel.Kept, err = s.ReleaseInstance(req.InstanceID)
+			v = rel
+		case "/_sim/stop-instance":
+			err, v = s.StopInstance(req.InstanceID), struct{}{}
+		default:
+			err, v = s.StartInstance(req.InstanceID), struct{}{}
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+	case "POST /_sim/tag-vswitch":
+		var req TagRequest
+		if err := decodeBody(r, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := s.TagVSwitch(req.VSwitchID, req.Tags); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		v = struct{}{}
 	default:
 		http.Error(w, fmt.Sprintf("no control endpoint %s %s", r.Method, r.URL.Path), http.StatusNotFound)
 		return
@@ -98,4 +134,22 @@ type VSwitchRequest struct {
 // addresses were taken or released.
 type AddressCount struct {
 	Addresses int
+}
+
+// InstanceRequest is the body of POST /_sim/release-instance,
+// /_sim/stop-instance and /_sim/start-instance.
+type InstanceRequest struct {
+	InstanceID string
+}
+
+// Released answers POST /_sim/release-instance: the ENIs deleted with the
+// instance and those left Available.
+type Released struct {
+	Deleted, Kept []string
+}
+
+// TagRequest is the body of POST /_sim/tag-vswitch.
+type TagRequest struct {
+	VSwitchID string
+	Tags      map[string]string
 }

@@ -118,7 +118,7 @@ func (s *Server) describeInstances(c call) (obj, error) {
 			return nil, apiErr("InvalidParameter", "At most 100 InstanceIds are allowed.")
 		}
 	}
-	vpc, vsw, zone, typ := p.Get("VpcId"), p.Get("VSwitchId"), p.Get("ZoneId"), p.Get("InstanceType")
+	vpc, vsw, zone, typ, status := p.Get("VpcId"), p.Get("VSwitchId"), p.Get("ZoneId"), p.Get("InstanceType"), p.Get("Status")
 
 	s.mu.Lock()
 	view := s.viewENIsLocked()
@@ -131,7 +131,8 @@ func (s *Server) describeInstances(c call) (obj, error) {
 			vpc != "" && vpc != s.m.vpcID,
 			vsw != "" && vsw != in.VSwitchID,
 			zone != "" && zone != in.ZoneID,
-			typ != "" && typ != in.InstanceType:
+			typ != "" && typ != in.InstanceType,
+			status != "" && status != in.status():
 			continue
 		}
 		match = append(match, s.renderInstanceLocked(in, view))
@@ -174,7 +175,7 @@ func (s *Server) renderInstanceLocked(in InstanceState, view []*ENIState) obj {
 	return obj{
 		"InstanceId": in.ID, "InstanceName": in.ID, "HostName": strings.TrimPrefix(in.ID, "i-"),
 		"RegionId": s.m.region, "ZoneId": in.ZoneID, "InstanceType": in.InstanceType, "InstanceTypeFamily": t.Family,
-		"Cpu": t.CPUCores, "Memory": int(t.MemoryGiB * 1024), "Status": "Running", "InstanceNetworkType": "vpc",
+		"Cpu": t.CPUCores, "Memory": int(t.MemoryGiB * 1024), "Status": in.status(), "InstanceNetworkType": "vpc",
 		"OSType": "linux", "CreationTime": fmtTime(in.CreatedAt),
 		"VpcAttributes": obj{"VpcId": s.m.vpcID, "VSwitchId": in.VSwitchID, "NatIpAddress": "",
 			"PrivateIpAddress": obj{"IpAddress": []string{primaryIP}}},

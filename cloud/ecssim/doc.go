@@ -84,7 +84,24 @@
 //     mutation of either meanwhile gets OperationConflict. Attach and
 //     detach naming a missing instance get InvalidEcsId.NotFound.
 //   - Tags (TagKey/TagValue on ENIs, Key/Value on vSwitches; filters by
-//     Tag.N) and security groups (must exist; Config.SecurityGroups).
+//     Tag.N, every tag given must match, a key without a value matches any
+//     value) and security groups (must exist; Config.SecurityGroups).
+//     TagVSwitch (POST /_sim/tag-vswitch) tags a vSwitch at run time, as
+//     VPC's TagResources does.
+//   - Instance lifecycle (lifecycle.go): StopInstance and StartInstance
+//     (Status Stopped or Running in DescribeInstances and its Status
+//     filter; the ENIs stay attached), and ReleaseInstance, what
+//     DeleteInstance or an expiring spot or subscription instance does.
+//     From ECS's "Retain and reuse an ENI" (user guide, 2026-02): each
+//     attached ENI is released or retained by its "Delete on instance
+//     release" setting, CreateNetworkInterface's DeleteOnRelease (stored,
+//     and reported by Describe); a retained secondary ENI is detached and
+//     left Available with its addresses, tags and security groups. The
+//     primary ENI goes with the instance. The API models name no default
+//     for DeleteOnRelease at CreateNetworkInterface: absent is taken as
+//     false (retained), the behaviour the older ENI guide describes for an
+//     ENI created on its own. Afterwards the instance is not listed, and
+//     attach and detach naming it answer InvalidEcsId.NotFound.
 //   - Metadata service on its own listener, consistent with the model:
 //     instance facts, network/interfaces/macs/<mac>/... for InUse ENIs once
 //     Config.MetadataLag has passed, the PUT /latest/api/token flow
@@ -173,7 +190,9 @@
 // are set in Config and at run time with InjectFault and SetSettings or the
 // control API on the API listener: GET /_sim/counters, POST
 // /_sim/reset-counters, GET /_sim/state, POST /_sim/faults, GET and POST
-// /_sim/settings, POST /_sim/fragment and /_sim/defragment. Counters count every call by action and outcome ("ok" or
+// /_sim/settings, POST /_sim/fragment and /_sim/defragment, POST
+// /_sim/release-instance, /_sim/stop-instance, /_sim/start-instance and
+// /_sim/tag-vswitch. Counters count every call by action and outcome ("ok" or
 // the error code). Dump returns the whole model; Config.StateFile persists
 // it across restarts. Hooks let a test give an attached ENI a real device
 // and route its addresses.
@@ -198,13 +217,16 @@
 // serves here), the exact code ECS answers for a prefix the ENI does not
 // hold (taken as InvalidIp.IpUnassigned, as for addresses), prefixes in
 // the metadata service and in DescribeNetworkInterfaces' PrivateIpAddress
-// filter, ENI attributes other than security groups and Description (name, queues, DeleteOnRelease, ... are accepted
-// and ignored), security groups' VPC and network type (every group is of
+// filter, ENI attributes other than security groups, Description and
+// DeleteOnRelease (name, queues, ... are accepted and ignored; a change of
+// DeleteOnRelease by ModifyNetworkInterfaceAttribute is not modelled), security groups' VPC and network type (every group is of
 // the one VPC: no InvalidOperation.VpcMismatch), per-group instance limits
 // (SecurityGroupInstanceLimitExceed), a delay before a group change takes
-// effect, EIPs, security group rules, instance
-// lifecycle (instances are always Running, so InvalidOperation.InvalidEcsState
-// only comes as a scripted fault), NetworkCardIndex, quotas other than the
+// effect, EIPs, security group rules, the instance states Pending,
+// Starting and Stopping (stop and start are immediate, so
+// InvalidOperation.InvalidEcsState only comes as a scripted fault), the
+// ECS actions that create, stop, start and release instances (the model's
+// methods and the control API stand in for them), NetworkCardIndex, quotas other than the
 // ENI count, LastTokenProcessing and Rejected.Throttling (scripted only), the
 // ClientToken validity period (tokens are remembered for the server's life,
 // not persisted in StateFile), HTTP statuses ECS does not document

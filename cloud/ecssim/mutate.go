@@ -169,6 +169,15 @@ func (s *Server) createNetworkInterface(c call) (obj, error) {
 	default:
 		return nil, apiErr("InvalidParameter", "NetworkInterfaceTrafficMode %q must be Standard or HighPerformance.", mode)
 	}
+	// DeleteOnRelease is a Boolean (v7 model): "true" or "false".
+	delOnRelease := false
+	switch v := p.Get("DeleteOnRelease"); v {
+	case "", "false":
+	case "true":
+		delOnRelease = true
+	default:
+		return nil, apiErr("InvalidParameter", "DeleteOnRelease %q must be true or false.", v)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, err := s.m.createENI(newENIParams{vswID: vsw, sgs: sgs, tags: tg, secondary: sec, primary: primary, addrs: addrs,
@@ -177,6 +186,7 @@ func (s *Server) createNetworkInterface(c call) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.DeleteOnRelease = delOnRelease
 	// Reads lag a creation too: for a while the new ENI is not listed.
 	if s.run.StaleReads > 0 {
 		s.stale[e.ID] = staleENI{until: s.now().Add(s.run.StaleReads)}

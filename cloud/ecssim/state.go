@@ -28,6 +28,9 @@ type InstanceState struct {
 	PrimaryENI     string
 	SecurityGroups []string
 	CreatedAt      time.Time
+	// Status is Running or Stopped ("" in a state file written before
+	// instances had a status: Running). A released instance is gone.
+	Status string `json:",omitempty"`
 }
 
 // ENIState is one simulated ENI.
@@ -53,7 +56,11 @@ type ENIState struct {
 	DeviceIndex    int
 	Description    string
 	TrafficMode    string
-	CreatedAt      time.Time
+	// DeleteOnRelease is CreateNetworkInterface's DeleteOnRelease: the ENI
+	// is deleted with the instance it is attached to when that instance is
+	// released, rather than detached and kept (ReleaseInstance).
+	DeleteOnRelease bool `json:",omitempty"`
+	CreatedAt       time.Time
 	// InUseAt is when the ENI last became InUse (metadata lag counts from it).
 	InUseAt time.Time
 }

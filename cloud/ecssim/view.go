@@ -71,7 +71,7 @@ func renderENI(e *ENIState) obj {
 		"PrivateIpAddress": e.PrimaryIP.String(), "VpcId": e.VPCID, "VSwitchId": e.VSwitchID, "ZoneId": e.ZoneID,
 		"InstanceId": e.InstanceID, "CreationTime": e.CreatedAt.UTC().Format(timeFormat),
 		"NetworkInterfaceTrafficMode": e.TrafficMode, "Description": e.Description, "NetworkInterfaceName": "",
-		"ResourceGroupId": "", "DeleteOnRelease": e.Type == "Primary", "SourceDestCheck": false,
+		"ResourceGroupId": "", "DeleteOnRelease": e.Type == "Primary" || e.DeleteOnRelease, "SourceDestCheck": false,
 		"SecurityGroupIds": obj{"SecurityGroupId": orEmpty(e.SecurityGroups)},
 		"PrivateIpSets":    obj{"PrivateIpSet": ips},
 		"Ipv6Sets":         obj{"Ipv6Set": v6},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync/atomic"
@@ -21,6 +22,9 @@ type kubeFlags struct {
 	qps        float32
 	burst      int
 	eventQPS   float32
+	// startupTaint is "key[:Effect]" to remove from the node once the
+	// agent serves ("": none).
+	startupTaint string
 }
 
 func (k *kubeFlags) register(fs *pflag.FlagSet) {
@@ -28,6 +32,7 @@ func (k *kubeFlags) register(fs *pflag.FlagSet) {
 	fs.Float32Var(&k.qps, "kube-api-qps", kube.DefaultQPS, "client-side rate limit of Kubernetes API requests (per second)")
 	fs.IntVar(&k.burst, "kube-api-burst", kube.DefaultBurst, "burst of Kubernetes API requests")
 	fs.Float32Var(&k.eventQPS, "kube-event-qps", kube.DefaultEventQPS, "rate of pod event writes (per second, node-wide)")
+	fs.StringVar(&k.startupTaint, "startup-taint", "", "taint (key[:Effect], Effect NoSchedule by default) to remove from this node once the agent serves; never added back (e.g. "+kube.DefaultStartupTaint+"; needs patch on nodes)")
 }
 
 // labelWait bounds how long the agent waits at start for its Node's labels
@@ -55,10 +60,15 @@ func startKube(ctx context.Context, k *kubeFlags, nodeName string, sim bool, log
 	if err != nil {
 		return nil, nil, err
 	}
+	if k.startupTaint != "" {
+		if _, err := kube.ParseTaint(k.startupTaint); err != nil {
+			return nil, nil, fmt.Errorf("--startup-taint: %w", err)
+		}
+	}
 	// client-go logs through klog, a process-wide logger: route it into
 	// the agent's log, once, here where the process is wired.
 	klog.SetSlogLogger(log.With("component", "client-go"))
-	link = kube.New(cs, kube.Options{NodeName: nodeName, Logger: log, EventQPS: k.eventQPS, Pods: true,
+	link = kube.New(cs, kube.Options{NodeName: nodeName, Logger: log, EventQPS: k.eventQPS, Pods: true, StartupTaint: k.startupTaint,
 		OnChange: func() {
 			if w := wake.Load(); w != nil {
 				(*w)()
@@ -86,6 +96,8 @@ type kubeAdapter struct{ l *kube.Link }
 func (k kubeAdapter) NodeLabels() (map[string]string, bool) { return k.l.NodeLabels() }
 
 func (k kubeAdapter) State() string { return k.l.State() }
+
+func (k kubeAdapter) NodeUnschedulable() time.Time { return k.l.UnschedulableSince() }
 
 func (k kubeAdapter) PodStatus(r reconcile.PodReport) {
 	s := kube.PodStatus{Namespace: r.Namespace, Name: r.Name, UID: r.UID, Attachment: r.Key.String(),

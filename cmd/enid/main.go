@@ -1,4 +1,4 @@
-// Command enid is the node agent and its CLI: run, plan, status, sim, demo,
+// Command enid is the node agent and its CLI: run, plan, status, sweep, sim, demo,
 // version. This file holds wiring and flags only.
 package main
 

@@ -124,8 +124,26 @@ type cloudSetup struct {
 	instanceID string
 }
 
-// newCloud builds the cloud client from the config and the environment.
+// newCloud builds the cloud client from the config and the environment,
+// and finds this instance's ID.
 func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.Logger, obs cloud.Observer) (cloudSetup, error) {
+	cs, err := newCloudClient(ctx, f, cfg, log, obs)
+	if err != nil {
+		return cloudSetup{}, err
+	}
+	id := f.instanceID
+	if id == "" {
+		if id, err = cs.metadata.InstanceID(ctx); err != nil {
+			return cloudSetup{}, fmt.Errorf("find this instance's ID (use --instance-id or %s): %w", envMetadataEndpoint, err)
+		}
+	}
+	cs.instanceID = id
+	return cs, nil
+}
+
+// newCloudClient builds the cloud client from the config and the
+// environment, without naming an instance (`enid sweep` acts for none).
+func newCloudClient(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.Logger, obs cloud.Observer) (cloudSetup, error) {
 	endpoint := cfg.Cloud.Endpoint
 	if v := f.getenv(envECSEndpoint); v != "" {
 		endpoint = v
@@ -159,13 +177,7 @@ func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.L
 	if err != nil {
 		return cloudSetup{}, err
 	}
-	id := f.instanceID
-	if id == "" {
-		if id, err = md.InstanceID(ctx); err != nil {
-			return cloudSetup{}, fmt.Errorf("find this instance's ID (use --instance-id or %s): %w", envMetadataEndpoint, err)
-		}
-	}
-	return cloudSetup{client: c, metadata: md, instanceID: id}, nil
+	return cloudSetup{client: c, metadata: md}, nil
 }
 
 // newDatapath picks the datapath: the kernel when root (or asked), else a

@@ -140,10 +140,13 @@ type volume struct {
 	Name      string
 	ConfigMap *struct {
 		Name  string
-		Items []struct{ Key, Path string }
+		Items []keyPath
 	}
 	HostPath *struct{ Path, Type string }
 }
+
+// keyPath is one item of a ConfigMap volume.
+type keyPath struct{ Key, Path string }
 
 type configMap struct {
 	Metadata meta
@@ -153,6 +156,24 @@ type configMap struct {
 type clusterRole struct {
 	Metadata meta
 	Rules    []struct{ APIGroups, Resources, Verbs []string }
+}
+
+// cronJob holds the sweep CronJob's fields the checks read.
+type cronJob struct {
+	Metadata meta
+	Spec     struct {
+		ConcurrencyPolicy string
+		JobTemplate       struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						podSpec
+						AutomountServiceAccountToken *bool
+					}
+				}
+			}
+		}
+	}
 }
 
 type clusterRoleBinding struct {
@@ -242,7 +263,7 @@ func checkLayout(docs []doc, scratch string) []string {
 	)
 	okDS := c.one(docs, "DaemonSet", "enid", &ds)
 	okCM := c.one(docs, "ConfigMap", "enid-config", &cm)
-	okSA := c.one(docs, "ServiceAccount", "", &sa)
+	okSA := c.one(docs, "ServiceAccount", "enid", &sa)
 	okRole := c.one(docs, "ClusterRole", "", &role)
 	okBind := c.one(docs, "ClusterRoleBinding", "", &bind)
 	if c.one(docs, "Namespace", "", &ns) && okDS && ns.Metadata.Name != ds.Metadata.Namespace {
@@ -273,7 +294,64 @@ func checkLayout(docs []doc, scratch string) []string {
 	if okDS && okCM {
 		c.checkConfigVolume(ds.Spec.Template.Spec, cm)
 	}
+	var sweep cronJob
+	var sweepSA struct {
+		Metadata                     meta
+		AutomountServiceAccountToken *bool
+	}
+	if c.one(docs, "CronJob", "enid-sweep", &sweep) && c.one(docs, "ServiceAccount", "enid-sweep", &sweepSA) {
+		c.checkSweep(docs, sweep, sweepSA.AutomountServiceAccountToken)
+	}
 	return c.problems
+}
+
+// checkSweep checks the sweep CronJob: `enid sweep` one run at a time, on
+// the host network, as its own ServiceAccount with no token and no role
+// (it needs nothing of the Kubernetes API), reading config.yaml.
+func (c *checker) checkSweep(docs []doc, cj cronJob, saToken *bool) {
+	spec := cj.Spec.JobTemplate.Spec.Template.Spec
+	if cj.Spec.ConcurrencyPolicy != "Forbid" {
+		c.errorf("sweep: concurrencyPolicy %q, want Forbid", cj.Spec.ConcurrencyPolicy)
+	}
+	if spec.ServiceAccountName != "enid-sweep" {
+		c.errorf("sweep: runs as %q, want its own ServiceAccount enid-sweep", spec.ServiceAccountName)
+	}
+	if saToken == nil || *saToken || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		c.errorf("sweep: must mount no service account token (automountServiceAccountToken: false on the account and the pod)")
+	}
+	for _, d := range docs {
+		var b struct {
+			object
+			clusterRoleBinding
+		}
+		if err := convert(d.obj, &b); err != nil || (b.Kind != "RoleBinding" && b.Kind != "ClusterRoleBinding") {
+			continue
+		}
+		for _, sub := range b.Subjects {
+			if sub.Kind == "ServiceAccount" && sub.Name == "enid-sweep" {
+				c.errorf("sweep: %s %s binds enid-sweep to a role: the sweep needs no Kubernetes API", b.Kind, b.Metadata.Name)
+			}
+		}
+	}
+	if !spec.HostNetwork {
+		c.errorf("sweep: hostNetwork must be true (it must not depend on the pod network)")
+	}
+	if len(spec.Containers) != 1 {
+		c.errorf("sweep: want one container, have %d", len(spec.Containers))
+		return
+	}
+	ct := spec.Containers[0]
+	if cmd := slices.Concat(ct.Command, ct.Args); len(cmd) < 2 || cmd[0] != "enid" || cmd[1] != "sweep" || slices.Contains(cmd, "--dry-run") {
+		c.errorf("sweep: command %q, want enid sweep", cmd)
+	}
+	if ct.SecurityContext != nil && ct.SecurityContext.Privileged {
+		c.errorf("sweep: must not be privileged")
+	}
+	v := volumeNamed(spec.Volumes, "config")
+	if v == nil || v.ConfigMap == nil || v.ConfigMap.Name != "enid-config" ||
+		!slices.ContainsFunc(v.ConfigMap.Items, func(it keyPath) bool { return it.Key == "config.yaml" && it.Path == "config.yaml" }) {
+		c.errorf("sweep: must mount config.yaml of ConfigMap enid-config")
+	}
 }
 
 // checkConfigMap decodes every key strictly as an enid AgentConfig.
@@ -320,6 +398,9 @@ func (c *checker) checkRole(role clusterRole) {
 		if !allows("", "events", verb) {
 			c.errorf("ClusterRole cannot %s events", verb)
 		}
+	}
+	if !allows("", "nodes", "patch") {
+		c.errorf("ClusterRole cannot patch nodes (the startup taint)")
 	}
 	if !allows("", "nodes/status", "patch") {
 		c.errorf("ClusterRole cannot patch nodes/status (capacity and condition)")

@@ -11,7 +11,7 @@ import (
 // loadAsAgent writes the projected files as the kubelet would lay them out
 // under /etc/enid and loads them with the agent's own loader, for a few
 // kinds of node, checking that the example overrides pick the nodes meant.
-func (c *checker) loadAsAgent(items []struct{ Key, Path string }, cm configMap) {
+func (c *checker) loadAsAgent(items []keyPath, cm configMap) {
 	dir, err := os.MkdirTemp(c.scratch, "etc-enid-")
 	if err != nil {
 		c.errorf("scratch dir: %v", err)

@@ -237,6 +237,9 @@ func TestCheckerCatches(t *testing.T) {
 		{"cannot watch nodes", "rbac.yaml", `verbs: ["get", "list", "watch"]`, `verbs: ["get"]`, "cannot watch nodes"},
 		{"vSwitch ID the loader refuses", "configmap.yaml", "[vsw-replace-with-zone-i-1]", "[switch-1]", "must be a vSwitch ID"},
 		{"override that matches nothing", "configmap.yaml", "node.enid.dev/pool: batch", "node.enid.dev/pool: batches", "batch override not applied"},
+		{"sweep with a token", "sweep.yaml", "automountServiceAccountToken: false\n---", "automountServiceAccountToken: true\n---", "no service account token"},
+		{"sweep given a role", "rbac.yaml", "  - kind: ServiceAccount\n    name: enid\n", "  - kind: ServiceAccount\n    name: enid\n    namespace: enid-system\n  - kind: ServiceAccount\n    name: enid-sweep\n", "binds enid-sweep"},
+		{"sweep twice at once", "sweep.yaml", "concurrencyPolicy: Forbid", "concurrencyPolicy: Allow", "concurrencyPolicy"},
 		{"binding to another account", "rbac.yaml", "    name: enid\n    namespace: enid-system", "    name: default\n    namespace: enid-system", "binding subjects"},
 	}
 	for _, tt := range tests {

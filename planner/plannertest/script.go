@@ -46,6 +46,7 @@ var scriptVerbs = map[string]func(*World, *scriptArgs) error{
 	"instance":       (*World).scriptInstance,
 	"vswitch":        (*World).scriptVSwitch,
 	"vswitch-free":   (*World).scriptVSwitchFree,
+	"vswitch-tags":   (*World).scriptVSwitchTags,
 	"config":         (*World).scriptConfig,
 	"eni":            (*World).scriptENI,
 	"pod":            (*World).scriptPod,
@@ -72,6 +73,8 @@ var scriptVerbs = map[string]func(*World, *scriptArgs) error{
 	"leaked":         (*World).scriptLeaked,
 	"sent-creates":   (*World).scriptSentCreates,
 	"tick":           (*World).scriptTick,
+	"cordon":         (*World).scriptCordon,
+	"uncordon":       (*World).scriptUncordon,
 }
 
 // scriptArgs are the words of one script line after its verb: positional
@@ -146,7 +149,7 @@ func (w *World) scriptInstance(a *scriptArgs) error {
 	return nil
 }
 
-// scriptVSwitch adds or replaces a vSwitch: `vswitch ID cidr=P [cidr6=P] [zone=Z] [free=N]`.
+// scriptVSwitch adds or replaces a vSwitch: `vswitch ID cidr=P [cidr6=P] [zone=Z] [free=N] [tags=k:v,...]`.
 func (w *World) scriptVSwitch(a *scriptArgs) error {
 	p, e := netip.ParsePrefix(a.kv["cidr"])
 	if e != nil {
@@ -162,6 +165,27 @@ func (w *World) scriptVSwitch(a *scriptArgs) error {
 	w.VSwitches = slices.DeleteFunc(w.VSwitches, func(x observed.VSwitch) bool { return x.ID == v.ID })
 	w.VSwitches = append(w.VSwitches, v)
 	slices.SortFunc(w.VSwitches, func(a, b observed.VSwitch) int { return strings.Compare(a.ID, b.ID) })
+	if _, ok := a.kv["tags"]; ok {
+		return w.scriptVSwitchTags(a)
+	}
+	return nil
+}
+
+// scriptVSwitchTags replaces a vSwitch's tags: `vswitch-tags ID tags=k:v,...`
+// (tags= clears them).
+func (w *World) scriptVSwitchTags(a *scriptArgs) error {
+	if w.vswitch(a.arg(0)) == nil {
+		return fmt.Errorf("no vswitch %s", a.arg(0))
+	}
+	if w.VSwitchTags == nil {
+		w.VSwitchTags = map[string]map[string]string{}
+	}
+	tags := map[string]string{}
+	for _, t := range list(a.kv["tags"]) {
+		k, v, _ := strings.Cut(t, ":")
+		tags[k] = v
+	}
+	w.VSwitchTags[a.arg(0)] = tags
 	return nil
 }
 
@@ -188,7 +212,7 @@ func (w *World) scriptConfig(a *scriptArgs) error {
 	return nil
 }
 
-// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [prefixes=P/28,...] [ipv6=...] [dev=N] [status=S] [owned [owner=I] [set=NAME]] [sg=G,G] [configured] ...`.
+// scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [prefixes=P/28,...] [ipv6=...] [dev=N] [status=S] [owned [owner=I] [set=NAME]] [sg=G,G] [configured [mtu=N]] ...`.
 func (w *World) scriptENI(a *scriptArgs) error {
 	e := observed.ENI{ID: a.arg(0), MAC: cmpOr(a.kv["mac"], macOf(a.arg(0))), Status: observed.ENIStatus(cmpOr(a.kv["status"], "InUse")),
 		Type: observed.ENITypeSecondary, VSwitchID: a.kv["vsw"], IPv4: a.addrs("ips"), IPv6: a.addrs("ipv6"),
@@ -226,7 +250,7 @@ func (w *World) scriptENI(a *scriptArgs) error {
 	w.ENIs = append(w.ENIs, e)
 	if a.flag("configured") {
 		w.Node.ENIDevices = append(w.Node.ENIDevices, observed.ENIDevice{MAC: e.MAC, Name: "eth" + strconv.Itoa(e.DeviceIndex),
-			Index: 10 + e.DeviceIndex, MTU: 1500, Up: true, Table: planner.Table(e.DeviceIndex), Configured: true})
+			Index: 10 + e.DeviceIndex, MTU: a.num("mtu", 1500), Up: true, Table: planner.Table(e.DeviceIndex), Configured: true})
 	}
 	return nil
 }
@@ -535,6 +559,7 @@ func applyConfig(c *desired.Config, a *scriptArgs, zone string) {
 	c.Pool.ReleaseDelay = desired.Duration(a.dur("delay", c.Pool.ReleaseDelay.D()))
 	c.Pool.Cooldown = desired.Duration(a.dur("cooldown", c.Pool.Cooldown.D()))
 	c.Pool.SpreadWindow = desired.Duration(a.dur("spread", c.Pool.SpreadWindow.D()))
+	c.Pool.UnschedulableRelease = desired.Duration(a.dur("unschedulable", c.Pool.UnschedulableRelease.D()))
 	c.StickyIPHold = desired.Duration(a.dur("hold", c.StickyIPHold.D()))
 	c.StaleEntryTimeout = desired.Duration(a.dur("stale", c.StaleEntryTimeout.D()))
 	c.ENI.MaxENIs = a.num("maxENIs", c.ENI.MaxENIs)
@@ -548,6 +573,16 @@ func applyConfig(c *desired.Config, a *scriptArgs, zone string) {
 	}
 	if v, ok := a.kv["policy"]; ok {
 		c.ENI.VSwitchPolicy = desired.VSwitchPolicy(v)
+	}
+	if v, ok := a.kv["selector"]; ok {
+		c.ENI.VSwitchSelector = nil
+		if v != "" {
+			c.ENI.VSwitchSelector = &desired.VSwitchSelector{Tags: map[string]string{}}
+			for _, t := range list(v) {
+				k, val, _ := strings.Cut(t, ":")
+				c.ENI.VSwitchSelector.Tags[k] = val
+			}
+		}
 	}
 	if v, ok := a.kv["sg"]; ok {
 		c.ENI.SecurityGroups = list(v)
@@ -702,4 +737,16 @@ func (w *World) Converge(max int) (int, planner.Plan, []error) {
 		errs = append(errs, w.Apply(p)...)
 	}
 	return max, w.Plan(), errs
+}
+
+// scriptCordon marks the node unschedulable from now: `cordon`.
+func (w *World) scriptCordon(*scriptArgs) error {
+	w.Unschedulable = w.Now
+	return nil
+}
+
+// scriptUncordon makes the node schedulable again: `uncordon`.
+func (w *World) scriptUncordon(*scriptArgs) error {
+	w.Unschedulable = time.Time{}
+	return nil
 }

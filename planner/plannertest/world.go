@@ -29,9 +29,15 @@ type World struct {
 	// owned; attached here or Available).
 	ENIs      []observed.ENI
 	VSwitches []observed.VSwitch
-	Node      observed.Node
-	Now       time.Time
-	Memory    planner.Memory
+	// VSwitchTags are the vSwitches' tags by ID, which the config's
+	// eni.vSwitchSelector selects on (observed.State.SelectedVSwitches).
+	VSwitchTags map[string]map[string]string
+	Node        observed.Node
+	Now         time.Time
+	Memory      planner.Memory
+	// Unschedulable is when the node was cordoned (Options.Unschedulable;
+	// zero: schedulable).
+	Unschedulable time.Time
 	// Complete and Problems are copied into every observation.
 	Complete bool
 	Problems []string
@@ -94,6 +100,24 @@ func (w *World) Observe() observed.State {
 		}
 		slices.Sort(s.UnknownVSwitches)
 	}
+	// As the cloud's Tag.N filter does, in the instance's zone.
+	if sel := w.Desired.Config.ENI.VSwitchSelector; sel != nil && len(sel.Tags) > 0 {
+		for _, v := range w.VSwitches {
+			if v.ZoneID != w.Instance.ZoneID {
+				continue
+			}
+			have := w.VSwitchTags[v.ID]
+			match := true
+			for k, val := range sel.Tags {
+				if hv, ok := have[k]; !ok || (val != "" && hv != val) {
+					match = false
+				}
+			}
+			if match {
+				s.SelectedVSwitches = append(s.SelectedVSwitches, v.ID)
+			}
+		}
+	}
 	s.Node.ENIDevices = slices.Clone(w.Node.ENIDevices)
 	s.Node.Pods = slices.Clone(w.Node.Pods)
 	s.Node.Published = slices.Clone(w.Node.Published)
@@ -103,7 +127,7 @@ func (w *World) Observe() observed.State {
 
 // Plan plans one pass over the world.
 func (w *World) Plan() planner.Plan {
-	return planner.Make(w.Desired, w.Observe(), planner.Options{Now: w.Now, Memory: w.Memory, NodeName: "node-1"})
+	return planner.Make(w.Desired, w.Observe(), planner.Options{Now: w.Now, Memory: w.Memory, NodeName: "node-1", Unschedulable: w.Unschedulable})
 }
 
 // Apply executes the whole plan and keeps its memory.

@@ -1,0 +1,176 @@
+package linux
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/enidnet/enid/observed"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// This file removes the node's conntrack entries that name a pod address
+// when the address is bound to a pod and when it is released.
+//
+// Why: an address released by one pod and bound to another carries the
+// old pod's connections. kube-proxy's DNAT of a Service to the old pod
+// lives in the node's conntrack table, and a SYN_SENT entry lives 120 s,
+// longer than a 30 s reuse cooldown (pool.cooldown): a client still
+// retransmitting to the old pod reaches the new one, which may serve
+// something else entirely (aws-vpc-cni #3634; no peer flushes). With the
+// entries gone, the next packet is NATed afresh by the Service rules.
+//
+// When: a new binding is the moment the node starts routing the address
+// to this attachment's veth (ensureHostRoutes added the route), so an
+// agent restart or a repair that finds the route in place leaves a live
+// pod's connections alone; the entries are removed after the route is in
+// place, so none made before it survives, and if they cannot be removed
+// the route is taken back, so the next attempt finds the binding new again
+// and the ADD never completes with entries left. At release (teardown),
+// the entries of every address the attachment held, unless another
+// attachment claims it.
+
+// ctFilter matches a conntrack flow naming one address in any of the four
+// places a flow carries addresses (original and reply source and
+// destination), so one table dump deletes every flow naming any address.
+type ctFilter struct {
+	ip net.IP
+}
+
+// MatchConntrackFlow implements netlink.CustomConntrackFilter.
+func (f ctFilter) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
+	for _, a := range []net.IP{flow.Forward.SrcIP, flow.Forward.DstIP, flow.Reverse.SrcIP, flow.Reverse.DstIP} {
+		if a.Equal(f.ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// flushConntrack deletes the conntrack entries of the node's namespace
+// that name any of addrs, and reports how many. A kernel without
+// conntrack (or its netlink interface) has no entries to delete: that is
+// not an error, and is said once in the changes.
+func (d *Datapath) flushConntrack(addrs []netip.Addr, ch *Changes) error {
+	addrs = slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return !a.IsValid() })
+	if len(addrs) == 0 {
+		return nil
+	}
+	h, err := netlink.NewHandleAt(d.node.fd, unix.NETLINK_NETFILTER)
+	if err != nil {
+		if noConntrack(err) {
+			ch.add("no conntrack in the node namespace: nothing to flush for %s", joinAddrs(addrs))
+			return nil
+		}
+		return fmt.Errorf("conntrack handle: %w", mapErr(err))
+	}
+	defer h.Close()
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		var filters []netlink.CustomConntrackFilter
+		var named []netip.Addr
+		for _, a := range addrs {
+			if familyOf(a) == fam {
+				filters = append(filters, ctFilter{ip: net.IP(a.AsSlice())})
+				named = append(named, a)
+			}
+		}
+		if len(filters) == 0 {
+			continue
+		}
+		var n uint
+		for i := 0; ; i++ {
+			// An interrupted dump deletes what it saw; start again until a
+			// whole one ran, so no entry of the address is left behind.
+			k, derr := h.ConntrackDeleteFilters(netlink.ConntrackTable, netlink.InetFamily(fam), filters...)
+			n, err = n+k, derr
+			if !errors.Is(err, netlink.ErrDumpInterrupted) || i >= maxDumpRetries {
+				break
+			}
+		}
+		if err != nil {
+			if noConntrack(err) {
+				ch.add("no conntrack in the node namespace: nothing to flush for %s", joinAddrs(named))
+				continue
+			}
+			return fmt.Errorf("delete conntrack entries of %s: %w", joinAddrs(named), mapErr(err))
+		}
+		if n > 0 {
+			ch.add("delete %d conntrack entries naming %s", n, joinAddrs(named))
+		}
+	}
+	return nil
+}
+
+// noConntrack reports an error that means the namespace has no conntrack
+// table to speak of (nf_conntrack or nf_conntrack_netlink not loaded).
+func noConntrack(err error) bool {
+	return errors.Is(err, unix.EPROTONOSUPPORT) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP)
+}
+
+func joinAddrs(addrs []netip.Addr) string {
+	s := make([]string, len(addrs))
+	for i, a := range addrs {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// bindFresh completes a new binding: the conntrack entries naming the
+// addresses just routed to hv go. When they cannot, the routes are taken
+// back (so the binding is new again at the next attempt) and the error
+// returned.
+func (d *Datapath) bindFresh(hv netlink.Link, added []netip.Addr, ch *Changes) error {
+	if len(added) == 0 {
+		return nil
+	}
+	err := d.flushConntrack(added, ch)
+	if err == nil {
+		return nil
+	}
+	for _, a := range added {
+		r := &netlink.Route{LinkIndex: hv.Attrs().Index, Dst: hostPrefix(a), Table: unix.RT_TABLE_MAIN, Family: familyOf(a)}
+		if derr := d.node.h.RouteDel(r); derr != nil && !isNotFound(mapErr(derr)) {
+			return errors.Join(err, fmt.Errorf("take back route %s: %w", a, mapErr(derr)))
+		}
+		ch.add("delete route %s dev %s: its conntrack entries could not be flushed", hostPrefix(a), hv.Attrs().Name)
+	}
+	return err
+}
+
+// unclaimed returns addrs less those a veth labelled for another
+// attachment claims (an address never leaves a pod that holds it).
+func (d *Datapath) unclaimed(key observed.AttachmentKey, addrs []netip.Addr) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, a := range addrs {
+		if a.IsValid() && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	links, err := dump("list links", d.node.h.LinkList)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range links {
+		if lab, ok := parseLabel(l.Attrs().Alias); ok && lab.Key != key {
+			out = slices.DeleteFunc(out, func(a netip.Addr) bool { return a == lab.IPv4 || a == lab.IPv6 })
+		}
+	}
+	return out, nil
+}
+
+// releaseConntrack deletes the node's conntrack entries naming the
+// addresses an attachment held, except those another attachment claims.
+func (d *Datapath) releaseConntrack(key observed.AttachmentKey, addrs []netip.Addr, ch *Changes) error {
+	free, err := d.unclaimed(key, addrs)
+	if err != nil {
+		return err
+	}
+	return d.flushConntrack(free, ch)
+}
