@@ -27,7 +27,9 @@ import (
 //     after as long again up to the configured rate: a node refused for a
 //     few seconds is back within seconds, while the nodes of a fleet that
 //     keeps the account busy, each refused every so often, stay near
-//     their share;
+//     their share. A node none of whose calls succeeded for 10 s may call
+//     at 1 call/s whatever it learned (the floor, 0.1/s, is for nodes that
+//     are served: at it a starved node's join would take minutes);
 //   - priority: calls at Normal priority (what a waiting pod needs, and
 //     the agent's reads) are granted before Optional ones (topping up the
 //     pool, releasing surplus), first come first served within a class.
@@ -62,6 +64,9 @@ type limiter struct {
 	gap         time.Duration
 	// cut is when the rate was last cut (at most once per limitEpisode).
 	cut time.Time
+	// starving is when the refusals since the last success began (zero:
+	// the last answer was a success, or none came).
+	starving time.Time
 	// tokens (may be negative: granted ahead of a slept wait on a clock
 	// that did not move) at last.
 	tokens float64
@@ -112,6 +117,12 @@ const (
 	// episode still starts a backoff): the refusals of a short storm are
 	// one piece of evidence, not one per call.
 	limitEpisode = time.Second
+	// A node none of whose calls succeeded for limitStarve may call at
+	// limitStarveRate (at most its configured rate) whatever it learned: a
+	// node that gets nothing learns nothing, and at the floor its dozen
+	// join calls would take two minutes.
+	limitStarve     = 10 * time.Second
+	limitStarveRate = 1.0
 	// limitWindow bounds the answers that give the share refused (at most
 	// the last len(limiter.recent)).
 	limitWindow = 10 * time.Second
@@ -354,6 +365,7 @@ func (l *limiter) reportLocked(now time.Time, t ticket, o outcome) {
 	l.nextAt = (l.nextAt + 1) % len(l.recent)
 	switch o {
 	case answeredOK:
+		l.starving = time.Time{}
 		l.level = max(0, l.level-1)
 		if l.limited() && l.rate < l.ceiling {
 			l.refillLocked(now)
@@ -368,13 +380,16 @@ func (l *limiter) reportLocked(now time.Time, t ticket, o outcome) {
 	case answeredOther:
 		return
 	}
+	if l.starving.IsZero() {
+		l.starving = now
+	}
 	if t.at.Before(l.calm) {
 		// Granted before the current episode began: the same evidence.
 		return
 	}
 	if l.limited() {
 		l.refillLocked(now)
-		r := l.rateLocked(now)
+		r := l.learnedLocked(now) // not a starving node's allowance
 		l.rate, l.since = r, now
 		if l.cut.IsZero() || now.Sub(l.cut) >= limitEpisode {
 			l.known, l.cut = r, now
@@ -438,12 +453,22 @@ func (l *limiter) optionalAtLocked(now time.Time) time.Time {
 
 // rateLocked is the learned rate at now (0 without a limit): the rate set
 // at since, and once the evidence of the last episode is stale, doubling
-// every limitFastDoubling up to the rate that episode cut, and from twice
-// as long after it up to the ceiling.
+// every limitFastDoubling up to the rate the last cut started from, and
+// from twice as long after it up to the ceiling; at least limitStarveRate
+// while the node is starving.
 func (l *limiter) rateLocked(now time.Time) float64 {
 	if !l.limited() {
 		return 0
 	}
+	r := l.learnedLocked(now)
+	if !l.starving.IsZero() && now.Sub(l.starving) >= limitStarve {
+		r = max(r, min(l.ceiling, limitStarveRate))
+	}
+	return r
+}
+
+// learnedLocked is rateLocked without the starving node's allowance.
+func (l *limiter) learnedLocked(now time.Time) float64 {
 	if l.rate >= l.ceiling || l.calm.IsZero() {
 		return l.rate
 	}

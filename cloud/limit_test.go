@@ -89,12 +89,22 @@ func TestLimiterCutWeighsTheShareRefused(t *testing.T) {
 	if got := l.rateLocked(at); got != 5 {
 		t.Errorf("a refusal %v after a cut: rate %.3f, want 5 still", limitEpisode/2, got)
 	}
-	for i := range 100 {
+	for i := range 8 {
 		at := now.Add(time.Duration(i+1) * limitEpisode)
 		l.reportLocked(at, ticket{at: at}, answeredThrottled)
 	}
-	if got := l.rateLocked(now.Add(101 * limitEpisode)); got != limitFloor {
-		t.Errorf("after many episodes: rate %v, want the floor %v", got, limitFloor)
+	if got := l.rateLocked(now.Add(8 * limitEpisode)); got != limitFloor {
+		t.Errorf("after eight episodes: rate %v, want the floor %v", got, limitFloor)
+	}
+	// Starving (no success for limitStarve since the first refusal): it
+	// may call at limitStarveRate, until a success.
+	if got := l.rateLocked(now.Add(limitStarve)); got != limitStarveRate {
+		t.Errorf("refused for %v: rate %v, want %v", limitStarve, got, limitStarveRate)
+	}
+	at = now.Add(limitStarve + time.Second)
+	l.reportLocked(at, ticket{at: at}, answeredOK)
+	if got := l.rateLocked(at); got > 2*limitFloor {
+		t.Errorf("after a success: rate %v, want the learned one again (about %v)", got, limitFloor)
 	}
 }
 
