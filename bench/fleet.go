@@ -46,10 +46,6 @@ func fleetQPS(n int, quick bool) float64 {
 	return max(10, float64(n)/5)
 }
 
-// fleetRuns is how many fresh fleets the rollout runs on (the quick run:
-// one), reported as median and worst.
-const fleetRuns = 5
-
 // Join storm: a fleet that starts all at once against a small account
 // limit (-fleet-join-all asks for it on the main fleet too).
 const (
@@ -64,14 +60,13 @@ func fleetSpread(n int, qps float64) time.Duration {
 	return time.Duration(float64(n) / qps * float64(time.Second))
 }
 
-// runFleet runs the rollout on fleetRuns fresh fleets (each joins first,
+// runFleet runs the rollout on -fleet-runs fresh fleets (each joins first,
 // staggered at the rate the account affords), then a join storm.
 func runFleet(ctx context.Context, e env) []Result {
 	n := e.sizes.fleetNodes
-	runs := fleetRuns
-	if e.quick {
-		runs = 1
-	}
+	// The rollout runs on fresh fleets (-fleet-runs: 5, the quick run 1),
+	// reported as median and worst.
+	runs := max(1, e.sizes.fleetRuns)
 	var joins, rolls []Result
 	for i := range runs {
 		e.progress("fleet: run %d of %d", i+1, runs)

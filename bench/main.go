@@ -46,6 +46,8 @@ type sizes struct {
 	fleetPods  int
 	// fleetJoinAll starts every fleet node at once instead of staggered.
 	fleetJoinAll bool
+	// fleetRuns is how many fresh fleets the rollout runs on.
+	fleetRuns int
 	// refRounds and refPods size the side-by-side run with the reference
 	// plugins: measured rounds, and background pods per plugin.
 	refRounds, refPods int
@@ -72,6 +74,7 @@ func main() {
 	flag.IntVar(&sz.fleetPods, "fleet-pods", 0, "pods per fleet node (default 5)")
 	flag.IntVar(&sz.refRounds, "reference-rounds", 0, "rounds of the side-by-side run with the reference plugins (default 50)")
 	flag.IntVar(&sz.refPods, "reference-pods", 0, "background pods per plugin in that run (default 30)")
+	flag.IntVar(&sz.fleetRuns, "fleet-runs", 0, "fresh fleets the rollout runs on (default 5, quick 1)")
 	flag.BoolVar(&sz.fleetJoinAll, "fleet-join-all", false, "start every fleet node at once (a join storm) instead of at the rate the account limit affords")
 	flag.Parse()
 	def := func(p *int, full, q int) {
@@ -87,6 +90,7 @@ func main() {
 	def(&sz.memPods, 250, 50)
 	def(&sz.fleetNodes, 1000, 50)
 	def(&sz.fleetPods, 5, 5)
+	def(&sz.fleetRuns, 5, 1)
 	def(&sz.refRounds, 50, 10)
 	def(&sz.refPods, 30, 10)
 	if sz.churnTime == 0 {

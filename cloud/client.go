@@ -37,6 +37,8 @@ type Config struct {
 	Credentials credentials.CredentialsProvider
 	// RateLimit bounds the calls this client makes: QPS/Burst for all calls
 	// together and PerAction for single actions. A QPS <= 0 means no limit.
+	// Within it the client learns the rate the account affords (see
+	// limiter).
 	RateLimit RateLimit
 	// Retry bounds how retryable failures are retried.
 	Retry RetryPolicy
@@ -57,6 +59,9 @@ type Config struct {
 	Transport http.RoundTripper
 	// Clock times rate limits, backoff and waits (default: the real clock).
 	Clock Clock
+	// Rand draws the jitter of the backoff after throttling (default: a
+	// source seeded at random). Tests give a seeded one.
+	Rand *rand.Rand
 }
 
 // RetryPolicy bounds retries of retryable failures (see Retryable). The
@@ -122,11 +127,9 @@ type Client struct {
 	transport http.RoundTripper
 	clk       Clock
 	log       *slog.Logger
-	limiter   *limiter
-	// congestion holds every call back for a while after a throttled one.
-	congestion *congestion
-	// pacer holds the client's calls to the rate the account affords.
-	pacer *pacer
+	// limiter paces every call: the configured and the learned rate, the
+	// backoff after throttling, Normal calls before Optional ones.
+	limiter *limiter
 
 	typesMu sync.Mutex                 // guards types
 	types   map[string]observed.Limits // instance type -> limits; never invalidated (types do not change)
@@ -144,15 +147,13 @@ func New(cfg Config) (*Client, error) {
 	}
 	setDefaults(&cfg)
 	c := &Client{
-		cfg:        cfg,
-		scheme:     "HTTP",
-		transport:  cfg.Transport,
-		clk:        cfg.Clock,
-		log:        cfg.Logger,
-		limiter:    newLimiter(cfg.RateLimit),
-		congestion: newCongestion(cfg.Retry.BaseDelay, cfg.Retry.MaxDelay),
-		pacer:      newPacer(cfg.RateLimit.QPS, cfg.RateLimit.Burst),
-		types:      map[string]observed.Limits{},
+		cfg:       cfg,
+		scheme:    "HTTP",
+		transport: cfg.Transport,
+		clk:       cfg.Clock,
+		log:       cfg.Logger,
+		limiter:   newLimiter(cfg.RateLimit, cfg.Retry.BaseDelay, cfg.Retry.MaxDelay, cfg.Clock, cfg.Rand),
+		types:     map[string]observed.Limits{},
 	}
 	switch ep := cfg.Endpoint; {
 	case ep == "":
@@ -177,10 +178,13 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.transport == nil {
 		c.transport = &http.Transport{
-			Proxy:               nil, // never a proxy: the SDK would read HTTP_PROXY itself
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 16,
-			IdleConnTimeout:     90 * time.Second,
+			Proxy:       nil, // never a proxy: the SDK would read HTTP_PROXY itself
+			DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			// An agent has a few calls in flight at most; connections kept
+			// beyond that cost a descriptor on each side for nothing (a
+			// thousand agents in one bench process ran out at 16 each).
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     30 * time.Second,
 			TLSHandshakeTimeout: 5 * time.Second,
 		}
 	}
@@ -256,30 +260,26 @@ func (c *Client) callOnce(ctx context.Context, req requests.AcsRequest, resp res
 func (c *Client) callRepeat(ctx context.Context, req requests.AcsRequest, resp responses.AcsResponse, repeatable bool) error {
 	action := req.GetActionName()
 	start := c.clk.Now()
+	prio := priorityOf(ctx)
 	for attempt := 1; ; attempt++ {
-		if err := c.congestion.wait(ctx, c.clk); err != nil {
-			return fmt.Errorf("%s: backing off after throttling: %w", action, err)
+		t, err := c.limiter.wait(ctx, action, prio)
+		if err != nil {
+			return fmt.Errorf("%s: waiting for the rate limit: %w", action, err)
 		}
-		if err := c.limiter.wait(ctx, c.clk, action); err != nil {
-			return fmt.Errorf("%s: waiting for rate limit: %w", action, err)
-		}
-		if err := c.pacer.wait(ctx, c.clk); err != nil {
-			return fmt.Errorf("%s: waiting for the learned rate: %w", action, err)
-		}
-		err := c.attempt(ctx, req, resp)
+		err = c.attempt(ctx, req, resp)
+		var ae *APIError
 		switch {
 		case err == nil:
-			c.congestion.succeeded()
-			c.pacer.increase()
+			c.limiter.report(t, answeredOK)
 		case errors.Is(err, ErrThrottled):
-			if now := c.clk.Now(); c.congestion.throttled(now) {
-				c.pacer.decrease(now)
-			}
+			c.limiter.report(t, answeredThrottled)
+		case errors.As(err, &ae):
+			c.limiter.report(t, answeredOther)
 		}
 		if err == nil || !Retryable(err) || !repeatable && !errors.Is(err, ErrThrottled) {
 			return err
 		}
-		if errors.Is(err, ErrThrottled) && priorityOf(ctx) == Optional {
+		if errors.Is(err, ErrThrottled) && prio == Optional {
 			// Optional work yields: the caller defers it, and calls that
 			// waiting pods need take the rate the account has.
 			return err
@@ -295,9 +295,9 @@ func (c *Client) callRepeat(ctx context.Context, req requests.AcsRequest, resp r
 			slog.String("action", action), slog.Int("attempt", attempt),
 			slog.Duration("backoff", d), slog.String("error", err.Error()))
 		if errors.Is(err, ErrThrottled) {
-			// The client's shared backoff (congestion.wait, above) paces
-			// this retry; sleeping d as well would wait the longer of two
-			// draws and stretch a throttled fleet's tail.
+			// The limiter's shared backoff (in wait, above) paces this
+			// retry; sleeping d as well would wait the longer of two draws
+			// and stretch a throttled fleet's tail.
 			d = 0
 		}
 		if serr := sleep(ctx, c.clk, d); serr != nil {
@@ -370,11 +370,13 @@ func (t ctxTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r.WithContext(t.ctx))
 }
 
-// BackoffUntil is when the client's shared backoff after throttling ends
-// (zero or past: none runs). The agent defers optional cloud work until
-// then.
-func (c *Client) BackoffUntil() time.Time { return c.congestion.backoffUntil() }
+// BackoffUntil is when an Optional call would be granted at once: after
+// the shared backoff that follows throttling, and once the calls queued
+// ahead of it have gone at the learned rate (zero: it would go now). The
+// agent holds optional cloud work until then and wakes at that time.
+func (c *Client) BackoffUntil() time.Time { return c.limiter.optionalAt() }
 
 // LearnedRate is the call rate (calls per second) the client has learned
-// the account affords (the configured rate until a call is throttled).
-func (c *Client) LearnedRate() float64 { return c.pacer.current() }
+// the account affords: the configured rate until a call is throttled, 0
+// without a configured limit.
+func (c *Client) LearnedRate() float64 { return c.limiter.learned() }

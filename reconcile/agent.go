@@ -113,7 +113,13 @@ type Agent struct {
 	stopped  bool
 	nextFull time.Time
 	// deadline is when time alone changes the plan (zero: never).
-	deadline  time.Time
+	deadline time.Time
+	// instanceRetry is when the instance is described again after
+	// instanceFails failures in a row (zero: not waiting).
+	instanceRetry time.Time
+	instanceFails int
+	// passAt is when the last pass began.
+	passAt    time.Time
 	fullFails int
 	// configSeen and configProblems are the last config and problems
 	// logged, so each change is logged once.
@@ -369,6 +375,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("agent starting", "instance", a.cfg.InstanceID, "node", a.cfg.NodeName)
 	a.wake()
 	for {
+		// The wake-up timer is set after a pass, from what that pass
+		// left (nextWake): only a pass changes it, and a source read
+		// without one (a heartbeat tick, a netlink signal) must not set it
+		// again from what is by then out of date.
+		passed := false
+		pass := func() { a.pass(actx); passed = true }
 		select {
 		case <-ctx.Done():
 			return a.shutdown(cancelActions, stopBeat)
@@ -379,7 +391,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			watchDone = nil
 		case <-watchC:
 			a.desiredDirty.Store(true)
-			a.pass(actx)
+			pass()
 		case err := <-hintsDone:
 			if err != nil && ctx.Err() == nil {
 				a.log.Warn("hint watch stopped: reading hints every second instead", "err", err)
@@ -387,41 +399,55 @@ func (a *Agent) Run(ctx context.Context) error {
 			hintsDone, hintsC, a.hintsWatched = nil, nil, false
 		case <-hintsC:
 			a.hintsDirty = true
-			a.pass(actx)
+			pass()
 		case <-nodeC:
 			now := time.Now()
 			nodeTimer.Reset(max(0, a.noteNodeChange(now).Sub(now)))
 		case <-nodeTimer.C:
-			a.pass(actx)
+			pass()
 		case <-a.trigger:
-			a.pass(actx)
+			pass()
 		case <-retryTimer.C:
-			a.pass(actx)
+			pass()
 		case f := <-a.fetchC:
 			a.fetch, a.fetched = nil, f
-			a.pass(actx)
+			pass()
 		case <-heartbeat.C:
 			if a.cache.needsRefresh(a.now(), a.resync()) {
-				a.pass(actx)
+				pass()
 			}
 		}
+		if !passed {
+			continue
+		}
 		if t, ok := a.nextWake(); ok {
-			retryTimer.Reset(max(time.Millisecond, t.Sub(a.now())))
+			retryTimer.Reset(max(0, t.Sub(a.now())))
+		} else {
+			retryTimer.Stop()
 		}
 	}
 }
 
-// nextWake is the earliest of a backed-off action's retry and the time at
-// which the plan changes by time alone (planner.Memory.NextDeadline).
+// nextWake is the earliest time something the last pass waited for can
+// change: a backed-off action's retry, the time at which the plan changes
+// by time alone (planner.Memory.NextDeadline), the end of a burst, the
+// time the cloud client lets optional work go that dispatch held back, and
+// the next try to describe the instance. Each was after the start of the
+// pass that set it, so a pass at that time finds it passed and sets the
+// next: the loop never wakes twice for one time.
 func (a *Agent) nextWake() (time.Time, bool) {
-	t, ok := a.exec.nextRetry()
+	var t time.Time
+	retry, _ := a.exec.nextRetry(a.passAt)
 	paced, _ := a.exec.deferredUntil()
-	for _, d := range []time.Time{a.deadline, a.burstUntil, paced} {
-		if !d.IsZero() && (!ok || d.Before(t)) {
-			t, ok = d, true
+	for _, d := range []time.Time{retry, a.deadline, a.burstUntil, paced, a.instanceRetry} {
+		// A time no later than the last pass's start is one that pass
+		// already saw (it returned before refreshing it, or could not act
+		// on it): waking for it again would only repeat the pass.
+		if d.After(a.passAt) && (t.IsZero() || d.Before(t)) {
+			t = d
 		}
 	}
-	return t, ok
+	return t, !t.IsZero()
 }
 
 func (a *Agent) resync() time.Duration {
@@ -462,14 +488,24 @@ func (a *Agent) shutdown(cancelActions context.CancelFunc, stopBeat func()) erro
 func (a *Agent) pass(ctx context.Context) {
 	a.metrics.passes.Inc()
 	now := a.now()
+	a.passAt = now
 	if a.instance.ID == "" {
+		if now.Before(a.instanceRetry) {
+			return // the last describe failed: the timer brings the next
+		}
 		inst, err := a.cfg.Cloud.Instance(ctx, a.cfg.InstanceID)
 		if err != nil {
+			// Not again on every pass (each one a call, retried in the
+			// client, on an API that may be throttling): 1s doubling to a
+			// minute, as a failed full observation.
+			a.instanceFails++
+			a.instanceRetry = a.now().Add(min(time.Minute, time.Second<<min(a.instanceFails-1, 6)))
 			a.notReady(fmt.Sprintf("describe instance %s: %v", a.cfg.InstanceID, err))
 			a.reportNode(HealthCloudDegraded)
 			a.cache.markDirty()
 			return
 		}
+		a.instanceRetry = time.Time{}
 		a.instance = inst
 		a.loader = desired.NewConfigLoader(a.cfg.Paths.Config, desired.NodeFacts{
 			NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})

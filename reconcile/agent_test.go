@@ -32,6 +32,8 @@ type world struct {
 	cl    *cloud.Client
 	// noWatch runs agents without their file watcher (scripts wake them).
 	noWatch bool
+	// heartbeat is the agents' heartbeat period (newWorld: 50ms).
+	heartbeat time.Duration
 	// agent is the running agent, dp its datapath.
 	agent *Agent
 	dp    Datapath
@@ -59,7 +61,7 @@ func newWorldOf(t testing.TB, simCfg ecssim.Config, pool string, spec ecssim.Ins
 	}
 	t.Cleanup(func() { sim.Close() })
 	dir := t.TempDir()
-	w := &world{t: t, sim: sim, inst: inst, dir: dir}
+	w := &world{t: t, sim: sim, inst: inst, dir: dir, heartbeat: 50 * time.Millisecond}
 	w.paths = Paths{
 		Config:    desired.ConfigSource{Main: filepath.Join(dir, "etc", "config.yaml"), DropInDir: filepath.Join(dir, "etc", "config.d")},
 		Entries:   filepath.Join(dir, "run", "pods"),
@@ -101,7 +103,7 @@ func (w *world) start(dp Datapath) (stop func()) {
 	if w.log != nil {
 		log = w.log
 	}
-	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Heartbeat: 50 * time.Millisecond, Logger: log, NoWatch: w.noWatch})
+	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Heartbeat: w.heartbeat, Logger: log, NoWatch: w.noWatch})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -70,9 +70,9 @@ type executor struct {
 	// whose CreateENI or UpdateENI the cloud refused for their groups since
 	// the loop last drained it (planner.Memory.MarkRefusedGroups).
 	refusedGroups []string
-	// deferred is set when the last dispatch held optional cloud work back
-	// for the client's backoff (the loop wakes when it ends).
-	deferred bool
+	// deferredTo is when optional cloud work that the last dispatch held
+	// back may go (zero: none held back); the loop wakes then.
+	deferredTo time.Time
 	// burnt lists ClientTokens whose call failed definitely since the loop
 	// last drained it (planner.Memory.TokenFailed).
 	burnt []string
@@ -81,14 +81,14 @@ type executor struct {
 	sent []string
 }
 
-// pacedCloud is a cloud client that backs off after throttling
-// (*cloud.Client).
+// pacedCloud is a cloud client that paces its calls (*cloud.Client):
+// BackoffUntil is when an optional call would go at once.
 type pacedCloud interface {
 	BackoffUntil() time.Time
 }
 
-// backoffUntil is when the cloud client's backoff after throttling ends
-// (zero when the client has none).
+// backoffUntil is when the cloud client would send an optional call at
+// once (zero when the client does not say).
 func (x *executor) backoffUntil() time.Time {
 	if pc, ok := x.cloud.(pacedCloud); ok {
 		return pc.BackoffUntil()
@@ -97,15 +97,13 @@ func (x *executor) backoffUntil() time.Time {
 }
 
 // deferredUntil reports when optional cloud work held back by the last
-// dispatch may start.
+// dispatch may start: the time the client named then (the loop sleeps
+// until it; reading the client again here could name a time the dispatch
+// did not wait for).
 func (x *executor) deferredUntil() (time.Time, bool) {
 	x.mu.Lock()
-	deferred := x.deferred
-	x.mu.Unlock()
-	if !deferred {
-		return time.Time{}, false
-	}
-	return x.backoffUntil(), true
+	defer x.mu.Unlock()
+	return x.deferredTo, !x.deferredTo.IsZero()
 }
 
 // retryState is the back-off of one action key after a failure.
@@ -161,14 +159,14 @@ func (x *executor) nodeActivity() (busy bool, last time.Time) {
 	return n > x.cloudRunning, x.nodeDoneAt
 }
 
-// nextRetry returns the earliest time a backed-off action may run again.
-func (x *executor) nextRetry() (time.Time, bool) {
+// nextRetry returns the earliest time after after (the last pass's start)
+// a backed-off action may run again.
+func (x *executor) nextRetry(after time.Time) (time.Time, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var first time.Time
-	now := x.now()
 	for _, r := range x.retry {
-		if !r.until.After(now) {
+		if !r.until.After(after) {
 			// Due already: the pass it was due for ran, and the action was
 			// held back (by a running cloud action, whose end wakes the
 			// loop). A timer for the past would spin the loop meanwhile.
@@ -297,13 +295,16 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	// same capacity again; one round at a time, each planned from all the
 	// demand known when it starts, never does.
 	cloudBusy := x.cloudRunning > 0 || holdCloud
-	// While the client backs off after throttling, only urgent cloud work
-	// (what a waiting pod needs) starts: topping up the idle pool or
-	// releasing surplus waits, and the next pass after the backoff plans
-	// it again. A fleet under one account's limit thus spends the rate it
-	// has on pods first.
+	// While the client would not send an optional call at once (it backs
+	// off after throttling, or the calls queued ahead of it and the rate
+	// it learned make it wait), only urgent cloud work (what a waiting pod
+	// needs) starts: topping up the idle pool or releasing surplus waits,
+	// and the pass at the time the client names plans it again. Held in
+	// the client instead, it would hold this round, and every urgent
+	// action planned behind it, for as long. A fleet under one account's
+	// limit thus spends the rate it has on pods first.
 	pacedUntil := x.backoffUntil()
-	x.deferred = false
+	x.deferredTo = time.Time{}
 	planned := make(map[string]bool, n)
 	for i, a := range p.Actions {
 		key := actionKey(a)
@@ -318,7 +319,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 			skip = true
 		}
 		if a.Kind.Cloud() && !a.Urgent && now.Before(pacedUntil) {
-			skip, x.deferred = true, true
+			skip, x.deferredTo = true, pacedUntil
 		}
 		if rs, ok := x.retry[retryKey(a)]; ok && now.Before(rs.until) {
 			skip = true
@@ -438,7 +439,7 @@ func (x *executor) stepDone(ctx context.Context, r *run, i int) {
 func (x *executor) perform(ctx context.Context, r *run, i int) bool {
 	a := r.steps[i].a
 	start := x.now()
-	if a.Kind.Cloud() && !a.Urgent {
+	if a.Kind.Cloud() && !a.Urgent && !r.continues(i) {
 		ctx = cloud.WithPriority(ctx, cloud.Optional)
 	}
 	err := x.execute(ctx, r, i)
@@ -587,6 +588,21 @@ func askedPrefixes(a planner.Action) bool {
 	return (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.IPv4PrefixCount > 0
 }
 
+// continues reports whether action i completes a cloud change this run
+// has already made: a cloud action it depends on succeeded (the delete
+// after a detach, the attach after a create). Such an action is never
+// optional: yielding to throttling there would leave the ENI detached but
+// not deleted, or created but not attached, which the planner may take
+// for a leak only after its grace (minutes).
+func (r *run) continues(i int) bool {
+	for _, d := range r.steps[i].a.DependsOn {
+		if dep := r.dep(d); dep != nil && dep.a.Kind.Cloud() && dep.ok {
+			return true
+		}
+	}
+	return false
+}
+
 // resolve returns the action with the ENI it means filled in: its own
 // ENIID, or the ENI the referenced CreateENI made (its ID, MAC and, for
 // ConfigureENI, the route table of the device index the attach gave).
@@ -655,7 +671,7 @@ func (x *executor) attachENI(ctx context.Context, r *run, i int, a planner.Actio
 		e.Status, e.InstanceID = observed.ENIAttaching, x.instanceID
 		x.cache.apply(a, planner.Result{ENI: &e})
 	}
-	e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIInUse)
+	e, err := x.cloud.WaitENI(started(ctx), a.ENIID, observed.ENIInUse)
 	if err != nil {
 		return err
 	}
@@ -664,6 +680,15 @@ func (x *executor) attachENI(ctx context.Context, r *run, i int, a planner.Actio
 	}
 	x.cache.apply(a, planner.Result{ENI: &e})
 	return nil
+}
+
+// started is the context for the calls that complete a cloud change
+// already made (the polls of an attach or a detach): they are never
+// optional. An optional poll refused for throttling would end the action
+// with the ENI detached but not deleted, which the planner may only take
+// for a leak after its grace (minutes), or attached but not configured.
+func started(ctx context.Context) context.Context {
+	return cloud.WithPriority(ctx, cloud.Normal)
 }
 
 // configureENI configures the ENI's device (table, gateways, MTU).
@@ -748,7 +773,7 @@ func (x *executor) detachENI(ctx context.Context, r *run, i int, a planner.Actio
 	if err := x.cloud.DetachENI(ctx, a.ENIID, x.instanceID); err != nil {
 		return err
 	}
-	e, err := x.cloud.WaitENI(ctx, a.ENIID, observed.ENIAvailable)
+	e, err := x.cloud.WaitENI(started(ctx), a.ENIID, observed.ENIAvailable)
 	if errors.Is(err, cloud.ErrNotFound) {
 		x.cache.apply(a, planner.Result{Gone: true})
 		return nil

@@ -182,7 +182,7 @@ func TestExecutorBackoff(t *testing.T) {
 	if !slices.Contains(r.x.retries(), "eni/eni-missing") {
 		t.Fatalf("backing off: %v, want eni/eni-missing", r.x.retries())
 	}
-	until, ok := r.x.nextRetry()
+	until, ok := r.x.nextRetry(r.clk.Now())
 	if !ok || !until.After(r.clk.Now()) {
 		t.Fatalf("nextRetry = %v, %v: want a time after now", until, ok)
 	}

@@ -124,7 +124,7 @@ func (s *Server) describeInstances(c call) (obj, error) {
 	view := s.viewENIsLocked()
 	var match []obj
 	var keys []string
-	insts := s.m.snapshot().Instances
+	insts := s.m.instanceList()
 	for _, in := range insts {
 		switch {
 		case len(ids) > 0 && !slices.Contains(ids, in.ID),
@@ -232,11 +232,11 @@ func (s *Server) describeVSwitches(c call) (obj, error) {
 		return nil, err
 	}
 	s.mu.Lock()
-	st := s.m.snapshot()
+	vsws := s.m.vSwitchList()
 	s.mu.Unlock()
 	var keys []string
 	var items []obj
-	for _, v := range st.VSwitches {
+	for _, v := range vsws {
 		switch {
 		case len(ids) > 0 && !slices.Contains(ids, v.ID),
 			vpc != "" && vpc != v.VPCID,

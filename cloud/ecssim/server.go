@@ -198,7 +198,7 @@ func (s *Server) AddInstance(spec InstanceSpec) (InstanceInfo, error) {
 		return InstanceInfo{}, fmt.Errorf("add instance: unknown instance type %q", spec.InstanceType)
 	}
 	if spec.VSwitchID == "" {
-		for _, v := range s.m.snapshot().VSwitches {
+		for _, v := range s.m.vSwitchList() {
 			if spec.Zone == "" || v.ZoneID == spec.Zone {
 				spec.VSwitchID = v.ID
 				break
