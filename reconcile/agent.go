@@ -549,7 +549,7 @@ func (a *Agent) pass(ctx context.Context) {
 		}
 	}
 	a.rereadNode(ctx)
-	o, have := a.cache.snapshot()
+	o, have, seen := a.cache.view()
 	if !have {
 		return
 	}
@@ -613,7 +613,7 @@ func (a *Agent) pass(ctx context.Context) {
 	if len(p.Actions) > 0 {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
 	}
-	a.exec.dispatch(ctx, p, entries, holdCloud)
+	a.exec.dispatch(ctx, p, entries, holdCloud, seen)
 	a.forgetDeletions(d, o, entries)
 	if sent := a.exec.drainSent(); len(sent) > 0 {
 		// A create planned again with one of these tokens (after a crash,

@@ -37,6 +37,10 @@ type cache struct {
 	// namespace is to be checked again (markNodeStale, takeNodeStale).
 	nodeStale bool
 	missing   []observed.AttachmentKey
+	// gen counts the changes to the state and the ends of actions (tick):
+	// a plan made from a snapshot of generation g has seen every action
+	// that ended at or before g (view, executor.dispatch).
+	gen uint64
 }
 
 // markNodeStale asks for a read of the node (not of the cloud) and a new
@@ -58,14 +62,38 @@ func (c *cache) takeNodeStale() (stale bool, keys []observed.AttachmentKey) {
 }
 
 func (c *cache) snapshot() (observed.State, bool) {
+	st, have, _ := c.view()
+	return st, have
+}
+
+// view is snapshot with the generation of the state it returns.
+func (c *cache) view() (observed.State, bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.fx.State(), c.have
+	return c.fx.State(), c.have, c.gen
+}
+
+// generation returns the current generation.
+func (c *cache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// tick marks the end of an action (after what it did was applied) and
+// returns the generation from which snapshots show it: a snapshot taken
+// before has a lower one.
+func (c *cache) tick() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	return c.gen
 }
 
 func (c *cache) replace(st observed.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gen++
 	c.fx.Replace(st)
 	c.have, c.refreshed, c.dirty = true, st.At, !st.Complete
 }
@@ -155,6 +183,7 @@ func (c *cache) inTransit() bool {
 func (c *cache) before(a planner.Action) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gen++
 	c.fx.Before(a)
 }
 
@@ -162,6 +191,7 @@ func (c *cache) before(a planner.Action) {
 func (c *cache) apply(a planner.Action, r planner.Result) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.gen++
 	c.fx.Apply(a, r)
 }
 

@@ -57,6 +57,11 @@ type executor struct {
 	cloudRunning int
 	// nodeDoneAt is when the last node action ended.
 	nodeDoneAt time.Time
+	// endedAt is, by action key, the cache generation at which an action
+	// of an earlier pass ended (cache.tick): a plan made from an older
+	// snapshot did not see what it did, and its twin there is not started
+	// (dispatch).
+	endedAt    map[string]uint64
 	retry      map[string]retryState
 	lastErrors []string
 	// exhausted lists vSwitches the cloud reported out of addresses since
@@ -119,7 +124,7 @@ func newExecutor(c Cloud, dp Datapath, st *status.Store, ch *cache, instanceID s
 	return &executor{
 		cloud: c, dp: dp, statuses: st, cache: ch, instanceID: instanceID, log: log, metrics: m,
 		now: now, wake: wake, waitDevice: waitDevice, nodeLane: newLane(parallel), cloudLane: newLane(parallel),
-		inflight: map[string]int{}, retry: map[string]retryState{},
+		inflight: map[string]int{}, retry: map[string]retryState{}, endedAt: map[string]uint64{},
 	}
 }
 
@@ -274,9 +279,10 @@ func (r *run) dep(d int) *step {
 }
 
 // dispatch starts the plan's actions and returns without waiting for them.
-// With holdCloud, the plan's cloud actions (and what depends on them) wait
-// for a later pass.
-func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[observed.AttachmentKey]desired.Entry, holdCloud bool) {
+// seen is the cache generation of the snapshot the plan was made from
+// (cache.view). With holdCloud, the plan's cloud actions (and what depends
+// on them) wait for a later pass.
+func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[observed.AttachmentKey]desired.Entry, holdCloud bool, seen uint64) {
 	n := len(p.Actions)
 	r := &run{entries: entries, steps: make([]*step, n)}
 	skipped := make([]bool, n)
@@ -316,6 +322,13 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 			}
 		}
 		if earlier[key] || (cloudBusy && a.Kind.Cloud()) {
+			skip = true
+		}
+		// Its twin ended after the snapshot was taken: the plan asks again
+		// for what is already done (a second update of an ENI's groups, a
+		// second setup of a pod). The pass the end woke plans it from what
+		// that action left.
+		if x.endedAt[key] > seen {
 			skip = true
 		}
 		if a.Kind.Cloud() && !a.Urgent && now.Before(pacedUntil) {
@@ -358,6 +371,13 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	for i, s := range r.steps {
 		if s != nil && s.pending == 0 {
 			x.start(ctx, r, i)
+		}
+	}
+	// Later plans are made from later snapshots: ends they will all have
+	// seen are forgotten.
+	for k, g := range x.endedAt {
+		if g <= seen {
+			delete(x.endedAt, k)
 		}
 	}
 	// The back-off of a node action this plan no longer asks for (its pod
@@ -410,6 +430,7 @@ func (x *executor) stepDone(ctx context.Context, r *run, i int) {
 	if x.inflight[s.key]--; x.inflight[s.key] <= 0 {
 		delete(x.inflight, s.key)
 	}
+	x.endedAt[s.key] = x.cache.tick()
 	if s.a.Kind.Cloud() {
 		x.cloudRunning--
 	} else {

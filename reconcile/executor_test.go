@@ -94,7 +94,7 @@ func (r *executorRig) attached(t *testing.T) observed.ENI {
 }
 
 func (r *executorRig) run(p planner.Plan) {
-	r.x.dispatch(context.Background(), p, nil, false)
+	r.x.dispatch(context.Background(), p, nil, false, r.x.cache.generation())
 	r.x.wg.Wait()
 }
 
@@ -145,13 +145,13 @@ func TestExecutorRoundsAndDuplicates(t *testing.T) {
 		return planner.Action{ID: id, Kind: planner.AssignIPs, Target: e.ID, ENIID: e.ID, IPv4Count: 1, Urgent: true, ClientToken: "t-" + e.ID}
 	}
 	ctx := context.Background()
-	r.x.dispatch(ctx, planner.Plan{Actions: []planner.Action{assign(0, e0)}}, nil, false)
+	r.x.dispatch(ctx, planner.Plan{Actions: []planner.Action{assign(0, e0)}}, nil, false, r.x.cache.generation())
 	<-arrived // the call is in the simulator
 	key := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
 	second := planner.Plan{Actions: []planner.Action{assign(0, e0), assign(1, e1),
 		{ID: 2, Kind: planner.SetupPod, Target: key.String(), Pod: &planner.PodTarget{Key: key, NetNS: "/var/run/netns/c1",
 			IfName: "eth0", IPv4: netip.MustParseAddr("10.0.0.9"), ENIMAC: e1.MAC}}}}
-	r.x.dispatch(ctx, second, nil, false)
+	r.x.dispatch(ctx, second, nil, false, r.x.cache.generation())
 	close(gate)
 	r.x.wg.Wait()
 	if n := assigns.Load(); n != 1 {
@@ -167,6 +167,34 @@ func TestExecutorRoundsAndDuplicates(t *testing.T) {
 	r.run(planner.Plan{Actions: []planner.Action{assign(1, e1)}})
 	if n := assigns.Load(); n != 2 {
 		t.Fatalf("%d assigns after the round ended: want 2", n)
+	}
+}
+
+// TestExecutorStaleTwin: a plan made from a snapshot taken before an action
+// of an earlier pass ended does not start that action's twin, even though
+// the action no longer runs when the plan is dispatched (the race behind a
+// second ModifyNetworkInterfaceAttribute for one security-group change); a
+// plan made from a snapshot taken after it ended starts what it asks.
+func TestExecutorStaleTwin(t *testing.T) {
+	r := newExecutorRig(t)
+	e := r.attached(t)
+	updates := func() int { return r.sim.Counters()["ModifyNetworkInterfaceAttribute"]["ok"] }
+	update := planner.Action{ID: 0, Kind: planner.UpdateENI, Target: e.ID, ENIID: e.ID, SecurityGroups: []string{ecssim.DefaultSecurityGroup}}
+	ctx := context.Background()
+	seen := r.x.cache.generation() // the next pass's snapshot, taken now
+	r.run(planner.Plan{Actions: []planner.Action{update}})
+	if n := updates(); n != 1 {
+		t.Fatalf("%d updates reached the cloud: want 1", n)
+	}
+	r.x.dispatch(ctx, planner.Plan{Actions: []planner.Action{update}}, nil, false, seen)
+	r.x.wg.Wait()
+	if n := updates(); n != 1 {
+		t.Fatalf("%d updates: the twin planned from a snapshot older than the first update's end was started", n)
+	}
+	r.x.dispatch(ctx, planner.Plan{Actions: []planner.Action{update}}, nil, false, r.x.cache.generation())
+	r.x.wg.Wait()
+	if n := updates(); n != 2 {
+		t.Fatalf("%d updates: a plan from a fresh snapshot must start what it asks", n)
 	}
 }
 

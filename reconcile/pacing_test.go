@@ -88,7 +88,7 @@ func TestExecutorUrgentFirst(t *testing.T) {
 	}
 	before := ips()
 
-	x.dispatch(ctx, planner.Plan{Actions: []planner.Action{assign(0, true), assign(1, false)}}, nil, false)
+	x.dispatch(ctx, planner.Plan{Actions: []planner.Action{assign(0, true), assign(1, false)}}, nil, false, x.cache.generation())
 	x.wg.Wait()
 	if got := ips(); got[0] != before[0]+2 || got[1] != before[1] {
 		t.Fatalf("during the backoff: addresses %v, then %v: want the urgent assign (ENI 0) done and the optional one (ENI 1) deferred", before, got)
@@ -98,7 +98,7 @@ func TestExecutorUrgentFirst(t *testing.T) {
 	}
 
 	clk.advance(until.Sub(clk.Now()))
-	x.dispatch(ctx, planner.Plan{Actions: []planner.Action{assign(1, false)}}, nil, false)
+	x.dispatch(ctx, planner.Plan{Actions: []planner.Action{assign(1, false)}}, nil, false, x.cache.generation())
 	x.wg.Wait()
 	if got := ips(); got[1] != before[1]+2 {
 		t.Fatalf("after the backoff: ENI 1 has %d addresses, want %d: the optional assign must run", got[1], before[1]+2)
