@@ -40,6 +40,10 @@
 //     node's turn (spread.go). The client's limiter is in package cloud.
 //   - What does the planner remember between passes, and when does time
 //     alone change the plan? memory.go, wake.go (NextDeadline).
+//   - What does a failed action teach later plans (a vSwitch out of
+//     addresses or of /28s, refused security groups, a burnt token)?
+//     outcome.go: the executor reports each failure's facts as an Outcome,
+//     Memory.Learn decides.
 //   - What does an action do to the world? effect.go (one function per
 //     kind, shared by the agent's cache, the test world and the
 //     no-datapath mode).

@@ -566,30 +566,12 @@ func (a *Agent) pass(ctx context.Context) {
 	}
 	d.Hints = a.hints
 	hintsChanged := a.noteHints(d)
-	for _, id := range a.exec.drainExhausted() {
-		// The planner skips it when choosing where to create ENIs, for as
-		// long as peers do (Terway: 10 minutes), then tries it again.
-		a.memory = a.memory.MarkExhausted(id, now.Add(planner.DefaultExhaustedFor))
-		a.log.Warn("vSwitch out of addresses: skipping it for new ENIs", "vswitch", id, "until", now.Add(planner.DefaultExhaustedFor))
-	}
-	for _, id := range a.exec.drainFragmented() {
-		// No free aligned /28 there: the planner asks it for no prefix
-		// for a while (single addresses still, where the mode allows).
-		a.memory = a.memory.MarkFragmented(id, now.Add(planner.DefaultFragmentedFor))
-		a.log.Warn("vSwitch has no free /28 for an IPv4 prefix: asking it for none", "vswitch", id, "until", now.Add(planner.DefaultFragmentedFor))
-	}
-	for _, key := range a.exec.drainRefusedGroups() {
-		// A group of the set does not exist (a typo in an annotation or
-		// the config) or is full: the set's pods fail with the reason,
-		// and its create stops holding an ENI slot, until the mark ends.
-		a.memory = a.memory.MarkRefusedGroups(key, now.Add(planner.DefaultRefusedFor))
-		a.log.Warn("the cloud refused an ENI's security groups: creating none for the set", "security_groups", key, "until", now.Add(planner.DefaultRefusedFor))
-	}
-	for _, tok := range a.exec.drainBurnt() {
-		// ECS refuses every resend of a token whose call failed: plan
-		// that call with a new one.
-		a.memory = a.memory.TokenFailed(tok)
-	}
+	// What the cloud's answers to failed actions mean for later plans (a
+	// vSwitch to skip, a token to change, a set of groups not to create)
+	// is the planner's to decide.
+	var lessons []planner.Lesson
+	a.memory, lessons = a.memory.Learn(a.exec.drainOutcomes(), now)
+	a.logLessons(lessons)
 	start := time.Now()
 	p := a.planning.Plan(d, o, a.memory, now)
 	a.metrics.planSeconds.Observe(time.Since(start).Seconds())
@@ -781,4 +763,28 @@ func firstOr(s []string, def string) string {
 		return s[0]
 	}
 	return def
+}
+
+// logLessons logs what the planner learned from failed actions.
+func (a *Agent) logLessons(lessons []planner.Lesson) {
+	for _, l := range lessons {
+		switch l.Kind {
+		case planner.LessonExhausted:
+			// Skipped when choosing where to create ENIs, for as long as
+			// peers do (Terway: 10 minutes), then tried again.
+			a.log.Warn("vSwitch out of addresses: skipping it for new ENIs", "vswitch", l.Key, "until", l.Until)
+		case planner.LessonFragmented:
+			// No free aligned /28: no prefix is asked of it for a while
+			// (single addresses still, where the mode allows).
+			a.log.Warn("vSwitch has no free /28 for an IPv4 prefix: asking it for none", "vswitch", l.Key, "until", l.Until)
+		case planner.LessonRefusedGroups:
+			// A group of the set does not exist (a typo in an annotation
+			// or the config) or is full: the set's pods fail with the
+			// reason, and its create holds no ENI slot, until the mark ends.
+			a.log.Warn("the cloud refused an ENI's security groups: creating none for the set", "security_groups", l.Key, "until", l.Until)
+		case planner.LessonTokenBurnt:
+			// ECS refuses every resend of a token whose call failed.
+			a.log.Debug("client token burnt: the call is planned with a new one", "token", l.Key)
+		}
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,23 +63,12 @@ type executor struct {
 	endedAt    map[string]uint64
 	retry      map[string]retryState
 	lastErrors []string
-	// exhausted lists vSwitches the cloud reported out of addresses since
-	// the loop last drained it (planner.Memory.MarkExhausted).
-	exhausted []string
-	// fragmented lists vSwitches that refused an IPv4 prefix (no free
-	// aligned /28) since the loop last drained it
-	// (planner.Memory.MarkFragmented).
-	fragmented []string
-	// refusedGroups lists the security-group sets (sorted, comma-joined)
-	// whose CreateENI or UpdateENI the cloud refused for their groups since
-	// the loop last drained it (planner.Memory.MarkRefusedGroups).
-	refusedGroups []string
+	// outcomes holds the failed actions' outcomes since the loop last
+	// drained them: the planner learns from them (planner.Memory.Learn).
+	outcomes []planner.Outcome
 	// deferredTo is when optional cloud work that the last dispatch held
 	// back may go (zero: none held back); the loop wakes then.
 	deferredTo time.Time
-	// burnt lists ClientTokens whose call failed definitely since the loop
-	// last drained it (planner.Memory.TokenFailed).
-	burnt []string
 	// sent lists the ClientTokens of the creates dispatch started since the
 	// loop last drained it (planner.Memory.TokenSent).
 	sent []string
@@ -184,25 +172,17 @@ func (x *executor) nextRetry(after time.Time) (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
-// drainExhausted returns and forgets the vSwitches reported exhausted.
-func (x *executor) drainExhausted() []string {
-	return x.take(&x.exhausted)
+// drainOutcomes returns and clears the outcomes recorded since the last
+// call.
+func (x *executor) drainOutcomes() []planner.Outcome {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := x.outcomes
+	x.outcomes = nil
+	return out
 }
 
-// drainRefusedGroups returns and forgets the security-group sets (sorted,
-// comma-joined) whose CreateENI or UpdateENI the cloud refused for their
-// groups.
-func (x *executor) drainRefusedGroups() []string {
-	return x.take(&x.refusedGroups)
-}
-
-// drainFragmented returns and forgets the vSwitches that refused a prefix.
-func (x *executor) drainFragmented() []string {
-	return x.take(&x.fragmented)
-}
-
-// take returns and forgets the list l of the executor's reports (under
-// its lock).
+// take returns and clears the list l points to (a field of x).
 func (x *executor) take(l *[]string) []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -223,11 +203,6 @@ func (x *executor) note(msg string) {
 }
 
 // drainBurnt returns and forgets the ClientTokens that failed definitely.
-func (x *executor) drainBurnt() []string {
-	return x.take(&x.burnt)
-}
-
-// drainSent returns and forgets the ClientTokens of the creates started.
 func (x *executor) drainSent() []string {
 	return x.take(&x.sent)
 }
@@ -496,22 +471,18 @@ func (x *executor) perform(ctx context.Context, r *run, i int) bool {
 func retryKey(a planner.Action) string {
 	switch a.Kind {
 	case planner.CreateENI:
-		return "create-in/" + a.VSwitchID + "/" + groupsKey(a.SecurityGroups)
+		return "create-in/" + a.VSwitchID + "/" + planner.GroupsKey(a.SecurityGroups)
 	case planner.UpdateENI:
-		return "update/" + a.ENIID + "/" + groupsKey(a.SecurityGroups)
+		return "update/" + a.ENIID + "/" + planner.GroupsKey(a.SecurityGroups)
 	}
 	return actionKey(a)
 }
 
-// groupsKey is a set of security groups as a key: sorted, comma-separated.
-func groupsKey(groups []string) string {
-	return strings.Join(slices.Sorted(slices.Values(groups)), ",")
-}
-
 // failed records a failure: the action backs off (exponentially, jittered,
 // longer for terminal errors), the observation is refreshed in full, and
-// the error is kept for `enid status`. A token the cloud burnt is reported
-// (drainBurnt) so that the next plan carries a new one. Datapath errors
+// the error is kept for `enid status`. Its outcome, the facts of the answer
+// (no addresses left, groups refused, a definite failure), is recorded for
+// the planner to learn from (drainOutcomes, planner.Memory.Learn). Datapath errors
 // are retryable except a conflict (linux.ErrConflict: something enid did
 // not create is in the way), which fails the pod with a typed reason.
 func (x *executor) failed(a planner.Action, err error) {
@@ -540,26 +511,14 @@ func (x *executor) failed(a planner.Action, err error) {
 		x.cache.markNodeStale(k...)
 	}
 
-	vsw := a.VSwitchID
-	if errors.Is(err, cloud.ErrVSwitchExhausted) && vsw == "" {
-		vsw = x.cache.vSwitchOf(a.ENIID)
+	o := planner.Outcome{Action: a, Err: err.Error(), VSwitchID: a.VSwitchID,
+		NoAddresses: errors.Is(err, cloud.ErrVSwitchExhausted), Definite: cloud.Definite(err),
+		GroupsRefused: cloud.SecurityGroupsRefused(err)}
+	if o.NoAddresses && o.VSwitchID == "" {
+		o.VSwitchID = x.cache.vSwitchOf(a.ENIID)
 	}
 	x.mu.Lock()
-	if errors.Is(err, cloud.ErrVSwitchExhausted) && vsw != "" {
-		if askedPrefixes(a) {
-			// No free aligned /28: the vSwitch may well have single
-			// addresses, so it is fragmented for prefixes, not exhausted.
-			x.fragmented = append(x.fragmented, vsw)
-		} else {
-			x.exhausted = append(x.exhausted, vsw)
-		}
-	}
-	if (a.Kind == planner.CreateENI || a.Kind == planner.UpdateENI) && cloud.SecurityGroupsRefused(err) {
-		x.refusedGroups = append(x.refusedGroups, groupsKey(a.SecurityGroups))
-	}
-	if (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.ClientToken != "" && cloud.Definite(err) {
-		x.burnt = append(x.burnt, a.ClientToken)
-	}
+	x.outcomes = append(x.outcomes, o)
 	rs := x.retry[key]
 	rs.failures++
 	base, limit := 200*time.Millisecond, 30*time.Second
@@ -597,16 +556,6 @@ func (x *executor) failed(a planner.Action, err error) {
 		// that times out reports it; a later pass retries.
 		x.publish(st, nil, nil)
 	}
-}
-
-// askedPrefixes reports whether the action asks the cloud for IPv4
-// prefixes (CreateENI or AssignIPs with IPv4PrefixCount). When such a
-// request meets a vSwitch out of addresses, it is the /28s that ran out.
-// A CreateENI that asked for addresses too is counted as asking for
-// prefixes: the /28s are the likelier cause, and a fragmented mark stops
-// only prefixes, where an exhausted one would stop single addresses too.
-func askedPrefixes(a planner.Action) bool {
-	return (a.Kind == planner.CreateENI || a.Kind == planner.AssignIPs) && a.IPv4PrefixCount > 0
 }
 
 // continues reports whether action i completes a cloud change this run

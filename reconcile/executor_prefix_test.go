@@ -142,18 +142,19 @@ func TestExecutorFragmented(t *testing.T) {
 	}
 	r.run(planner.Plan{Actions: []planner.Action{{ID: 0, Kind: planner.AssignIPs, Target: e.ID, ENIID: e.ID,
 		IPv4PrefixCount: 1, ClientToken: "tok-frag", Urgent: true}}})
-	if got := r.x.drainFragmented(); !slices.Equal(got, []string{r.vsw}) {
+	ls := r.learn()
+	if got := lessonKeys(ls, planner.LessonFragmented); !slices.Equal(got, []string{r.vsw}) {
 		t.Errorf("fragmented after a refused prefix assign: %v, want [%s]", got, r.vsw)
 	}
-	if got := r.x.drainExhausted(); len(got) != 0 {
+	if got := lessonKeys(ls, planner.LessonExhausted); len(got) != 0 {
 		t.Errorf("exhausted after a refused prefix assign: %v, want none", got)
 	}
-	if got := r.x.drainBurnt(); !slices.Contains(got, "tok-frag") {
+	if got := lessonKeys(ls, planner.LessonTokenBurnt); !slices.Contains(got, "tok-frag") {
 		t.Errorf("burnt tokens %v, want tok-frag", got)
 	}
 	r.run(planner.Plan{Actions: []planner.Action{{ID: 0, Kind: planner.CreateENI, Target: "new#0", VSwitchID: r.vsw,
 		SecurityGroups: []string{ecssim.DefaultSecurityGroup}, IPv4PrefixCount: 1, ClientToken: "tok-frag-create"}}})
-	if got := r.x.drainFragmented(); !slices.Equal(got, []string{r.vsw}) {
+	if got := lessonKeys(r.learn(), planner.LessonFragmented); !slices.Equal(got, []string{r.vsw}) {
 		t.Errorf("fragmented after a refused create with a prefix: %v, want [%s]", got, r.vsw)
 	}
 	// Single addresses still come from it (once the ENI's back-off ends).
@@ -168,10 +169,11 @@ func TestExecutorFragmented(t *testing.T) {
 	r.clk.advance(10 * time.Minute) // past any backoff of the ENI's key
 	r.run(planner.Plan{Actions: []planner.Action{{ID: 0, Kind: planner.AssignIPs, Target: e.ID, ENIID: e.ID,
 		IPv4Count: 1, ClientToken: "tok-full", Urgent: true}}})
-	if got := r.x.drainExhausted(); !slices.Equal(got, []string{r.vsw}) {
+	ls = r.learn()
+	if got := lessonKeys(ls, planner.LessonExhausted); !slices.Equal(got, []string{r.vsw}) {
 		t.Errorf("exhausted after a refused address assign: %v, want [%s]", got, r.vsw)
 	}
-	if got := r.x.drainFragmented(); len(got) != 0 {
+	if got := lessonKeys(ls, planner.LessonFragmented); len(got) != 0 {
 		t.Errorf("fragmented after a refused address assign: %v, want none", got)
 	}
 }

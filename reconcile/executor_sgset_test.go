@@ -35,7 +35,7 @@ func TestExecutorBackoffPerSet(t *testing.T) {
 		t.Fatalf("%d creates, errors %v: want the ghost set's create refused", n, r.x.errors())
 	}
 	// The refusal reaches the planner (Memory.MarkRefusedGroups).
-	if got := r.x.drainRefusedGroups(); !slices.Equal(got, []string{"sg-ghost"}) {
+	if got := lessonKeys(r.learn(), planner.LessonRefusedGroups); !slices.Equal(got, []string{"sg-ghost"}) {
 		t.Errorf("refused sets %v, want [sg-ghost]", got)
 	}
 	// The ghost set's next token is held back; the default set's create
@@ -56,7 +56,7 @@ func TestExecutorBackoffPerSet(t *testing.T) {
 	if len(made) != 1 {
 		t.Errorf("ENIs made: %v, want one of the default set", made)
 	}
-	if got := r.x.drainRefusedGroups(); len(got) != 0 {
+	if got := lessonKeys(r.learn(), planner.LessonRefusedGroups); len(got) != 0 {
 		t.Errorf("refused sets %v after a create that succeeded, want none", got)
 	}
 
@@ -70,7 +70,7 @@ func TestExecutorBackoffPerSet(t *testing.T) {
 	if n := calls("ModifyNetworkInterfaceAttribute"); n != 1 {
 		t.Errorf("%d updates reached the cloud, want 1: the refused one backs off", n)
 	}
-	if got := r.x.drainRefusedGroups(); !slices.Equal(got, []string{"sg-typo"}) {
+	if got := lessonKeys(r.learn(), planner.LessonRefusedGroups); !slices.Equal(got, []string{"sg-typo"}) {
 		t.Errorf("refused sets %v after the refused update, want [sg-typo]", got)
 	}
 	r.run(planner.Plan{Actions: []planner.Action{update("sg-a")}})

@@ -93,6 +93,24 @@ func (r *executorRig) attached(t *testing.T) observed.ENI {
 	return e
 }
 
+// learn drains the executor's outcomes into a zero memory
+// (planner.Memory.Learn, as the loop does) and returns the lessons.
+func (r *executorRig) learn() []planner.Lesson {
+	_, ls := planner.Memory{}.Learn(r.x.drainOutcomes(), r.clk.Now())
+	return ls
+}
+
+// lessonKeys returns the keys of the lessons of that kind.
+func lessonKeys(ls []planner.Lesson, kind string) []string {
+	var out []string
+	for _, l := range ls {
+		if l.Kind == kind {
+			out = append(out, l.Key)
+		}
+	}
+	return out
+}
+
 func (r *executorRig) run(p planner.Plan) {
 	r.x.dispatch(context.Background(), p, nil, false, r.x.cache.generation())
 	r.x.wg.Wait()
