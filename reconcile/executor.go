@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
@@ -52,7 +51,7 @@ type executor struct {
 	mu sync.Mutex // guards the fields below
 	// inflight counts running (or waiting) actions by key; cloudRunning
 	// counts the cloud ones among them.
-	inflight     map[string]int
+	inflight     map[opKey]int
 	cloudRunning int
 	// nodeDoneAt is when the last node action ended.
 	nodeDoneAt time.Time
@@ -60,8 +59,8 @@ type executor struct {
 	// of an earlier pass ended (cache.tick): a plan made from an older
 	// snapshot did not see what it did, and its twin there is not started
 	// (dispatch).
-	endedAt    map[string]uint64
-	retry      map[string]retryState
+	endedAt    map[opKey]uint64
+	retry      map[opKey]retryState
 	lastErrors []string
 	// outcomes holds the failed actions' outcomes since the loop last
 	// drained them: the planner learns from them (planner.Memory.Learn).
@@ -112,8 +111,56 @@ func newExecutor(c Cloud, dp Datapath, st *status.Store, ch *cache, instanceID s
 	return &executor{
 		cloud: c, dp: dp, statuses: st, cache: ch, instanceID: instanceID, log: log, metrics: m,
 		now: now, wake: wake, waitDevice: waitDevice, nodeLane: newLane(parallel), cloudLane: newLane(parallel),
-		inflight: map[string]int{}, retry: map[string]retryState{}, endedAt: map[string]uint64{},
+		inflight: map[opKey]int{}, retry: map[opKey]retryState{}, endedAt: map[opKey]uint64{},
 	}
+}
+
+// opKey identifies an action across passes (actionKey) or its back-off
+// (retryKey).
+type opKey struct {
+	scope keyScope
+	// kind is a node action's kind.
+	kind planner.ActionKind
+	// id is the ClientToken, ENI ID, vSwitch ID or node target, as scope
+	// says; groups is a security-group set (planner.GroupsKey).
+	id, groups string
+}
+
+// keyScope says what an opKey names.
+type keyScope int
+
+const (
+	// keyNode: a node action, by kind and target.
+	keyNode keyScope = iota
+	// keyToken: a CreateENI, by ClientToken.
+	keyToken
+	// keyENI: any cloud action on one ENI.
+	keyENI
+	// keyCreateIn: the creates in one vSwitch with one set of groups.
+	keyCreateIn
+	// keyUpdate: the updates of one ENI to one set of groups.
+	keyUpdate
+	// keyCloud: a cloud action that names no ENI yet (it acts on the ENI
+	// a create of the same plan makes), by kind and target.
+	keyCloud
+)
+
+// cloud reports whether the key names cloud work.
+func (k opKey) cloud() bool { return k.scope != keyNode }
+
+// String renders the key for logs and tests ("eni/eni-1").
+func (k opKey) String() string {
+	switch k.scope {
+	case keyToken:
+		return "create/" + k.id
+	case keyENI:
+		return "eni/" + k.id
+	case keyCreateIn:
+		return "create-in/" + k.id + "/" + k.groups
+	case keyUpdate:
+		return "update/" + k.id + "/" + k.groups
+	}
+	return string(k.kind) + "/" + k.id
 }
 
 // actionKey identifies an action across passes: while an action with the
@@ -123,14 +170,16 @@ func newExecutor(c Cloud, dp Datapath, st *status.Store, ch *cache, instanceID s
 // cloud actions are keyed by their ENI alone: one cloud operation per ENI at
 // a time, so an assign planned before an earlier assign's addresses are seen
 // never asks for them twice. Node actions are keyed by kind and target.
-func actionKey(a planner.Action) string {
+func actionKey(a planner.Action) opKey {
 	switch {
 	case a.Kind == planner.CreateENI:
-		return "create/" + a.ClientToken
+		return opKey{scope: keyToken, id: a.ClientToken}
 	case a.Kind.Cloud() && a.ENIID != "":
-		return "eni/" + a.ENIID
+		return opKey{scope: keyENI, id: a.ENIID}
+	case a.Kind.Cloud():
+		return opKey{scope: keyCloud, kind: a.Kind, id: a.Target}
 	}
-	return string(a.Kind) + "/" + a.Target
+	return opKey{scope: keyNode, kind: a.Kind, id: a.Target}
 }
 
 // busy reports whether anything is running.
@@ -231,7 +280,7 @@ type run struct {
 // dependency failed ends without running.
 type step struct {
 	a   planner.Action
-	key string // actionKey(a)
+	key opKey // actionKey(a)
 	// dependents are the steps that depend on this one; pending counts the
 	// dependencies not yet ended, depFailed says one of them failed.
 	dependents []int
@@ -266,7 +315,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	defer x.mu.Unlock()
 	// Only actions of earlier passes hold keys: actions of this plan that
 	// share a key (detach then delete one ENI) are ordered by DependsOn.
-	earlier := make(map[string]bool, len(x.inflight))
+	earlier := make(map[opKey]bool, len(x.inflight))
 	for k := range x.inflight {
 		earlier[k] = true
 	}
@@ -286,7 +335,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	// limit thus spends the rate it has on pods first.
 	pacedUntil := x.backoffUntil()
 	x.deferredTo = time.Time{}
-	planned := make(map[string]bool, n)
+	planned := make(map[opKey]bool, n)
 	for i, a := range p.Actions {
 		key := actionKey(a)
 		planned[retryKey(a)] = true
@@ -359,8 +408,7 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	// was deleted) is forgotten, or it would stay for ever and keep waking
 	// the loop; a cloud action's is kept until it has run out.
 	for k, rs := range x.retry {
-		cloudKey := strings.HasPrefix(k, "eni/") || strings.HasPrefix(k, "create/") || strings.HasPrefix(k, "create-in/") || strings.HasPrefix(k, "update/")
-		if !planned[k] && (!cloudKey || !now.Before(rs.until)) {
+		if !planned[k] && (!k.cloud() || !now.Before(rs.until)) {
 			delete(x.retry, k)
 		}
 	}
@@ -372,7 +420,7 @@ func (x *executor) retries() []string {
 	defer x.mu.Unlock()
 	out := make([]string, 0, len(x.retry))
 	for k := range x.retry {
-		out = append(out, k)
+		out = append(out, k.String())
 	}
 	return out
 }
@@ -468,12 +516,12 @@ func (x *executor) perform(ctx context.Context, r *run, i int) bool {
 // another set's ENIs in the vSwitch nor the corrected update of the ENI.
 // What fails for every set in a vSwitch (no address left) reaches the
 // planner as an exhausted vSwitch, not through this key.
-func retryKey(a planner.Action) string {
+func retryKey(a planner.Action) opKey {
 	switch a.Kind {
 	case planner.CreateENI:
-		return "create-in/" + a.VSwitchID + "/" + planner.GroupsKey(a.SecurityGroups)
+		return opKey{scope: keyCreateIn, id: a.VSwitchID, groups: planner.GroupsKey(a.SecurityGroups)}
 	case planner.UpdateENI:
-		return "update/" + a.ENIID + "/" + planner.GroupsKey(a.SecurityGroups)
+		return opKey{scope: keyUpdate, id: a.ENIID, groups: planner.GroupsKey(a.SecurityGroups)}
 	}
 	return actionKey(a)
 }

@@ -232,15 +232,15 @@ func TestExecutorBackoff(t *testing.T) {
 	if !ok || !until.After(r.clk.Now()) {
 		t.Fatalf("nextRetry = %v, %v: want a time after now", until, ok)
 	}
-	first := r.x.retry["eni/eni-missing"]
+	first := r.x.retry[opKey{scope: keyENI, id: "eni-missing"}]
 	r.clk.advance(until.Sub(r.clk.Now()) - time.Millisecond)
 	r.run(bad)
-	if rs := r.x.retry["eni/eni-missing"]; rs.failures != 1 {
+	if rs := r.x.retry[opKey{scope: keyENI, id: "eni-missing"}]; rs.failures != 1 {
 		t.Fatalf("before the backoff ended the action ran again (%d failures)", rs.failures)
 	}
 	r.clk.advance(time.Millisecond)
 	r.run(bad)
-	rs := r.x.retry["eni/eni-missing"]
+	rs := r.x.retry[opKey{scope: keyENI, id: "eni-missing"}]
 	if rs.failures != 2 || !rs.until.After(first.until) {
 		t.Fatalf("after the backoff: %+v, want a second failure backing off past %v", rs, first.until)
 	}
