@@ -46,6 +46,6 @@
 //     Memory.Learn decides.
 //   - What does an action do to the world? effect.go (one function per
 //     kind, shared by the agent's cache, the test world and the
-//     no-datapath mode).
+//     no-datapath mode; Before, Apply, and Failed for a failed one).
 //   - How are existing addresses indexed? index.go.
 package planner

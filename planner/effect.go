@@ -57,6 +57,19 @@ func Apply(st observed.State, a Action, r Result) observed.State {
 	return e.State()
 }
 
+// Failed returns st with what a failed action leaves applied: the failure
+// transition beside Before and Apply. A setup (SetupPod, MoveENI) that
+// failed withdraws the claim Before recorded: the pod holds no address
+// the node could be trusted with, and the next pass binds it anew or
+// waits. A failed cloud action changes nothing here: the executor asks for
+// a full observation, which shows what the cloud did (a failed detach may
+// have detached). It never modifies st.
+func Failed(st observed.State, a Action) observed.State {
+	e := NewEffects(st)
+	e.Failed(a)
+	return e.State()
+}
+
 // Effects applies actions to an observed state it keeps, editing the
 // state's lists in place once it owns them: the first edit after State
 // handed the state out copies the lists (ENIs, vSwitches, the node's
@@ -126,6 +139,16 @@ func (x *Effects) Before(a Action) {
 		p := podNet(a, Result{})
 		p.Healthy, p.HostVeth, p.Problems = false, "", []string{"setup in progress"}
 		withPod(x.own(), p)
+	}
+}
+
+// Failed applies what a failed action leaves (see Failed).
+func (x *Effects) Failed(a Action) {
+	switch a.Kind {
+	case SetupPod, MoveENI:
+		if a.Pod != nil {
+			teardownPod(x.own(), a)
+		}
 	}
 }
 

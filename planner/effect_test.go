@@ -143,3 +143,31 @@ func TestEffectsEditInPlace(t *testing.T) {
 		t.Errorf("SetupPod of %s: list unsorted or pod missing", k2)
 	}
 }
+
+// TestEffectsFailed: a failed setup withdraws the claim Before recorded
+// (the failure transition), leaves the other pods alone and never
+// modifies its input; a failed cloud action changes nothing (a full
+// observation follows it).
+func TestEffectsFailed(t *testing.T) {
+	ip := netip.MustParseAddr
+	other := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
+	st := observed.State{Node: observed.Node{Pods: []observed.PodNet{{Key: other, IPv4: ip("10.0.0.5"), Healthy: true}}}}
+	for _, kind := range []planner.ActionKind{planner.SetupPod, planner.MoveENI} {
+		a := planner.Action{Kind: kind, Pod: &planner.PodTarget{Key: observed.AttachmentKey{ContainerID: "c2", IfName: "eth0"}, IPv4: ip("10.0.0.6")}}
+		claimed := planner.Before(st, a)
+		if len(claimed.Node.Pods) != 2 {
+			t.Fatalf("%s: before it runs, pods %+v: want the claim beside c1", kind, claimed.Node.Pods)
+		}
+		got := planner.Failed(claimed, a)
+		if !reflect.DeepEqual(got.Node.Pods, st.Node.Pods) {
+			t.Errorf("%s failed: pods %+v, want only c1 (the claim withdrawn)", kind, got.Node.Pods)
+		}
+		if len(claimed.Node.Pods) != 2 {
+			t.Errorf("%s: Failed modified its input", kind)
+		}
+	}
+	detach := planner.Action{Kind: planner.DetachENI, ENIID: "eni-1"}
+	if got := planner.Failed(st, detach); !reflect.DeepEqual(got, st) {
+		t.Errorf("a failed detach changed the state: %+v", got)
+	}
+}

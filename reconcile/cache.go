@@ -195,6 +195,14 @@ func (c *cache) apply(a planner.Action, r planner.Result) {
 	c.fx.Apply(a, r)
 }
 
+// failed records what a failed action a leaves (planner.Failed).
+func (c *cache) failed(a planner.Action) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.fx.Failed(a)
+}
+
 // eni returns the ENI with that ID.
 func (c *cache) eni(id string) (observed.ENI, bool) {
 	c.mu.Lock()

@@ -586,7 +586,7 @@ func (x *executor) failed(a planner.Action, err error) {
 	x.log.Warn("action failed", "kind", a.Kind, "target", a.Target, "retryable", retryable, "retry_in", d, "err", err)
 	if a.Pod != nil && (a.Kind == planner.SetupPod || a.Kind == planner.MoveENI) {
 		// The claim recorded before it ran is withdrawn.
-		x.cache.apply(planner.Action{Kind: planner.TeardownPod, Pod: a.Pod}, planner.Result{})
+		x.cache.failed(a)
 		st := planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
 			ReasonCode: planner.ReasonSetupFailed, Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}
 		if conflict {
