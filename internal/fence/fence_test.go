@@ -56,6 +56,7 @@ var rules = map[string]rule{
 		"testbed/cnirun", "testbed/simnode", "testbed/simvpc", "internal/poll"},
 		ext: []string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/prometheus/client_golang/prometheus/promhttp", "k8s.io/klog/v2"},
 		why: "the CLI wires everything; never a test helper (TestBinariesLinkNoTestCode)"},
+	"internal/clock":    {why: "the one clock (real and virtual) every component takes from its owner: a stdlib-only leaf"},
 	"internal/fileread": {why: "bounded, non-blocking reads: a leaf"},
 	"internal/netnsid":  {why: "namespace identity: a leaf"},
 	"internal/poll":     {why: "waiting on files by asking again (demo, bench): a leaf"},
