@@ -17,6 +17,7 @@ import (
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile"
 	"github.com/enidnet/enid/reconcile/status"
@@ -138,7 +139,7 @@ func (a *agent) heartbeat() (status.Agent, bool) {
 
 // waitPool waits until the heartbeat satisfies cond.
 func (a *agent) waitPool(ctx context.Context, timeout time.Duration, cond func(status.Agent) bool) error {
-	return poll.Until(ctx, timeout, 10*time.Millisecond, func() (bool, error) {
+	return poll.Until(ctx, clock.Real{}, timeout, 10*time.Millisecond, func() (bool, error) {
 		select {
 		case err := <-a.done:
 			a.done <- err

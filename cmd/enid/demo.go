@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile/status"
 	"github.com/enidnet/enid/testbed/cnirun"
@@ -470,5 +471,5 @@ func printCounters(out io.Writer, c map[string]map[string]int) {
 
 // waitFor polls cond every 100ms until it holds, fails, or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
-	return poll.Until(ctx, timeout, 100*time.Millisecond, cond)
+	return poll.Until(ctx, clock.Real{}, timeout, 100*time.Millisecond, cond)
 }

@@ -59,7 +59,7 @@ var rules = map[string]rule{
 	"internal/clock":    {why: "the one clock (real and virtual) every component takes from its owner: a stdlib-only leaf"},
 	"internal/fileread": {why: "bounded, non-blocking reads: a leaf"},
 	"internal/netnsid":  {why: "namespace identity: a leaf"},
-	"internal/poll":     {why: "waiting on files by asking again (demo, bench): a leaf"},
+	"internal/poll":     {enid: []string{"internal/clock"}, why: "waiting on files by asking again (demo, bench), on the caller's clock: a leaf over a leaf"},
 	"internal/podkey":   {why: "attachment identity (key, grammar, file names, atomic write): a stdlib-only leaf under observed"},
 	"internal/roottest": {why: "test helper: skip or fail without root"},
 	"testbed/cnirun":    {ext: []string{"github.com/containernetworking/cni/"}, why: "drives enid-cni through the real libcni (demo, bench, e2e)"},
