@@ -342,7 +342,7 @@ func (d *demo) addPods(ctx context.Context, rt *cnirun.Runtime, pods []demoPod) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			start := time.Now()
+			start := time.Now() // the demo shows its user wall-clock latency
 			res, err := rt.Add(ctx, pods[i].pod)
 			pods[i].took, pods[i].err = time.Since(start), err
 			if err == nil && len(res.IPs) > 0 {
@@ -442,7 +442,7 @@ func printStatusFrom(out io.Writer, runDir string) error {
 		return err
 	}
 	rep.Pods = pods
-	printStatus(out, rep, time.Now())
+	printStatus(out, rep, time.Now()) // ages by the wall clock, as `enid status` shows them
 	return nil
 }
 
