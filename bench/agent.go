@@ -17,6 +17,7 @@ import (
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile"
 	"github.com/enidnet/enid/reconcile/status"
@@ -90,9 +91,10 @@ func startAgent(ctx context.Context, o agentOptions) (*agent, error) {
 	if o.region == "" {
 		o.region = o.sim.Dump().Region
 	}
+	clk := clock.Real{} // one clock for the agent and its client, as `enid run` wires them
 	metrics := reconcile.NewMetrics()
 	c, err := cloud.New(cloud.Config{Endpoint: o.sim.Endpoint(), Region: o.region, Credentials: creds,
-		RateLimit: rl, Observer: metrics, Logger: o.log,
+		RateLimit: rl, Observer: metrics, Logger: o.log, Clock: clk,
 		Wait: cloud.WaitPolicy{Initial: waitInitial, Max: waitMax}})
 	if err != nil {
 		return nil, err
@@ -111,7 +113,7 @@ func startAgent(ctx context.Context, o agentOptions) (*agent, error) {
 	p.StateDir = filepath.Join(o.dir, "state")
 	p.Hints = o.hints
 	ra, err := reconcile.New(reconcile.Config{Paths: p, InstanceID: o.instanceID, NodeName: o.nodeName,
-		Cloud: c, Datapath: dp, Logger: o.log, Metrics: metrics, NoWatch: o.noWatch, Heartbeat: o.heartbeat, Version: "bench"})
+		Cloud: c, Datapath: dp, Logger: o.log, Metrics: metrics, NoWatch: o.noWatch, Heartbeat: o.heartbeat, Version: "bench", Clock: clk})
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +140,7 @@ func (a *agent) heartbeat() (status.Agent, bool) {
 
 // waitPool waits until the heartbeat satisfies cond.
 func (a *agent) waitPool(ctx context.Context, timeout time.Duration, cond func(status.Agent) bool) error {
-	return poll.Until(ctx, timeout, 10*time.Millisecond, func() (bool, error) {
+	return poll.Until(ctx, clock.Real{}, timeout, 10*time.Millisecond, func() (bool, error) {
 		select {
 		case err := <-a.done:
 			a.done <- err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile/status"
 )
@@ -182,7 +183,7 @@ func addAtOnce(a *agent, n int) ([]pod, error) {
 func waitReady(ctx context.Context, a *agent, pods []pod, t0 time.Time) ([]time.Duration, map[int]string, error) {
 	readyAt := make([]time.Duration, len(pods))
 	failed := map[int]string{}
-	err := poll.Until(ctx, 90*time.Second, 2*time.Millisecond, func() (bool, error) {
+	err := poll.Until(ctx, clock.Real{}, 90*time.Second, 2*time.Millisecond, func() (bool, error) {
 		done := 0
 		for i, p := range pods {
 			if readyAt[i] > 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile/status"
 )
@@ -344,7 +345,7 @@ func (c *churnPods) replay(ctx context.Context, r *Result, events []churnEvent, 
 // waitLive waits up to 30 s for the pods still running to be Ready and
 // returns how many are not.
 func (c *churnPods) waitLive(ctx context.Context) int {
-	_ = poll.Until(ctx, 30*time.Second, 20*time.Millisecond, func() (bool, error) { // a timeout is counted just below
+	_ = poll.Until(ctx, clock.Real{}, 30*time.Second, 20*time.Millisecond, func() (bool, error) { // a timeout is counted just below
 		c.checkReady()
 		for _, l := range c.pods {
 			if l.ready == 0 {

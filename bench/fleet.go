@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile"
 	"github.com/enidnet/enid/reconcile/status"
@@ -255,7 +256,7 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 // was written the agent published that.
 func readyAfter(ctx context.Context, a *agent, p pod) (time.Duration, error) {
 	var d time.Duration
-	err := poll.Until(ctx, time.Minute, 20*time.Millisecond, func() (bool, error) {
+	err := poll.Until(ctx, clock.Real{}, time.Minute, 20*time.Millisecond, func() (bool, error) {
 		st, ph := a.podStatus(p)
 		if ph != status.Ready {
 			return false, nil
@@ -288,7 +289,7 @@ func waitFleetReady(ctx context.Context, agents []*agent, pods [][]pod, timeout 
 		failed[i] = make([]bool, len(pods[i]))
 	}
 	var took time.Duration
-	err := poll.Until(ctx, timeout, fleetPoll, func() (bool, error) {
+	err := poll.Until(ctx, clock.Real{}, timeout, fleetPoll, func() (bool, error) {
 		all := true
 		for i, a := range agents {
 			for j, p := range pods[i] {
@@ -331,7 +332,7 @@ func waitAll(ctx context.Context, agents []*agent, timeout time.Duration, cond f
 // agent's index).
 func waitEach(ctx context.Context, agents []*agent, timeout time.Duration, cond func(int, status.Agent) bool) error {
 	done := make([]bool, len(agents))
-	return poll.Until(ctx, timeout, fleetPoll, func() (bool, error) {
+	return poll.Until(ctx, clock.Real{}, timeout, fleetPoll, func() (bool, error) {
 		all := true
 		for i, a := range agents {
 			if done[i] {

@@ -11,7 +11,9 @@
 // plugin, and only measures. It fails only when a scenario crashes or
 // breaks an invariant (an IP bound twice, a pod never Ready, the
 // simulator's Check failing), never on timing: timing is reported against
-// the targets, met or missed.
+// the targets, met or missed. Its own calls to package time are
+// measurements on the wall clock; the agents it runs get clock.Real like
+// `enid run` (bench/agent.go).
 //
 //	go run ./bench                 # the full run (about 7 minutes on 2 cores; root for warm ADD and reference)
 //	go run ./bench -quick          # the CI smoke run (under 2 minutes)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile/status"
 )
@@ -205,7 +206,7 @@ func (p *enidProc) stop() {
 // waitAgent waits until the agent's heartbeat satisfies cond, failing when
 // the process exits.
 func (p *enidProc) waitAgent(ctx context.Context, cond func(status.Agent) bool) error {
-	return poll.Until(ctx, 2*time.Minute, 20*time.Millisecond, func() (bool, error) {
+	return poll.Until(ctx, clock.Real{}, 2*time.Minute, 20*time.Millisecond, func() (bool, error) {
 		select {
 		case err := <-p.exited:
 			p.exited <- err
@@ -237,7 +238,7 @@ func memPodsAnswered(ctx context.Context, runDir string, n int) (ready, failed i
 		}
 		pods = append(pods, want{en.Key(), rev})
 	}
-	err = poll.Until(ctx, 5*time.Minute, 100*time.Millisecond, func() (bool, error) {
+	err = poll.Until(ctx, clock.Real{}, 5*time.Minute, 100*time.Millisecond, func() (bool, error) {
 		ready, failed = 0, 0
 		sts, _, err := statuses.ReadAll()
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/vpc"
 
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/observed"
 )
 
@@ -57,8 +58,9 @@ type Config struct {
 	// uses a proxy, whatever HTTP_PROXY says). The SDK does not touch a
 	// transport given here.
 	Transport http.RoundTripper
-	// Clock times rate limits, backoff and waits (default: the real clock).
-	Clock Clock
+	// Clock times rate limits, backoff, waits and call timeouts (default:
+	// clock.Real). The agent gives its own, so that one clock runs it all.
+	Clock clock.Clock
 	// Rand draws the jitter of the backoff after throttling (default: a
 	// source seeded at random). Tests give a seeded one.
 	Rand *rand.Rand
@@ -101,21 +103,10 @@ type WaitPolicy struct {
 type Observer interface {
 	// ObserveCall reports one attempt: the action, "ok" or the error code
 	// (a throttled attempt reports its Throttling code; CodeTransport when
-	// no answer came) and how long the attempt took.
-	ObserveCall(action string, outcome string, d time.Duration)
+	// no answer came), when it started and how long it took, on the
+	// client's clock (the observer needs none of its own).
+	ObserveCall(action string, outcome string, start time.Time, d time.Duration)
 }
-
-// Clock is the time source of a Client.
-type Clock interface {
-	Now() time.Time
-	// After is time.After on this clock.
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Client calls the ECS and VPC APIs for one region. It is safe for
 // concurrent use.
@@ -125,7 +116,7 @@ type Client struct {
 	vpcDomain string
 	scheme    string
 	transport http.RoundTripper
-	clk       Clock
+	clk       clock.Clock
 	log       *slog.Logger
 	// limiter paces every call: the configured and the learned rate, the
 	// backoff after throttling, Normal calls before Optional ones.
@@ -237,9 +228,7 @@ func setDefaults(cfg *Config) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = realClock{}
-	}
+	cfg.Clock = clock.OrReal(cfg.Clock)
 }
 
 // call performs one API call with rate limiting and retries. req and resp
@@ -300,7 +289,7 @@ func (c *Client) callRepeat(ctx context.Context, req requests.AcsRequest, resp r
 			// and stretch a throttled fleet's tail.
 			d = 0
 		}
-		if serr := sleep(ctx, c.clk, d); serr != nil {
+		if serr := c.clk.Sleep(ctx, d); serr != nil {
 			return fmt.Errorf("%w; then %w", err, serr)
 		}
 	}
@@ -323,7 +312,7 @@ func (c *Client) backoff(n int) time.Duration {
 // calls, and its API takes no context.
 func (c *Client) attempt(ctx context.Context, req requests.AcsRequest, resp responses.AcsResponse) error {
 	action := req.GetActionName()
-	actx, cancel := context.WithTimeout(ctx, c.cfg.CallTimeout)
+	actx, cancel := clock.WithTimeout(ctx, c.clk, c.cfg.CallTimeout)
 	defer cancel()
 
 	domain := c.ecsDomain
@@ -352,7 +341,7 @@ func (c *Client) attempt(ctx context.Context, req requests.AcsRequest, resp resp
 		case err != nil:
 			outcome = "Canceled"
 		}
-		c.cfg.Observer.ObserveCall(action, outcome, d)
+		c.cfg.Observer.ObserveCall(action, outcome, t0, d)
 	}
 	return err
 }

@@ -186,7 +186,7 @@ type observer struct {
 	n  map[[2]string]int
 }
 
-func (o *observer) ObserveCall(action, outcome string, _ time.Duration) {
+func (o *observer) ObserveCall(action, outcome string, _ time.Time, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.n == nil {

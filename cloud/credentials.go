@@ -60,7 +60,7 @@ func CredentialsFrom(c CredentialsConfig, env func(string) string, md *Metadata)
 		if md == nil {
 			return nil, errors.New("credentials from ram role: no metadata client")
 		}
-		return NewRAMRoleCredentials(md, c.RoleName, time.Now), nil
+		return NewRAMRoleCredentials(md, c.RoleName, md.clk.Now), nil // the metadata client's clock: one clock for both
 	}
 	return nil, fmt.Errorf("credentials: unknown source %q", c.Source)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/requests"
 	"github.com/aliyun/alibaba-cloud-sdk-go/services/ecs"
 
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/observed"
 )
 
@@ -462,7 +463,7 @@ func (c *Client) WaitENIGone(ctx context.Context, eniID string) error {
 // poll calls check until it reports done or fails, waiting between calls
 // as the wait policy says.
 func (c *Client) poll(ctx context.Context, check func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Wait.Timeout)
+	ctx, cancel := clock.WithTimeout(ctx, c.clk, c.cfg.Wait.Timeout)
 	defer cancel()
 	d := c.cfg.Wait.Initial
 	for {
@@ -470,7 +471,7 @@ func (c *Client) poll(ctx context.Context, check func() (bool, error)) error {
 		if err != nil || done {
 			return err
 		}
-		if err := sleep(ctx, c.clk, d); err != nil {
+		if err := c.clk.Sleep(ctx, d); err != nil {
 			return err
 		}
 		d = min(c.cfg.Wait.Max, d*3/2)

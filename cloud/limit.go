@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/enidnet/enid/internal/clock"
 )
 
 // limiter is the one gate every call of a Client passes, retries included
@@ -38,7 +40,7 @@ import (
 // methods, driven by the fleet simulation in limit_sim_test.go on virtual
 // time); wait is the thin blocking shell the client uses.
 type limiter struct {
-	clk Clock
+	clk clock.Clock
 	// ceiling is the configured rate in calls per second (<= 0: no rate
 	// limit, and no rate to learn; the backoff after throttling still
 	// holds). burst is the configured bucket size.
@@ -163,7 +165,7 @@ type waiter struct {
 // belongs to that episode).
 type ticket struct{ at time.Time }
 
-func newLimiter(rl RateLimit, backoffBase, backoffMax time.Duration, clk Clock, rng *rand.Rand) *limiter {
+func newLimiter(rl RateLimit, backoffBase, backoffMax time.Duration, clk clock.Clock, rng *rand.Rand) *limiter {
 	if rng == nil {
 		rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
@@ -187,7 +189,7 @@ func (l *limiter) wait(ctx context.Context, action string, p Priority) (ticket, 
 		// hold up the others' queue. A token taken by a call whose ctx
 		// then ends is not given back: the bucket errs on the side of
 		// calling less.
-		if err := sleep(ctx, l.clk, b.reserve(l.clk.Now())); err != nil {
+		if err := l.clk.Sleep(ctx, b.reserve(l.clk.Now())); err != nil {
 			return ticket{}, err
 		}
 	}
@@ -203,6 +205,10 @@ func (l *limiter) wait(ctx context.Context, action string, p Priority) (ticket, 
 		now := l.clk.Now()
 		var timer <-chan time.Time
 		gen := l.gen
+		// A timer, stopped when the wait ends otherwise (a kick, ctx), not
+		// After: one left armed would keep a virtual clock's waiter count
+		// (what a simulation waits on) wrong until it fired.
+		var t clock.Timer
 		if l.headLocked() == w {
 			at := l.grantAtLocked(now)
 			if !at.After(now) {
@@ -210,11 +216,18 @@ func (l *limiter) wait(ctx context.Context, action string, p Priority) (ticket, 
 				l.mu.Unlock()
 				return ticket{at: w.grantedAt}, nil
 			}
-			timer = l.clk.After(at.Sub(now))
+			t = l.clk.NewTimer(at.Sub(now))
+			timer = t.C()
 		}
 		l.mu.Unlock()
+		stop := func() {
+			if t != nil {
+				t.Stop()
+			}
+		}
 		select {
 		case <-ctx.Done():
+			stop()
 			l.mu.Lock()
 			granted := w.granted
 			if !granted {
@@ -228,6 +241,7 @@ func (l *limiter) wait(ctx context.Context, action string, p Priority) (ticket, 
 			}
 			return ticket{}, ctx.Err()
 		case <-w.kick:
+			stop()
 		case <-timer:
 			// The head slept until its grant time: it goes, unless the
 			// time moved meanwhile (a refusal, a call of higher priority).
@@ -567,19 +581,6 @@ func (b *bucket) reserve(now time.Time) time.Duration {
 		return 0
 	}
 	return time.Duration(-b.tokens / b.rate * float64(time.Second))
-}
-
-// sleep waits for d on clk, or until ctx ends.
-func sleep(ctx context.Context, clk Clock, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-clk.After(d):
-		return nil
-	}
 }
 
 // Priority says whether a call may wait for others (see WithPriority).

@@ -4,13 +4,14 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/enidnet/enid/internal/clock"
 )
 
 func testLimiter(rl RateLimit, base, maxD time.Duration) *limiter {
-	return newLimiter(rl, base, maxD, realClock{}, rand.New(rand.NewPCG(1, 1)))
+	return newLimiter(rl, base, maxD, clock.Real{}, rand.New(rand.NewPCG(1, 1)))
 }
 
 // TestLimiterBacksOffTogether: a refusal starts a backoff that holds every
@@ -152,57 +153,11 @@ func TestLimiterClimbs(t *testing.T) {
 	}
 }
 
-// manualClock is a Clock that moves only when the test advances it; its
-// timers fire then.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []manualTimer
-}
-
-type manualTimer struct {
-	at time.Time
-	c  chan time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.timers = append(c.timers, manualTimer{at: c.now.Add(d), c: ch})
-	return ch
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, tm := range c.timers {
-		if tm.at.After(c.now) {
-			kept = append(kept, tm)
-			continue
-		}
-		tm.c <- c.now
-	}
-	c.timers = kept
-}
-
 // TestLimiterWaitOrder: calls queued in the blocking shell are granted
 // Normal before Optional, first come first served within each, one per
 // token of the configured rate.
 func TestLimiterWaitOrder(t *testing.T) {
-	clk := &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := clock.NewVirtual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	l := newLimiter(RateLimit{QPS: 10, Burst: 1}, time.Millisecond, time.Millisecond, clk, rand.New(rand.NewPCG(1, 1)))
 	ctx := testCtx(t)
 	if _, err := l.wait(ctx, "A", Normal); err != nil { // takes the burst
@@ -236,7 +191,11 @@ func TestLimiterWaitOrder(t *testing.T) {
 			t.Fatalf("%s granted before its token", g)
 		case <-time.After(10 * time.Millisecond):
 		}
-		clk.advance(100 * time.Millisecond)
+		// The head is asleep until its token: its timer is armed.
+		if err := clk.BlockUntil(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(100 * time.Millisecond)
 		select {
 		case g := <-granted:
 			order = append(order, g)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/enidnet/enid/internal/clock"
 )
 
 // DefaultMetadataURL is the ECS instance metadata service.
@@ -34,7 +36,7 @@ const (
 type Metadata struct {
 	base string
 	hc   *http.Client
-	now  func() time.Time
+	clk  clock.Clock
 
 	mu       sync.Mutex // guards token, tokenExp, tokenless
 	token    string
@@ -46,9 +48,11 @@ type Metadata struct {
 // MetadataOption changes a Metadata client.
 type MetadataOption func(*Metadata)
 
-// WithMetadataClock sets the clock that times token renewal.
-func WithMetadataClock(now func() time.Time) MetadataOption {
-	return func(m *Metadata) { m.now = now }
+// WithMetadataClock sets the clock that times token renewal, the retries'
+// backoff and the renewal of credentials read through it (default:
+// clock.Real).
+func WithMetadataClock(clk clock.Clock) MetadataOption {
+	return func(m *Metadata) { m.clk = clock.OrReal(clk) }
 }
 
 // NewMetadata returns a metadata client for baseURL ("" is
@@ -67,7 +71,7 @@ func NewMetadata(baseURL string, hc *http.Client, opts ...MetadataOption) *Metad
 			},
 		}
 	}
-	m := &Metadata{base: strings.TrimSuffix(baseURL, "/"), hc: hc, now: time.Now}
+	m := &Metadata{base: strings.TrimSuffix(baseURL, "/"), hc: hc, clk: clock.Real{}}
 	for _, o := range opts {
 		o(m)
 	}
@@ -301,12 +305,8 @@ func (m *Metadata) get(ctx context.Context, path string) (string, error) {
 		}
 		d := metadataBaseDelay << (attempt - 1)
 		d = d/2 + rand.N(d/2+1)
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return "", fmt.Errorf("%w; then %w", err, ctx.Err())
+		if serr := m.clk.Sleep(ctx, d); serr != nil {
+			return "", fmt.Errorf("%w; then %w", err, serr)
 		}
 	}
 }
@@ -353,7 +353,7 @@ func (m *Metadata) getOnce(ctx context.Context, path string) (string, error) {
 func (m *Metadata) sessionToken(ctx context.Context) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now()
+	now := m.clk.Now()
 	if m.tokenless {
 		return "", nil
 	}

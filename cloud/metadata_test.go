@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/enidnet/enid/internal/clock"
 )
 
 // metaServer serves metadata paths from a map, in enforced token mode
@@ -169,8 +171,8 @@ func TestMetadata(t *testing.T) {
 
 func TestMetadataTokenRenewal(t *testing.T) {
 	srv := newMetaServer(t, metaPaths(), false)
-	now := time.Unix(1_000_000, 0)
-	md := NewMetadata(srv.URL, nil, WithMetadataClock(func() time.Time { return now }))
+	clk := clock.NewVirtual(time.Unix(1_000_000, 0))
+	md := NewMetadata(srv.URL, nil, WithMetadataClock(clk))
 	ctx := testCtx(t)
 	mustID := func() {
 		t.Helper()
@@ -192,7 +194,7 @@ func TestMetadataTokenRenewal(t *testing.T) {
 		t.Errorf("%d token requests after a revocation, want 2", n)
 	}
 	// Close to its expiry the token is renewed before use.
-	now = now.Add(6 * time.Hour)
+	clk.Advance(6 * time.Hour)
 	mustID()
 	if n := srv.tokenPuts(); n != 3 {
 		t.Errorf("%d token requests after 6h, want 3", n)

@@ -72,7 +72,7 @@ type recorder struct {
 	calls []string // "Action outcome"
 }
 
-func (r *recorder) ObserveCall(action, outcome string, _ time.Duration) {
+func (r *recorder) ObserveCall(action, outcome string, _ time.Time, _ time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, action+" "+outcome)

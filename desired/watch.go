@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/enidnet/enid/internal/clock"
 )
 
 // DefaultDebounce is how long the watcher waits for a burst of changes to
@@ -34,6 +36,10 @@ type Watcher struct {
 	// a steady stream of changes still fires at least every 5*Debounce.
 	// Set it before Run; zero means DefaultDebounce.
 	Debounce time.Duration
+	// Clock times the debounce (clock.Real when nil): the owner's clock.
+	// The file events themselves come from the kernel, when they happen.
+	// Set it before Run.
+	Clock clock.Clock
 
 	log   *slog.Logger
 	dirs  []string
@@ -84,11 +90,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 	s.refresh()
 	close(w.ready)
 
-	timer := time.NewTimer(time.Hour)
+	clk := clock.OrReal(w.Clock)
+	timer := clk.NewTimer(time.Hour)
 	timer.Stop()
 	var first time.Time // start of the pending burst; zero when none
 	arm := func() {
-		now := time.Now()
+		now := clk.Now()
 		if first.IsZero() {
 			first = now
 		}
@@ -122,7 +129,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if w.handleError(s, err) {
 				fire()
 			}
-		case <-timer.C:
+		case <-timer.C():
 			fire()
 		}
 	}

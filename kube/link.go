@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/enidnet/enid/internal/clock"
 )
 
 // Defaults of Options.
@@ -52,8 +54,11 @@ type Options struct {
 	// EventQPS and EventBurst bound event writes (0: the defaults).
 	EventQPS   float32
 	EventBurst int
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// Clock is the agent's clock (clock.Real when nil): the node
+	// condition's times, the cordon's start and the write retries.
+	// client-go's own timers (informers, the event and write rate
+	// limiters) stay on the wall clock: they are client-go's.
+	Clock clock.Clock
 	// Pods turns on the watch of this node's pods (PodFacts).
 	Pods bool
 	// StartupTaint, "key[:Effect]" (ParseTaint: the caller checks it),
@@ -118,9 +123,7 @@ func New(cs kubernetes.Interface, o Options) *Link {
 	if o.EventBurst <= 0 {
 		o.EventBurst = DefaultEventBurst
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Clock = clock.OrReal(o.Clock)
 	if o.OnChange == nil {
 		o.OnChange = func() {}
 	}
@@ -223,7 +226,7 @@ func (l *Link) Run(ctx context.Context) {
 // came, and the node status when it changed or the server lost it.
 func (l *Link) work(ctx context.Context, rec record.EventRecorder) {
 	ev := newEventer(rec)
-	retry := time.NewTimer(time.Hour)
+	retry := l.o.Clock.NewTimer(time.Hour)
 	defer retry.Stop()
 	fails := 0
 	writes := flowcontrol.NewTokenBucketPassiveRateLimiter(float32(time.Second)/float32(nodeWriteEvery), nodeWriteBurst)
@@ -235,7 +238,7 @@ func (l *Link) work(ctx context.Context, rec record.EventRecorder) {
 			ev.observe(s)
 			continue
 		case <-l.kick:
-		case <-retry.C:
+		case <-retry.C():
 		}
 		if l.inSync() && !l.untaintDue() {
 			continue
@@ -279,7 +282,7 @@ func (l *Link) sawNode(obj any) {
 	case !n.Spec.Unschedulable:
 		l.unschedulableSince = time.Time{}
 	case l.unschedulableSince.IsZero():
-		l.unschedulableSince = l.o.Now()
+		l.unschedulableSince = l.o.Clock.Now()
 	}
 	l.lastErr = ""
 	stale := l.haveReport && !l.shown.matches(l.report) || l.untaintDueLocked()

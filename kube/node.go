@@ -130,7 +130,7 @@ func (l *Link) syncNode(ctx context.Context) error {
 	if shown.matches(r) {
 		return nil
 	}
-	patch, err := statusPatch(r, shown, l.o.Now())
+	patch, err := statusPatch(r, shown, l.o.Clock.Now())
 	if err != nil {
 		return err
 	}

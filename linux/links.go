@@ -39,6 +39,9 @@ func linkByMAC(h *netlink.Handle, mac net.HardwareAddr) (netlink.Link, error) {
 // ENI's device can show up a while after the cloud says it is attached.
 func waitForMAC(ctx context.Context, h *netlink.Handle, mac net.HardwareAddr, wait time.Duration) (netlink.Link, error) {
 	const poll = 50 * time.Millisecond
+	// The wall clock, not the agent's: this waits on the kernel, which
+	// makes the device in real time. A virtual-time agent (tests, the
+	// simulation) runs the no-datapath mode, which never waits.
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(poll)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
@@ -62,8 +63,11 @@ type Config struct {
 	Logger   *slog.Logger
 	// Metrics may be nil (a private set is made).
 	Metrics *Metrics
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// Clock is the agent's one clock (clock.Real when nil): its timers,
+	// heartbeat, back-offs, statuses' times and the planner's now. Give
+	// the cloud client and the Kubernetes link the same one; a test or
+	// the simulation gives a clock.Virtual and moves it.
+	Clock clock.Clock
 	// Parallelism bounds concurrent node actions, and apart concurrent
 	// cloud actions (default 16 each).
 	Parallelism int
@@ -90,7 +94,7 @@ type Agent struct {
 	cfg      Config
 	log      *slog.Logger
 	metrics  *Metrics
-	now      func() time.Time
+	clk      clock.Clock
 	entries  *desired.EntryStore
 	statuses *status.Store
 	cache    cache
@@ -210,9 +214,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.OrReal(cfg.Clock)
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = 16
 	}
@@ -228,11 +230,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 10 * time.Second
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, now: cfg.Now,
+	a := &Agent{cfg: cfg, log: cfg.Logger, metrics: cfg.Metrics, clk: cfg.Clock,
 		entries: desired.NewEntryStore(cfg.Paths.Entries), statuses: status.NewStore(cfg.Paths.Statuses),
 		trigger: make(chan struct{}, 1), fetchC: make(chan *fetch, 1),
 		planning: newPlanning(cfg)}
-	a.exec = newExecutor(cfg.Cloud, cfg.Datapath, a.statuses, &a.cache, cfg.InstanceID, a.log, a.metrics, a.now, a.wake, cfg.Parallelism, cfg.WaitForDevice)
+	a.exec = newExecutor(cfg.Cloud, cfg.Datapath, a.statuses, &a.cache, cfg.InstanceID, a.log, a.metrics, a.clk.Now, a.wake, cfg.Parallelism, cfg.WaitForDevice)
 	a.desiredDirty.Store(true) // nothing read yet
 	if cfg.Kube != nil {
 		a.exec.published = a.reportPod
@@ -250,6 +252,9 @@ func (a *Agent) Wake() {
 	a.desiredDirty.Store(true)
 	a.wake()
 }
+
+// now is the time on the agent's clock.
+func (a *Agent) now() time.Time { return a.clk.Now() }
 
 // wake asks for a pass without blocking; wake-ups coalesce.
 func (a *Agent) wake() {
@@ -325,6 +330,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		// collapse into one. A long debounce would only add to every CNI
 		// ADD's latency.
 		watch.Debounce = a.cfg.Debounce
+		watch.Clock = a.clk
 		watchC = watch.C()
 		go func() { watchDone <- watch.Run(wctx) }()
 	}
@@ -340,6 +346,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			return fmt.Errorf("watch hint sources: %w", err)
 		}
 		hw.Debounce = hintsDebounce
+		hw.Clock = a.clk
 		hintsC = hw.C()
 		go func() { hintsDone <- hw.Run(wctx) }()
 		select {
@@ -353,7 +360,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	// Netlink changes in the node namespace: see nodewatch.go.
 	nodeC := make(chan struct{}, 1)
-	nodeTimer := time.NewTimer(time.Hour)
+	nodeTimer := a.clk.NewTimer(time.Hour)
 	nodeTimer.Stop()
 	defer nodeTimer.Stop()
 	if nw, ok := a.cfg.Datapath.(nodeWatcher); ok && !a.cfg.NoWatch {
@@ -364,12 +371,12 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	// The heartbeat has its own goroutine; this ticker only checks whether
 	// a full observation is due.
-	heartbeat := time.NewTicker(a.cfg.Heartbeat)
+	heartbeat := a.clk.NewTicker(a.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	a.snapshotHeartbeat()
 	stopBeat := a.startHeartbeat()
 	defer stopBeat()
-	retryTimer := time.NewTimer(time.Hour)
+	retryTimer := a.clk.NewTimer(time.Hour)
 	defer retryTimer.Stop()
 
 	a.log.Info("agent starting", "instance", a.cfg.InstanceID, "node", a.cfg.NodeName)
@@ -401,18 +408,18 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.hintsDirty = true
 			pass()
 		case <-nodeC:
-			now := time.Now()
+			now := a.now()
 			nodeTimer.Reset(max(0, a.noteNodeChange(now).Sub(now)))
-		case <-nodeTimer.C:
+		case <-nodeTimer.C():
 			pass()
 		case <-a.trigger:
 			pass()
-		case <-retryTimer.C:
+		case <-retryTimer.C():
 			pass()
 		case f := <-a.fetchC:
 			a.fetch, a.fetched = nil, f
 			pass()
-		case <-heartbeat.C:
+		case <-heartbeat.C():
 			if a.cache.needsRefresh(a.now(), a.resync()) {
 				pass()
 			}
@@ -462,9 +469,11 @@ func (a *Agent) shutdown(cancelActions context.CancelFunc, stopBeat func()) erro
 	a.log.Info("agent stopping: waiting for running actions", "grace", a.cfg.ShutdownGrace)
 	done := make(chan struct{})
 	go func() { a.exec.wg.Wait(); close(done) }()
+	grace := a.clk.NewTimer(a.cfg.ShutdownGrace)
+	defer grace.Stop()
 	select {
 	case <-done:
-	case <-time.After(a.cfg.ShutdownGrace):
+	case <-grace.C():
 		a.log.Warn("running actions did not finish in time: cancelling them")
 		cancelActions()
 		<-done
@@ -572,9 +581,11 @@ func (a *Agent) pass(ctx context.Context) {
 	var lessons []planner.Lesson
 	a.memory, lessons = a.memory.Learn(a.exec.drainOutcomes(), now)
 	a.logLessons(lessons)
-	start := time.Now()
+	// On the agent's clock like every other duration it reports: on a
+	// virtual clock planning takes no time.
+	start := a.now()
 	p := a.planning.Plan(d, o, a.memory, now)
-	a.metrics.planSeconds.Observe(time.Since(start).Seconds())
+	a.metrics.planSeconds.Observe(a.now().Sub(start).Seconds())
 	prev := a.lastPlan
 	a.lastPlan = p
 	a.deadline, _ = p.Memory.NextDeadline(d.Config, a.planning.Options(now))

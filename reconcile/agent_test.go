@@ -17,6 +17,7 @@ import (
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile/status"
 )
@@ -159,7 +160,7 @@ func (w *world) quiet() bool {
 	// asking for the next one (a cooldown ending) would otherwise leave a
 	// plan made before it and no timer after it.
 	now := time.Now()
-	p, cfg, err := w.planAt(func() time.Time { return now })
+	p, cfg, err := w.planAt(clock.NewVirtual(now))
 	if err != nil || !p.Empty() {
 		return false
 	}
@@ -177,13 +178,13 @@ func (w *world) steady() bool {
 // plan plans from a fresh observation, as `enid plan` does.
 func (w *world) plan() (planner.Plan, desired.Config, error) { return w.planAt(nil) }
 
-// planAt is plan at the time now gives (nil: the clock).
-func (w *world) planAt(now func() time.Time) (planner.Plan, desired.Config, error) {
+// planAt is plan at the time clk reads (nil: the real clock).
+func (w *world) planAt(clk clock.Clock) (planner.Plan, desired.Config, error) {
 	dp := w.dp
 	if dp == nil {
 		dp = NewNoDatapathMust(w.t)
 	}
-	r, err := PlanOnce(context.Background(), Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Now: now}, nil)
+	r, err := PlanOnce(context.Background(), Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Clock: clk}, nil)
 	return r.Plan, r.Desired.Config, err
 }
 

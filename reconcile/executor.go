@@ -457,7 +457,7 @@ func (x *executor) stepDone(ctx context.Context, r *run, i int) {
 	if s.a.Kind.Cloud() {
 		x.cloudRunning--
 	} else {
-		x.nodeDoneAt = time.Now()
+		x.nodeDoneAt = x.now()
 	}
 	x.mu.Unlock()
 	for _, j := range s.dependents {

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"os"
 	"sync"
-	"time"
 
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
@@ -128,13 +127,13 @@ func (a *Agent) startHeartbeat() (stop func()) {
 	quit := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(a.cfg.Heartbeat)
+		t := a.clk.NewTicker(a.cfg.Heartbeat)
 		defer t.Stop()
 		for {
 			select {
 			case <-quit:
 				return
-			case <-t.C:
+			case <-t.C():
 				a.flushHeartbeat()
 			}
 		}

@@ -133,7 +133,7 @@ func NewMetrics() *Metrics {
 
 // ObserveCall records one cloud API attempt; it makes Metrics a
 // cloud.Observer.
-func (m *Metrics) ObserveCall(action, outcome string, d time.Duration) {
+func (m *Metrics) ObserveCall(action, outcome string, start time.Time, d time.Duration) {
 	if m == nil {
 		return
 	}
@@ -142,7 +142,7 @@ func (m *Metrics) ObserveCall(action, outcome string, d time.Duration) {
 	switch {
 	case cloud.Unavailable(outcome):
 		if m.health.failing == 0 {
-			m.health.since = time.Now().Add(-d)
+			m.health.since = start // the client's clock: the agent's
 		}
 		m.health.failing++
 		m.health.last = action + ": " + outcome

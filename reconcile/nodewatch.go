@@ -78,10 +78,8 @@ func (a *Agent) watchNode(ctx context.Context, w nodeWatcher, c chan<- struct{})
 			return
 		}
 		a.log.Warn("node netlink watch failed: subscribing again", "err", err, "in", pause)
-		select {
-		case <-ctx.Done():
+		if a.clk.Sleep(ctx, pause) != nil {
 			return
-		case <-time.After(pause):
 		}
 		signal()
 		pause = min(2*pause, 10*time.Second)
@@ -95,7 +93,7 @@ func (a *Agent) watchNode(ctx context.Context, w nodeWatcher, c chan<- struct{})
 // read asks for a full observation.
 func (a *Agent) rereadNode(ctx context.Context) {
 	nw, ok := a.cfg.Datapath.(nodeWatcher)
-	now := time.Now()
+	now := a.now()
 	if busy, _ := a.exec.nodeActivity(); !a.nodeDirty || !ok || now.Before(a.nodeDue) || busy {
 		return
 	}

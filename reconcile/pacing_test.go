@@ -13,12 +13,16 @@ import (
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
 )
 
-// fakeClock is a cloud.Clock whose time moves only when the test says;
-// its sleeps end at once (time itself does not pass).
+// fakeClock is a clock.Clock whose time moves only when the test says and
+// whose waits end at once (time itself does not pass): the executor's
+// tests run the client's backoff and polls without waiting them out.
+// Contexts it bounds (clock.WithTimeout) never time out. Tests that need
+// waits that end when the time comes use clock.Virtual.
 type fakeClock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -34,6 +38,16 @@ func (c *fakeClock) After(time.Duration) <-chan time.Time {
 	ch := make(chan time.Time, 1)
 	ch <- c.Now()
 	return ch
+}
+
+func (c *fakeClock) NewTimer(time.Duration) clock.Timer { return clock.Real{}.NewTimer(0) }
+
+func (c *fakeClock) NewTicker(d time.Duration) clock.Ticker { return clock.Real{}.NewTicker(d) }
+
+func (c *fakeClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+func (c *fakeClock) WithTimeout(parent context.Context, _ time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithCancel(parent)
 }
 
 func (c *fakeClock) advance(d time.Duration) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile/status"
@@ -98,10 +99,7 @@ var ErrConfigInvalid = errors.New("the config is invalid: nothing planned")
 // record) and calls nothing that changes the cloud or the node.
 func PlanOnce(ctx context.Context, in Config, o *observed.State) (PlanResult, error) {
 	var r PlanResult
-	now := time.Now()
-	if in.Now != nil {
-		now = in.Now()
-	}
+	now := clock.OrReal(in.Clock).Now()
 	var inst observed.Instance
 	if o != nil {
 		inst = o.Instance

@@ -404,6 +404,9 @@ func (s *Server) after(d time.Duration, fn func()) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		// Real timers: the simulated cloud is the outside world, with a
+		// time of its own (Config.Clock covers only its timestamps); it
+		// imports nothing of the agent's, internal/clock included.
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
@@ -419,7 +422,8 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	t := time.NewTimer(d)
+	t := time.NewTimer(d) // a real timer, as in after
+
 	defer t.Stop()
 	select {
 	case <-t.C:

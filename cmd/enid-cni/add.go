@@ -47,7 +47,7 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), conf.timeout)
 	defer cancel()
-	start := time.Now()
+	start := time.Now() // the real clock, as all of the plugin (main.go)
 
 	bw := conf.RuntimeConfig.Bandwidth
 	if bw != nil && *bw == (desired.Bandwidth{}) {
@@ -89,7 +89,7 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 // the last thing the agent said).
 func (p *plugin) waitReady(ctx context.Context, conf *netConf, containerID, ifName, rev string) (status.Attachment, error) {
 	store := conf.statuses()
-	start := time.Now()
+	start := time.Now() // the real clock, as all of the plugin (main.go)
 	interval := pollFirst
 	last := "no status published yet"
 	for first := true; ; first = false {

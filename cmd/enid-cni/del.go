@@ -69,7 +69,7 @@ func (p *plugin) del(args *skel.CmdArgs) error {
 // went before ctx ended.
 func waitGone(ctx context.Context, store *status.Store, containerID, ifName string) bool {
 	interval := pollFirst
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(0) // the real clock, as all of the plugin (main.go)
 	defer timer.Stop()
 	for {
 		select {

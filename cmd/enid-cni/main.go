@@ -19,6 +19,10 @@ const about = "enid-cni: enid CNI plugin (writes the pod entry, waits for the ag
 
 func main() {
 	p := &plugin{
+		// The real clock throughout the plugin: it runs once per CNI
+		// call and times its own waits for the agent (add.go, del.go)
+		// against the runtime's real deadline; it shares no clock with
+		// the agent but the files' times.
 		now: time.Now,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/internal/poll"
 	"github.com/enidnet/enid/reconcile/status"
 	"github.com/enidnet/enid/testbed/cnirun"
@@ -341,7 +342,7 @@ func (d *demo) addPods(ctx context.Context, rt *cnirun.Runtime, pods []demoPod) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			start := time.Now()
+			start := time.Now() // the demo shows its user wall-clock latency
 			res, err := rt.Add(ctx, pods[i].pod)
 			pods[i].took, pods[i].err = time.Since(start), err
 			if err == nil && len(res.IPs) > 0 {
@@ -441,7 +442,7 @@ func printStatusFrom(out io.Writer, runDir string) error {
 		return err
 	}
 	rep.Pods = pods
-	printStatus(out, rep, time.Now())
+	printStatus(out, rep, time.Now()) // ages by the wall clock, as `enid status` shows them
 	return nil
 }
 
@@ -470,5 +471,5 @@ func printCounters(out io.Writer, c map[string]map[string]int) {
 
 // waitFor polls cond every 100ms until it holds, fails, or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
-	return poll.Until(ctx, timeout, 100*time.Millisecond, cond)
+	return poll.Until(ctx, clock.Real{}, timeout, 100*time.Millisecond, cond)
 }

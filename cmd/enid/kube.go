@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/kube"
 	"github.com/enidnet/enid/reconcile"
 )
@@ -45,7 +46,7 @@ const labelWait = 3 * time.Second
 // --kubeconfig, else the in-cluster service account (not with --sim: a
 // simulated node is not a cluster's). It returns nil when there is none;
 // wake is set later to the agent's Wake. stop ends the link.
-func startKube(ctx context.Context, k *kubeFlags, nodeName string, sim bool, log *slog.Logger, wake *atomic.Pointer[func()]) (link *kube.Link, stop func(), err error) {
+func startKube(ctx context.Context, k *kubeFlags, nodeName string, sim bool, log *slog.Logger, wake *atomic.Pointer[func()], clk clock.Clock) (link *kube.Link, stop func(), err error) {
 	inCluster := !sim && os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != ""
 	cfg, err := kube.RESTConfig(kube.ConnectOptions{Kubeconfig: k.kubeconfig, InCluster: inCluster,
 		QPS: k.qps, Burst: k.burst, UserAgent: "enid/" + version})
@@ -68,7 +69,7 @@ func startKube(ctx context.Context, k *kubeFlags, nodeName string, sim bool, log
 	// client-go logs through klog, a process-wide logger: route it into
 	// the agent's log, once, here where the process is wired.
 	klog.SetSlogLogger(log.With("component", "client-go"))
-	link = kube.New(cs, kube.Options{NodeName: nodeName, Logger: log, EventQPS: k.eventQPS, Pods: true, StartupTaint: k.startupTaint,
+	link = kube.New(cs, kube.Options{NodeName: nodeName, Logger: log, EventQPS: k.eventQPS, Pods: true, StartupTaint: k.startupTaint, Clock: clk,
 		OnChange: func() {
 			if w := wake.Load(); w != nil {
 				(*w)()
@@ -81,9 +82,11 @@ func startKube(ctx context.Context, k *kubeFlags, nodeName string, sim bool, log
 		link.Run(lctx)
 	}()
 	log.Info("Kubernetes API link starting", "server", cfg.Host, "node", nodeName)
+	seenWait := clk.NewTimer(labelWait)
+	defer seenWait.Stop()
 	select {
 	case <-link.Seen():
-	case <-time.After(labelWait):
+	case <-seenWait.C():
 		log.Warn("node not seen on the API server yet: starting without its labels", "node", nodeName, "waited", labelWait)
 	case <-ctx.Done():
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile"
 )
@@ -82,7 +83,8 @@ func makePlan(cmd *cobra.Command, f *nodeFlags) (planner.Plan, error) {
 		printLines(cmd.ErrOrStderr(), fmt.Sprintf("invalid config (%s):", f.configFile), configErrorLines(err))
 		return planner.Plan{}, reconcile.ErrConfigInvalid
 	}
-	cs, err := newCloud(ctx, f, base, log, nil)
+	clk := clock.Real{} // `enid plan` plans at the present, as the agent would
+	cs, err := newCloud(ctx, f, base, log, nil, clk)
 	if err != nil {
 		return planner.Plan{}, err
 	}
@@ -92,7 +94,7 @@ func makePlan(cmd *cobra.Command, f *nodeFlags) (planner.Plan, error) {
 	}
 	defer closeDP()
 	r, err := reconcile.PlanOnce(ctx, reconcile.Config{Paths: f.paths(), InstanceID: cs.instanceID,
-		NodeName: f.resolveNodeName(), NodeLabels: f.labels, Cloud: cs.client, Datapath: dp, Logger: log}, nil)
+		NodeName: f.resolveNodeName(), NodeLabels: f.labels, Cloud: cs.client, Datapath: dp, Logger: log, Clock: clk}, nil)
 	if errors.Is(err, reconcile.ErrConfigInvalid) {
 		printLines(cmd.ErrOrStderr(), fmt.Sprintf("invalid config (%s):", f.configFile), r.Desired.ConfigProblems)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/reconcile"
 	"github.com/enidnet/enid/testbed/simnode"
 )
@@ -76,8 +77,11 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlag
 		printLines(cmd.ErrOrStderr(), "invalid config:", configErrorLines(err))
 		return &exitError{code: 1, err: errors.New("refusing to start with an invalid config")}
 	}
+	// The one clock of the process: the agent, its cloud and metadata
+	// clients and its Kubernetes link all run on it.
+	clk := clock.Real{}
 	metrics := reconcile.NewMetrics()
-	cs, err := newCloud(ctx, f, cfg, log, metrics)
+	cs, err := newCloud(ctx, f, cfg, log, metrics, clk)
 	if err != nil {
 		return err
 	}
@@ -87,14 +91,14 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlag
 	}
 	defer closeDP()
 	var wake atomic.Pointer[func()]
-	link, stopKube, err := startKube(ctx, k, f.resolveNodeName(), sim, log, &wake)
+	link, stopKube, err := startKube(ctx, k, f.resolveNodeName(), sim, log, &wake, clk)
 	if err != nil {
 		return err
 	}
 	defer stopKube()
 	rc := reconcile.Config{
 		Paths: f.paths(), InstanceID: cs.instanceID, NodeName: f.resolveNodeName(), NodeLabels: f.labels,
-		Cloud: cs.client, Datapath: dp, Logger: log, Metrics: metrics, Version: version,
+		Cloud: cs.client, Datapath: dp, Logger: log, Metrics: metrics, Version: version, Clock: clk,
 	}
 	if link != nil {
 		rc.Kube = kubeAdapter{link}

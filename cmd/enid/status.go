@@ -63,6 +63,8 @@ that started at the time the heartbeat records).`,
 				if err != nil {
 					return &exitError{code: 1, err: fmt.Errorf("not ready: %w", err)}
 				}
+				// The wall clock: the files were written by an agent on the real
+				// clock, and the operator asks about the present.
 				if err := a.Serving(time.Now(), maxAge); err != nil {
 					return &exitError{code: 1, err: fmt.Errorf("not ready: %w", err)}
 				}
@@ -93,7 +95,7 @@ that started at the time the heartbeat records).`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(rep)
 			case "text":
-				printStatus(cmd.OutOrStdout(), rep, time.Now())
+				printStatus(cmd.OutOrStdout(), rep, time.Now()) // ages by the wall clock, as above
 				return nil
 			}
 			return fmt.Errorf("--output %q: use text or json", output)

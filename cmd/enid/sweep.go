@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/enidnet/enid/cloud"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/sweep"
 )
@@ -107,12 +108,13 @@ func runSweep(ctx context.Context, stdout, stderr io.Writer, f *nodeFlags, sf sw
 		printLines(stderr, fmt.Sprintf("invalid config (%s):", f.configFile), configErrorLines(err))
 		return &exitError{code: 1, err: fmt.Errorf("invalid config")}
 	}
-	cs, err := newCloudClient(ctx, f, cfg, log, nil)
+	clk := clock.Real{} // the grace period is measured against the ENIs' real creation times
+	cs, err := newCloudClient(ctx, f, cfg, log, nil, clk)
 	if err != nil {
 		return &exitError{code: 1, err: err}
 	}
 	defer cs.client.CloseIdleConnections()
-	p := planSweep(ctx, cs.client, sf, time.Now())
+	p := planSweep(ctx, cs.client, sf, clk.Now())
 	var results []sweep.Result
 	if !sf.dryRun && p.Complete {
 		results = executeSweep(ctx, cs.client, p, log)

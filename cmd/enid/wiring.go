@@ -14,6 +14,7 @@ import (
 
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/reconcile"
 )
@@ -125,9 +126,9 @@ type cloudSetup struct {
 }
 
 // newCloud builds the cloud client from the config and the environment,
-// and finds this instance's ID.
-func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.Logger, obs cloud.Observer) (cloudSetup, error) {
-	cs, err := newCloudClient(ctx, f, cfg, log, obs)
+// and finds this instance's ID. clk is the process's one clock.
+func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.Logger, obs cloud.Observer, clk clock.Clock) (cloudSetup, error) {
+	cs, err := newCloudClient(ctx, f, cfg, log, obs, clk)
 	if err != nil {
 		return cloudSetup{}, err
 	}
@@ -143,7 +144,7 @@ func newCloud(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.L
 
 // newCloudClient builds the cloud client from the config and the
 // environment, without naming an instance (`enid sweep` acts for none).
-func newCloudClient(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.Logger, obs cloud.Observer) (cloudSetup, error) {
+func newCloudClient(ctx context.Context, f *nodeFlags, cfg desired.Config, log *slog.Logger, obs cloud.Observer, clk clock.Clock) (cloudSetup, error) {
 	endpoint := cfg.Cloud.Endpoint
 	if v := f.getenv(envECSEndpoint); v != "" {
 		endpoint = v
@@ -152,7 +153,7 @@ func newCloudClient(ctx context.Context, f *nodeFlags, cfg desired.Config, log *
 	if v := f.getenv(envMetadataEndpoint); v != "" {
 		mdURL = v
 	}
-	md := cloud.NewMetadata(mdURL, nil)
+	md := cloud.NewMetadata(mdURL, nil, cloud.WithMetadataClock(clk))
 	region := cfg.Cloud.Region
 	if v := f.getenv(envRegion); v != "" && region == "" {
 		region = v
@@ -169,7 +170,7 @@ func newCloudClient(ctx context.Context, f *nodeFlags, cfg desired.Config, log *
 		return cloudSetup{}, fmt.Errorf("cloud.credentials: %w", err)
 	}
 	c, err := cloud.New(cloud.Config{Endpoint: endpoint, Region: region, Credentials: creds,
-		RateLimit: cloudRateLimit(cfg.Cloud.RateLimit), Observer: obs, Logger: log,
+		RateLimit: cloudRateLimit(cfg.Cloud.RateLimit), Observer: obs, Logger: log, Clock: clk,
 		// First poll 100ms after the call: with the client's 1.5x growth
 		// an attach that completes ~1s later is seen ~60ms after it with
 		// 5 describes (50ms first: ~400ms late with 7; go run ./bench -run burst).

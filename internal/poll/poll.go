@@ -7,12 +7,15 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/enidnet/enid/internal/clock"
 )
 
 // Until calls cond every interval until it holds, fails, or timeout
-// passes, or ctx ends.
-func Until(ctx context.Context, timeout, interval time.Duration, cond func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
+// passes on clk, or ctx ends. The caller gives its own clock (the demo and
+// the bench wait on the wall clock, as their user does).
+func Until(ctx context.Context, clk clock.Clock, timeout, interval time.Duration, cond func() (bool, error)) error {
+	deadline := clk.Now().Add(timeout)
 	for {
 		ok, err := cond()
 		if err != nil {
@@ -21,13 +24,11 @@ func Until(ctx context.Context, timeout, interval time.Duration, cond func() (bo
 		if ok {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if clk.Now().After(deadline) {
 			return fmt.Errorf("timed out after %s", timeout)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(interval):
+		if err := clk.Sleep(ctx, interval); err != nil {
+			return err
 		}
 	}
 }

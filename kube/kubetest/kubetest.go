@@ -2,7 +2,8 @@
 // kube link and of the manifests in examples/kubernetes. The binaries are
 // built once per machine by build.sh (from the Go module proxy) into a
 // cache directory; without them the tests skip, except when CI=true or
-// ENID_REQUIRE_KUBE=1, where they fail.
+// ENID_REQUIRE_KUBE=1, where they fail. Its waits are on the wall clock:
+// they wait for real processes.
 package kubetest
 
 import (

@@ -108,7 +108,8 @@ func checksum(b []byte) uint16 {
 }
 
 // awaitReply reads until the echo reply for (id, seq) from dst arrives or
-// pingInterval passes.
+// pingInterval passes. Its clock, as ping's, is the wall clock: a socket's
+// read deadline is.
 func awaitReply(ctx context.Context, conn net.PacketConn, dst netip.Addr, id, seq uint16) error {
 	deadline := time.Now().Add(pingInterval)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
