@@ -61,12 +61,16 @@ func Apply(st observed.State, a Action, r Result) observed.State {
 // transition beside Before and Apply. A setup (SetupPod, MoveENI) that
 // failed withdraws the claim Before recorded: the pod holds no address
 // the node could be trusted with, and the next pass binds it anew or
-// waits. A failed cloud action changes nothing here: the executor asks for
-// a full observation, which shows what the cloud did (a failed detach may
-// have detached). It never modifies st.
-func Failed(st observed.State, a Action) observed.State {
+// waits. refused says the call was refused before it did anything (ECS
+// throttled it): what Before gave up comes back (the addresses of an
+// unassign, the status of an ENI being detached or deleted; a detached
+// ENI's device comes back from the node's next read). Otherwise a failed
+// cloud action changes nothing here: the executor asks for a full
+// observation, which shows what the cloud did (a failed detach may have
+// detached). It never modifies st.
+func Failed(st observed.State, a Action, refused bool) observed.State {
 	e := NewEffects(st)
-	e.Failed(a)
+	e.Failed(a, refused)
 	return e.State()
 }
 
@@ -143,12 +147,20 @@ func (x *Effects) Before(a Action) {
 }
 
 // Failed applies what a failed action leaves (see Failed).
-func (x *Effects) Failed(a Action) {
-	switch a.Kind {
-	case SetupPod, MoveENI:
-		if a.Pod != nil {
-			teardownPod(x.own(), a)
-		}
+func (x *Effects) Failed(a Action, refused bool) {
+	switch {
+	case (a.Kind == SetupPod || a.Kind == MoveENI) && a.Pod != nil:
+		teardownPod(x.own(), a)
+	case !refused:
+	case a.Kind == UnassignIPs:
+		editENI(x.own(), a.ENIID, func(e *observed.ENI) {
+			e.IPv4, e.IPv6 = addIPs(e.IPv4, a.IPv4), addIPs(e.IPv6, a.IPv6)
+			e.IPv4Prefixes = addPrefixes(e.IPv4Prefixes, a.IPv4Prefixes)
+		})
+	case a.Kind == DetachENI:
+		editENI(x.own(), a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIInUse })
+	case a.Kind == DeleteENI:
+		editENI(x.own(), a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIAvailable })
 	}
 }
 

@@ -147,7 +147,8 @@ func TestEffectsEditInPlace(t *testing.T) {
 // TestEffectsFailed: a failed setup withdraws the claim Before recorded
 // (the failure transition), leaves the other pods alone and never
 // modifies its input; a failed cloud action changes nothing (a full
-// observation follows it).
+// observation follows it), unless the cloud refused it before it did
+// anything (throttled): then what Before gave up comes back.
 func TestEffectsFailed(t *testing.T) {
 	ip := netip.MustParseAddr
 	other := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
@@ -158,7 +159,7 @@ func TestEffectsFailed(t *testing.T) {
 		if len(claimed.Node.Pods) != 2 {
 			t.Fatalf("%s: before it runs, pods %+v: want the claim beside c1", kind, claimed.Node.Pods)
 		}
-		got := planner.Failed(claimed, a)
+		got := planner.Failed(claimed, a, false)
 		if !reflect.DeepEqual(got.Node.Pods, st.Node.Pods) {
 			t.Errorf("%s failed: pods %+v, want only c1 (the claim withdrawn)", kind, got.Node.Pods)
 		}
@@ -167,7 +168,26 @@ func TestEffectsFailed(t *testing.T) {
 		}
 	}
 	detach := planner.Action{Kind: planner.DetachENI, ENIID: "eni-1"}
-	if got := planner.Failed(st, detach); !reflect.DeepEqual(got, st) {
+	if got := planner.Failed(st, detach, false); !reflect.DeepEqual(got, st) {
 		t.Errorf("a failed detach changed the state: %+v", got)
+	}
+
+	// Refused (throttled): what Before gave up comes back.
+	withENI := observed.State{ENIs: []observed.ENI{{ID: "eni-1", Status: observed.ENIInUse,
+		IPv4: []netip.Addr{ip("10.0.0.5"), ip("10.0.0.6"), ip("10.0.0.7")}}}}
+	for _, a := range []planner.Action{
+		{Kind: planner.UnassignIPs, ENIID: "eni-1", IPv4: []netip.Addr{ip("10.0.0.6"), ip("10.0.0.7")}},
+		{Kind: planner.DetachENI, ENIID: "eni-1"},
+	} {
+		gave := planner.Before(withENI, a)
+		if reflect.DeepEqual(gave, withENI) {
+			t.Fatalf("%s: Before gave nothing up, the case proves nothing", a.Kind)
+		}
+		if got := planner.Failed(gave, a, true); !reflect.DeepEqual(got.ENIs, withENI.ENIs) {
+			t.Errorf("%s refused: ENIs %+v, want %+v back", a.Kind, got.ENIs, withENI.ENIs)
+		}
+		if got := planner.Failed(gave, a, false); reflect.DeepEqual(got.ENIs, withENI.ENIs) {
+			t.Errorf("%s failed with an open outcome: the state came back, but only an observation may say so", a.Kind)
+		}
 	}
 }

@@ -195,12 +195,13 @@ func (c *cache) apply(a planner.Action, r planner.Result) {
 	c.fx.Apply(a, r)
 }
 
-// failed records what a failed action a leaves (planner.Failed).
-func (c *cache) failed(a planner.Action) {
+// failed records what a failed action a leaves; refused: the call did
+// nothing (planner.Failed).
+func (c *cache) failed(a planner.Action, refused bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	c.fx.Failed(a)
+	c.fx.Failed(a, refused)
 }
 
 // eni returns the ENI with that ID.

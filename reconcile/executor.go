@@ -548,8 +548,18 @@ func (x *executor) failed(a planner.Action, err error) {
 	// ENI's device) asks for the node to be read again, and the pod's
 	// namespace to be checked again, never for the cloud (DESIGN.md
 	// invariant 11: a node-side failure costs no cloud call).
+	// What the throttled call gave up before it ran (the addresses of an
+	// unassign, a detaching ENI's status and device) comes back at once:
+	// left out, the cache would show them gone until the next resync, and
+	// the planner would not release them again (a surplus kept for
+	// minutes after one throttled unassign).
 	switch {
-	case a.Kind.Cloud() && !errors.Is(err, cloud.ErrThrottled):
+	case a.Kind.Cloud() && errors.Is(err, cloud.ErrThrottled):
+		x.cache.failed(a, true)
+		if a.Kind == planner.DetachENI {
+			x.cache.markNodeStale() // its device, from the kernel
+		}
+	case a.Kind.Cloud():
 		x.cache.markDirty()
 	case !a.Kind.Cloud() && errors.Is(err, linux.ErrNotFound):
 		var k []observed.AttachmentKey
@@ -586,7 +596,7 @@ func (x *executor) failed(a planner.Action, err error) {
 	x.log.Warn("action failed", "kind", a.Kind, "target", a.Target, "retryable", retryable, "retry_in", d, "err", err)
 	if a.Pod != nil && (a.Kind == planner.SetupPod || a.Kind == planner.MoveENI) {
 		// The claim recorded before it ran is withdrawn.
-		x.cache.failed(a)
+		x.cache.failed(a, false)
 		st := planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
 			ReasonCode: planner.ReasonSetupFailed, Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}
 		if conflict {

@@ -216,6 +216,40 @@ func TestExecutorStaleTwin(t *testing.T) {
 	}
 }
 
+// TestExecutorThrottledReleaseComesBack: an optional unassign refused for
+// throttling did nothing, so the addresses it gave up before it ran come
+// back in the cache at once. Left out, the cache showed them gone until the
+// next resync and the planner did not release them again: a surplus kept
+// for minutes after one throttled unassign (TestThrottlingStormThenRelease
+// under load). An unassign that succeeds still removes them.
+func TestExecutorThrottledReleaseComesBack(t *testing.T) {
+	r := newExecutorRig(t)
+	e := r.attached(t)
+	if _, err := r.cl.AssignIPv4(context.Background(), e.ID, 3, nil, "tok-assign"); err != nil {
+		t.Fatal(err)
+	}
+	e, err := r.cl.WaitENI(context.Background(), e.ID, observed.ENIInUse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.x.cache.replace(observed.State{ENIs: []observed.ENI{e}})
+	held := len(e.IPv4)
+	unassign := planner.Action{ID: 0, Kind: planner.UnassignIPs, Target: e.ID, ENIID: e.ID, IPv4: e.IPv4[len(e.IPv4)-2:]}
+	r.sim.InjectFault(ecssim.Fault{Action: "UnassignPrivateIpAddresses", Code: "Throttling.User", Count: 1})
+	r.run(planner.Plan{Actions: []planner.Action{unassign}})
+	if len(r.x.errors()) == 0 {
+		t.Fatal("the unassign did not fail: the fault was not injected, the test proves nothing")
+	}
+	if got := len(r.cachedENI(t, e.ID).IPv4); got != held {
+		t.Fatalf("after a throttled unassign the cache shows %d addresses on the ENI, want the %d it still holds", got, held)
+	}
+	r.clk.advance(time.Hour) // past the back-off and the client's
+	r.run(planner.Plan{Actions: []planner.Action{unassign}})
+	if got := len(r.cachedENI(t, e.ID).IPv4); got != held-2 {
+		t.Fatalf("after the unassign the cache shows %d addresses, want %d", got, held-2)
+	}
+}
+
 // TestExecutorBackoff: a failed action backs off; a pass before the
 // backoff ends does not run it, one after it does (and backs off longer
 // when it fails again).
