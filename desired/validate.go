@@ -136,19 +136,33 @@ func (v *validator) duration(path string, d Duration) {
 	}
 }
 
+// eni checks the eni section, in field order.
 func (v *validator) eni(e ENIConfig) {
 	v.nonNegative("eni.maxENIs", e.MaxENIs)
 	if e.MTU != 0 && (e.MTU < 1280 || e.MTU > 9000) {
 		v.add("eni.mtu", "must be 0 (keep the device's) or between 1280 and 9000 (got %d)", e.MTU)
 	}
+	total := v.vSwitches(e.VSwitches)
+	v.vSwitchSelector(e.VSwitchSelector)
+	if total == 0 && e.VSwitchSelector == nil {
+		v.add("eni.vSwitches", "at least one vSwitch is required: list the vSwitches pods may use under their zone, e.g. eni.vSwitches: {cn-hangzhou-k: [vsw-xxxx]}")
+	}
+	v.enum("eni.vSwitchPolicy", string(e.VSwitchPolicy), string(VSwitchMostFree), string(VSwitchOrdered), string(VSwitchRandom))
+	v.securityGroups(e.SecurityGroups)
+	v.eniTags(e.Tags)
+}
+
+// vSwitches checks eni.vSwitches (zone IDs, vSwitch IDs, each vSwitch
+// listed once) and returns how many are listed.
+func (v *validator) vSwitches(byZone map[string][]string) int {
 	total := 0
 	seen := map[string]string{}
-	for _, zone := range sortedKeys(e.VSwitches) {
+	for _, zone := range sortedKeys(byZone) {
 		zp := fmt.Sprintf("eni.vSwitches[%s]", zone)
 		if !zoneIDRe.MatchString(zone) {
 			v.add(zp, "zone must be a zone ID such as cn-hangzhou-k (got %q)", zone)
 		}
-		for i, id := range e.VSwitches[zone] {
+		for i, id := range byZone[zone] {
 			total++
 			ip := fmt.Sprintf("%s[%d]", zp, i)
 			switch {
@@ -161,31 +175,39 @@ func (v *validator) eni(e ENIConfig) {
 			}
 		}
 	}
-	if sel := e.VSwitchSelector; sel != nil {
-		switch n := len(sel.Tags); {
-		case n == 0:
-			v.add("eni.vSwitchSelector.tags", "at least one tag is required: the vSwitches to use carry it, e.g. {kubernetes.io/role/enid: \"1\"}")
-		case n > 20:
-			v.add("eni.vSwitchSelector.tags", "at most 20 tags (DescribeVSwitches' Tag.N) (got %d)", n)
-		}
-		for _, k := range sortedKeys(sel.Tags) {
-			if k == "" || len(k) > 128 {
-				v.add(fmt.Sprintf("eni.vSwitchSelector.tags[%s]", k), "tag key must be 1 to 128 characters (got %d)", len(k))
-			}
+	return total
+}
+
+// vSwitchSelector checks eni.vSwitchSelector, when set: 1 to 20 tags
+// (DescribeVSwitches' Tag.N), each key 1 to 128 characters.
+func (v *validator) vSwitchSelector(sel *VSwitchSelector) {
+	if sel == nil {
+		return
+	}
+	switch n := len(sel.Tags); {
+	case n == 0:
+		v.add("eni.vSwitchSelector.tags", "at least one tag is required: the vSwitches to use carry it, e.g. {kubernetes.io/role/enid: \"1\"}")
+	case n > 20:
+		v.add("eni.vSwitchSelector.tags", "at most 20 tags (DescribeVSwitches' Tag.N) (got %d)", n)
+	}
+	for _, k := range sortedKeys(sel.Tags) {
+		if k == "" || len(k) > 128 {
+			v.add(fmt.Sprintf("eni.vSwitchSelector.tags[%s]", k), "tag key must be 1 to 128 characters (got %d)", len(k))
 		}
 	}
-	if total == 0 && e.VSwitchSelector == nil {
-		v.add("eni.vSwitches", "at least one vSwitch is required: list the vSwitches pods may use under their zone, e.g. eni.vSwitches: {cn-hangzhou-k: [vsw-xxxx]}")
-	}
-	v.enum("eni.vSwitchPolicy", string(e.VSwitchPolicy), string(VSwitchMostFree), string(VSwitchOrdered), string(VSwitchRandom))
-	switch n := len(e.SecurityGroups); {
+}
+
+// securityGroups checks eni.securityGroups: 1 to 10 security group IDs,
+// each listed once.
+func (v *validator) securityGroups(sgs []string) {
+	switch n := len(sgs); {
 	case n == 0:
 		v.add("eni.securityGroups", "at least one security group is required: list the ones every ENI gets, e.g. eni.securityGroups: [sg-xxxx] (at most 10)")
 	case n > 10:
 		v.add("eni.securityGroups", "at most 10 security groups per ENI (got %d)", n)
 	}
 	sgSeen := map[string]bool{}
-	for i, sg := range e.SecurityGroups {
+	for i, sg := range sgs {
 		p := fmt.Sprintf("eni.securityGroups[%d]", i)
 		switch {
 		case !secGroupRe.MatchString(sg):
@@ -195,10 +217,16 @@ func (v *validator) eni(e ENIConfig) {
 		}
 		sgSeen[sg] = true
 	}
-	if len(e.Tags) > MaxExtraTags {
-		v.add("eni.tags", "at most %d tags: ECS allows 20 per ENI and enid sets 4 (got %d)", MaxExtraTags, len(e.Tags))
+}
+
+// eniTags checks eni.tags against ECS's tag rules: at most MaxExtraTags,
+// keys 1 to 128 characters, values at most 128, neither reserved by
+// Alibaba Cloud nor holding a URL, and no key of enid's own.
+func (v *validator) eniTags(tags map[string]string) {
+	if len(tags) > MaxExtraTags {
+		v.add("eni.tags", "at most %d tags: ECS allows 20 per ENI and enid sets 4 (got %d)", MaxExtraTags, len(tags))
 	}
-	for _, k := range sortedKeys(e.Tags) {
+	for _, k := range sortedKeys(tags) {
 		p := fmt.Sprintf("eni.tags[%s]", k)
 		lk := strings.ToLower(k)
 		switch {
@@ -211,7 +239,7 @@ func (v *validator) eni(e ENIConfig) {
 		case strings.Contains(lk, "http://"), strings.Contains(lk, "https://"):
 			v.add(p, "tag keys may not contain http:// or https:// (got %q)", k)
 		}
-		val := e.Tags[k]
+		val := tags[k]
 		switch lv := strings.ToLower(val); {
 		case len(val) > 128:
 			v.add(p, "tag value must be at most 128 characters (got %d)", len(val))

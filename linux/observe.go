@@ -212,8 +212,6 @@ func (d *Datapath) observePod(v nodeView, idx podIndex, hv netlink.Link, lab lab
 
 // checkPodNS inspects the pod side of an attachment and lists problems.
 func (d *Datapath) checkPodNS(hv netlink.Link, lab label, p observed.PodNet, ips []netip.Addr) []string {
-	var probs []string
-	problem := func(f string, a ...any) { probs = append(probs, fmt.Sprintf(f, a...)) }
 	if lab.NetNS == "" {
 		return []string{"netns not recorded"}
 	}
@@ -223,33 +221,52 @@ func (d *Datapath) checkPodNS(hv netlink.Link, lab label, p observed.PodNet, ips
 	}
 	defer func() { _ = pod.Close() }() // releasing descriptors cannot fail usefully
 	if p.Exclusive {
-		mac, err := net.ParseMAC(lab.ENI)
-		if err != nil {
-			return []string{fmt.Sprintf("label eni %q: %v", lab.ENI, err)}
-		}
-		l, err := linkByMAC(pod.h, mac)
-		if err != nil {
-			return []string{fmt.Sprintf("eni %s not in the pod: %v", lab.ENI, err)}
-		}
-		if l.Attrs().Name != lab.Key.IfName {
-			problem("eni %s is named %s in the pod, not %s", lab.ENI, l.Attrs().Name, lab.Key.IfName)
-		}
-		if !isUp(l) {
-			problem("eni %s is down in the pod", lab.ENI)
-		}
-		for _, ip := range ips {
-			if lab.Key.IfName != DefaultIfName {
-				break // only eth0 carries the default route
-			}
-			if ok, err := hasDefault(pod.h, l, familyOf(ip), netip.Addr{}); err != nil || !ok {
-				problem("no %s default route via %s in the pod", familyName(ip), l.Attrs().Name)
-			}
-		}
-		if sv, err := linkByName(pod.h, svcVethName(lab.Key)); err != nil || !paired(hv, sv) {
-			problem("service veth %s missing in the pod", svcVethName(lab.Key))
-		}
-		return probs
+		return checkPodENI(pod, hv, lab, ips)
 	}
+	return d.checkPodVeth(pod, hv, lab, ips)
+}
+
+// checkPodENI inspects the pod side of an exclusive attachment: the ENI
+// in the pod under its name, up, carrying the default routes on eth0, and
+// the service veth paired with hv.
+func checkPodENI(pod *nsRef, hv netlink.Link, lab label, ips []netip.Addr) []string {
+	var probs []string
+	problem := func(f string, a ...any) { probs = append(probs, fmt.Sprintf(f, a...)) }
+	mac, err := net.ParseMAC(lab.ENI)
+	if err != nil {
+		return []string{fmt.Sprintf("label eni %q: %v", lab.ENI, err)}
+	}
+	l, err := linkByMAC(pod.h, mac)
+	if err != nil {
+		return []string{fmt.Sprintf("eni %s not in the pod: %v", lab.ENI, err)}
+	}
+	if l.Attrs().Name != lab.Key.IfName {
+		problem("eni %s is named %s in the pod, not %s", lab.ENI, l.Attrs().Name, lab.Key.IfName)
+	}
+	if !isUp(l) {
+		problem("eni %s is down in the pod", lab.ENI)
+	}
+	for _, ip := range ips {
+		if lab.Key.IfName != DefaultIfName {
+			break // only eth0 carries the default route
+		}
+		if ok, err := hasDefault(pod.h, l, familyOf(ip), netip.Addr{}); err != nil || !ok {
+			problem("no %s default route via %s in the pod", familyName(ip), l.Attrs().Name)
+		}
+	}
+	if sv, err := linkByName(pod.h, svcVethName(lab.Key)); err != nil || !paired(hv, sv) {
+		problem("service veth %s missing in the pod", svcVethName(lab.Key))
+	}
+	return probs
+}
+
+// checkPodVeth inspects the pod side of a shared attachment: the pod's
+// veth paired with hv and up, and for each address its place in the pod
+// (address, gateway neighbour, default route on eth0) and, for IPv6, its
+// neighbour on the node.
+func (d *Datapath) checkPodVeth(pod *nsRef, hv netlink.Link, lab label, ips []netip.Addr) []string {
+	var probs []string
+	problem := func(f string, a ...any) { probs = append(probs, fmt.Sprintf(f, a...)) }
 	pv, err := linkByName(pod.h, lab.Key.IfName)
 	if err != nil {
 		return []string{fmt.Sprintf("pod interface %s: %v", lab.Key.IfName, err)}

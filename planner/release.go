@@ -18,36 +18,12 @@ import (
 // while a pod waits.
 func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
 	excess := min(idle-pp.maxIdle, total-pp.minTotal, idle-wantIdle)
-	// Owned ENIs holding nothing at all are released at once: they serve no
-	// pod and count for nothing in the pool.
-	for _, e := range slices.Backward(b.usable) {
-		if !b.excl && b.units(e.eni) == 0 && e.used == 0 && e.held == 0 && len(e.eni.IPv4)+len(e.eni.IPv6)+len(e.eni.IPv4Prefixes) == 0 {
-			b.dropENI(e, Reason{ReasonIdleAboveMax, "ENI holds no address"})
-		}
-	}
-	if excess <= 0 {
-		b.mem.IdleAboveMaxSince = time.Time{}
+	b.dropEmptyENIs()
+	why, due := b.releaseDue(pp, idle, excess)
+	if !due {
 		return
 	}
-	if b.mem.IdleAboveMaxSince.IsZero() {
-		b.mem.IdleAboveMaxSince = b.now
-	}
-	cordoned := b.cordoned()
-	if !cordoned && b.now.Sub(b.mem.IdleAboveMaxSince) < b.cfg.Pool.ReleaseDelay.D() {
-		return
-	}
-	why := Reason{ReasonIdleAboveMax, "idle " + itoa(idle) + " > maxIdle " + itoa(pp.maxIdle) + " since " + b.mem.IdleAboveMaxSince.UTC().Format(rfc3339)}
-	if cordoned {
-		// The wait was pool.unschedulableRelease (unschedulable.go).
-		why = b.cordonReason(idle)
-	}
-	for _, e := range slices.Backward(b.usable) {
-		u := b.units(e.eni)
-		if e.used == 0 && e.held == 0 && u > 0 && u == b.freeSlots(e) && u <= excess {
-			b.dropENI(e, why)
-			excess -= u
-		}
-	}
+	excess = b.dropIdleENIs(excess, why)
 	order := slices.Clone(b.usable)
 	slices.SortStableFunc(order, func(x, y *eniState) int {
 		return cmp.Or(cmp.Compare(x.used, y.used), cmp.Compare(y.eni.DeviceIndex, x.eni.DeviceIndex))
@@ -59,39 +35,75 @@ func (b *builder) release(pp poolPolicy, idle, total, wantIdle int) {
 		if e.dropped || b.excl {
 			continue
 		}
-		// Single addresses first (the highest), then whole prefixes.
-		k := min(excess, b.freeSingles(e))
-		excess -= k
-		prev := e.lastCall - 1
-		for _, fam := range []int{4, 6} {
-			var addrs []netip.Addr
-			switch {
-			case k <= 0:
-			case fam == 4 && b.v4:
-				addrs = e.free4[len(e.free4)-k:]
-				e.free4 = e.free4[:len(e.free4)-k]
-			case fam == 6 && b.v6:
-				addrs = e.free6[len(e.free6)-k:]
-				e.free6 = e.free6[:len(e.free6)-k]
-			}
-			for len(addrs) > 0 {
-				c := min(len(addrs), maxAssignPerCall)
-				a := Action{Kind: UnassignIPs, Target: e.eni.ID, Reason: why, ENIID: e.eni.ID}
-				if fam == 4 {
-					a.IPv4 = slices.Clone(addrs[:c])
-				} else {
-					a.IPv6 = slices.Clone(addrs[:c])
-				}
-				if prev >= 0 {
-					a.DependsOn = []int{prev}
-				}
-				prev = b.add(a)
-				addrs = addrs[c:]
-			}
-		}
-		excess, prev = b.releasePrefixes(e, excess, why, prev)
-		e.lastCall = prev + 1
+		excess = b.releaseFrom(e, excess, why)
 	}
+}
+
+// dropEmptyENIs releases at once the owned ENIs holding nothing at all:
+// they serve no pod and count for nothing in the pool.
+func (b *builder) dropEmptyENIs() {
+	for _, e := range slices.Backward(b.usable) {
+		if !b.excl && b.units(e.eni) == 0 && e.used == 0 && e.held == 0 && len(e.eni.IPv4)+len(e.eni.IPv6)+len(e.eni.IPv4Prefixes) == 0 {
+			b.dropENI(e, Reason{ReasonIdleAboveMax, "ENI holds no address"})
+		}
+	}
+}
+
+// releaseDue keeps the memory of when idle went above maxIdle (cleared
+// when there is no excess) and reports whether the release is due (the
+// release delay has passed, or the node is cordoned and its own wait has:
+// see unschedulable.go), with the reason of what it releases.
+func (b *builder) releaseDue(pp poolPolicy, idle, excess int) (Reason, bool) {
+	if excess <= 0 {
+		b.mem.IdleAboveMaxSince = time.Time{}
+		return Reason{}, false
+	}
+	if b.mem.IdleAboveMaxSince.IsZero() {
+		b.mem.IdleAboveMaxSince = b.now
+	}
+	cordoned := b.cordoned()
+	if !cordoned && b.now.Sub(b.mem.IdleAboveMaxSince) < b.cfg.Pool.ReleaseDelay.D() {
+		return Reason{}, false
+	}
+	if cordoned {
+		// The wait was pool.unschedulableRelease (unschedulable.go).
+		return b.cordonReason(idle), true
+	}
+	return Reason{ReasonIdleAboveMax, "idle " + itoa(idle) + " > maxIdle " + itoa(pp.maxIdle) + " since " + b.mem.IdleAboveMaxSince.UTC().Format(rfc3339)}, true
+}
+
+// dropIdleENIs releases whole idle ENIs, newest first, that fit in the
+// excess, and returns the excess left.
+func (b *builder) dropIdleENIs(excess int, why Reason) int {
+	for _, e := range slices.Backward(b.usable) {
+		u := b.units(e.eni)
+		if e.used == 0 && e.held == 0 && u > 0 && u == b.freeSlots(e) && u <= excess {
+			b.dropENI(e, why)
+			excess -= u
+		}
+	}
+	return excess
+}
+
+// releaseFrom gives back free units of one ENI, up to the excess: single
+// addresses first (the highest), then whole prefixes, chained after the
+// ENI's last call; it returns the excess left.
+func (b *builder) releaseFrom(e *eniState, excess int, why Reason) int {
+	k := min(excess, b.freeSingles(e))
+	excess -= k
+	var v4, v6 []netip.Addr
+	if k > 0 && b.v4 {
+		v4 = e.free4[len(e.free4)-k:]
+		e.free4 = e.free4[:len(e.free4)-k]
+	}
+	if k > 0 && b.v6 {
+		v6 = e.free6[len(e.free6)-k:]
+		e.free6 = e.free6[:len(e.free6)-k]
+	}
+	prev := b.unassignAddrs(e, v4, v6, why, e.lastCall-1)
+	excess, prev = b.releasePrefixes(e, excess, why, prev)
+	e.lastCall = prev + 1
+	return excess
 }
 
 // dropENI plans DetachENI then DeleteENI of an owned, unused ENI, and

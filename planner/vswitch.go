@@ -62,33 +62,71 @@ type vswCandidate struct {
 func (b *builder) pickVSwitch(nth int) (observed.VSwitch, string, *PodStatus) {
 	zone := b.o.Instance.ZoneID
 	ids := b.zoneVSwitches()
+	if st := b.noVSwitchConfigured(zone, ids); st != nil {
+		return observed.VSwitch{}, "", st
+	}
+	sv := b.surveyVSwitches(ids)
+	if len(sv.cands) == 0 {
+		return observed.VSwitch{}, "", b.noVSwitch(zone, len(ids), sv.unknown, sv.missing, sv.fragmented, sv.few)
+	}
+	cands := sv.cands
+	// prefer-prefix: a vSwitch that gives prefixes first.
+	if slices.ContainsFunc(cands, func(c vswCandidate) bool { return !c.single }) {
+		cands = slices.DeleteFunc(cands, func(c vswCandidate) bool { return c.single })
+	}
+	pick, why := b.applyVSwitchPolicy(cands, nth)
+	return cands[pick].v, b.vswChoiceText(cands, pick, why, sv.skipped), nil
+}
+
+// noVSwitchConfigured is the status of pods when the config gives no way
+// to create an ENI in the zone: no vSwitch listed or selected (ids), or
+// no security group; nil when it does.
+func (b *builder) noVSwitchConfigured(zone string, ids []string) *PodStatus {
 	if len(ids) == 0 {
 		if sel := b.cfg.ENI.VSwitchSelector; sel != nil {
-			return observed.VSwitch{}, "", &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchUnknown,
+			return &PodStatus{Phase: PhasePending, ReasonCode: ReasonVSwitchUnknown,
 				Reason: "no vSwitch of zone " + zone + " carries the tags of eni.vSwitchSelector (" + tagList(sel.Tags) + ") and none is listed; waiting for the config or the cloud to change"}
 		}
-		return observed.VSwitch{}, "", &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no vSwitch configured for zone " + zone}
+		return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no vSwitch configured for zone " + zone}
 	}
 	if len(b.cfg.ENI.SecurityGroups) == 0 {
-		return observed.VSwitch{}, "", &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no security group configured"}
+		return &PodStatus{Phase: PhaseFailed, ReasonCode: ReasonConfigInvalid, Reason: "no security group configured"}
 	}
-	var cands []vswCandidate
-	unknown := 0
-	var missing []string    // listed vSwitches the cloud says do not exist
-	var fragmented []string // refused a prefix, in strict prefix mode
-	var few []string        // too few addresses for a /28, in strict prefix mode
-	var skipped []string    // why the others cannot take it now, for the reason
+	return nil
+}
+
+// vswSurvey is what surveying the zone's vSwitches found: those that can
+// take a new ENI now, and why the others cannot.
+type vswSurvey struct {
+	cands []vswCandidate
+	// unknown counts the vSwitches not described in this zone; missing
+	// are those of them the cloud says do not exist.
+	unknown int
+	missing []string
+	// fragmented refused a prefix, few have too few addresses for a /28
+	// (both in strict prefix mode).
+	fragmented, few []string
+	// skipped says why each of the others cannot take it now, for the
+	// reason.
+	skipped []string
+}
+
+// surveyVSwitches sorts the zone's vSwitches (ids, in order) into those
+// that can take a new ENI now and those that cannot, with why.
+func (b *builder) surveyVSwitches(ids []string) vswSurvey {
+	zone := b.o.Instance.ZoneID
+	var sv vswSurvey
 	for _, id := range ids {
 		v, ok := b.vsw[id]
 		if !ok && slices.Contains(b.o.UnknownVSwitches, id) {
-			missing = append(missing, id)
+			sv.missing = append(sv.missing, id)
 		}
 		if !ok || v.ZoneID != zone {
-			unknown++
+			sv.unknown++
 			continue
 		}
 		if until, ok := b.mem.Exhausted[id]; ok && b.now.Before(until) {
-			skipped = append(skipped, id+" marked exhausted")
+			sv.skipped = append(sv.skipped, id+" marked exhausted")
 			continue
 		}
 		// Too few addresses, as observed or as this plan's own creates
@@ -98,52 +136,55 @@ func (b *builder) pickVSwitch(nth int) (observed.VSwitch, string, *PodStatus) {
 		// waiting while the vSwitch has room.
 		if v.AvailableIPs < b.createNeeds(id) {
 			if b.strictTooFew(id, 1+prefixSize) {
-				few = append(few, id)
+				sv.few = append(sv.few, id)
 			}
-			skipped = append(skipped, id+" "+itoa(v.AvailableIPs)+" free")
+			sv.skipped = append(sv.skipped, id+" "+itoa(v.AvailableIPs)+" free")
 			continue
 		}
 		if _, ok := b.growKind(id); !ok {
-			fragmented = append(fragmented, id)
-			skipped = append(skipped, id+" fragmented")
+			sv.fragmented = append(sv.fragmented, id)
+			sv.skipped = append(sv.skipped, id+" fragmented")
 			continue
 		}
 		prefix, _ := b.createKind(id)
-		cands = append(cands, vswCandidate{v: v, single: b.allocation() == desired.IPv4PreferPrefix && !prefix})
+		sv.cands = append(sv.cands, vswCandidate{v: v, single: b.allocation() == desired.IPv4PreferPrefix && !prefix})
 	}
-	if len(cands) == 0 {
-		return observed.VSwitch{}, "", b.noVSwitch(zone, len(ids), unknown, missing, fragmented, few)
-	}
-	// prefer-prefix: a vSwitch that gives prefixes first.
-	if slices.ContainsFunc(cands, func(c vswCandidate) bool { return !c.single }) {
-		cands = slices.DeleteFunc(cands, func(c vswCandidate) bool { return c.single })
-	}
+	return sv
+}
+
+// applyVSwitchPolicy picks one of cands (not empty) by eni.vSwitchPolicy
+// (most-free when unset) and says why, for the reason.
+func (b *builder) applyVSwitchPolicy(cands []vswCandidate, nth int) (int, string) {
 	policy := b.cfg.ENI.VSwitchPolicy
 	if policy == "" {
 		policy = desired.VSwitchMostFree
 	}
-	pick := 0
-	var why string
 	switch {
 	case len(cands) == 1:
-		why = string(policy) + ": the only one with room"
+		return 0, string(policy) + ": the only one with room"
 	case policy == desired.VSwitchOrdered:
-		why = "ordered: the first with room"
+		return 0, "ordered: the first with room"
 	case policy == desired.VSwitchRandom:
-		pick = b.drawVSwitch(cands, nth)
+		pick := b.drawVSwitch(cands, nth)
 		total := 0
 		for _, c := range cands {
 			total += c.v.AvailableIPs
 		}
-		why = "random: drawn with odds " + itoa(cands[pick].v.AvailableIPs) + " in " + itoa(total)
-	default:
-		for i, c := range cands {
-			if c.v.AvailableIPs > cands[pick].v.AvailableIPs {
-				pick = i
-			}
-		}
-		why = "most-free: the most free addresses"
+		return pick, "random: drawn with odds " + itoa(cands[pick].v.AvailableIPs) + " in " + itoa(total)
 	}
+	pick := 0
+	for i, c := range cands {
+		if c.v.AvailableIPs > cands[pick].v.AvailableIPs {
+			pick = i
+		}
+	}
+	return pick, "most-free: the most free addresses"
+}
+
+// vswChoiceText is the CreateENI's reason for choosing cands[pick]: the
+// vSwitch, why (the policy's words), its free addresses, how it came to
+// be a candidate, the other candidates and the vSwitches skipped.
+func (b *builder) vswChoiceText(cands []vswCandidate, pick int, why string, skipped []string) string {
 	chosen := cands[pick]
 	var others []string
 	for i, c := range cands {
@@ -152,7 +193,7 @@ func (b *builder) pickVSwitch(nth int) (observed.VSwitch, string, *PodStatus) {
 		}
 	}
 	text := "vSwitch " + chosen.v.ID + " (" + why + ", " + itoa(chosen.v.AvailableIPs) + " free"
-	if slices.Contains(b.o.SelectedVSwitches, chosen.v.ID) && !slices.Contains(b.cfg.ENI.VSwitches[zone], chosen.v.ID) {
+	if slices.Contains(b.o.SelectedVSwitches, chosen.v.ID) && !slices.Contains(b.cfg.ENI.VSwitches[b.o.Instance.ZoneID], chosen.v.ID) {
 		text += ", selected by tags"
 	}
 	if chosen.single {
@@ -165,7 +206,7 @@ func (b *builder) pickVSwitch(nth int) (observed.VSwitch, string, *PodStatus) {
 	if len(skipped) > 0 {
 		text += "; skipped " + strings.Join(skipped, ", ")
 	}
-	return chosen.v, text, nil
+	return text
 }
 
 // drawVSwitch draws a candidate with odds in proportion to its free

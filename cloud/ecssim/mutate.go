@@ -62,13 +62,78 @@ func conflict(a, b string) error {
 // createNetworkInterface creates a secondary ENI, Available at once. The
 // parameter rules and their sources are in rules.go and on each check.
 func (s *Server) createNetworkInterface(c call) (obj, error) {
-	p := c.p
-	vsw, err := required(p, "VSwitchId")
+	in, delOnRelease, err := createParams(c.p)
 	if err != nil {
 		return nil, err
 	}
-	// "You must specify SecurityGroupId or SecurityGroupIds.N but not
-	// both" (v7 model; API reference).
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in.now = s.now()
+	e, err := s.m.createENI(in)
+	if err != nil {
+		return nil, err
+	}
+	e.DeleteOnRelease = delOnRelease
+	// Reads lag a creation too: for a while the new ENI is not listed.
+	if s.run.StaleReads > 0 {
+		s.stale[e.ID] = staleENI{until: s.now().Add(s.run.StaleReads)}
+	}
+	s.saveLocked()
+	return renderENI(e), nil
+}
+
+// createParams checks CreateNetworkInterface's parameters, in the order
+// ECS checks them (the first refusal is the answer), and returns them as
+// createENI's inputs (all but now) and DeleteOnRelease.
+func createParams(p url.Values) (newENIParams, bool, error) {
+	vsw, err := required(p, "VSwitchId")
+	if err != nil {
+		return newENIParams{}, false, err
+	}
+	sgs, err := createSecurityGroups(p)
+	if err != nil {
+		return newENIParams{}, false, err
+	}
+	tg, err := createTags(p)
+	if err != nil {
+		return newENIParams{}, false, err
+	}
+	if err := checkDescription(p, maxCreateDescription); err != nil {
+		return newENIParams{}, false, err
+	}
+	sec, addrs, primary, err := createIPv4(p)
+	if err != nil {
+		return newENIParams{}, false, err
+	}
+	prefixCount, prefixes, err := createPrefixes(p)
+	if err != nil {
+		return newENIParams{}, false, err
+	}
+	// Secondary addresses and prefixes are not asked for in one call
+	// (Terway pkg/aliyun/client/options.go: "ECS does not allow requesting
+	// both individual IPs and prefixes in the same request"; Terraform:
+	// secondary_private_ip_address_count and private_ip_addresses conflict
+	// with ipv4_prefix_count and ipv4_prefixes).
+	if (sec > 0 || len(addrs) > 0) && (prefixCount > 0 || len(prefixes) > 0) {
+		return newENIParams{}, false, conflict("secondary private IP addresses", "IPv4 prefixes")
+	}
+	v6, addrs6, err := createIPv6(p)
+	if err != nil {
+		return newENIParams{}, false, err
+	}
+	eniType, mode, delOnRelease, err := createKind(p)
+	if err != nil {
+		return newENIParams{}, false, err
+	}
+	return newENIParams{vswID: vsw, sgs: sgs, tags: tg, secondary: sec, primary: primary, addrs: addrs,
+		prefixCount: prefixCount, prefixes: prefixes, ipv6Count: v6, addrs6: addrs6,
+		description: p.Get("Description"), trafficMode: mode, eniType: eniType}, delOnRelease, nil
+}
+
+// createSecurityGroups reads the new ENI's security groups: "You must
+// specify SecurityGroupId or SecurityGroupIds.N but not both" (v7 model;
+// API reference), and each group once.
+func createSecurityGroups(p url.Values) ([]string, error) {
 	sgs, err := listOf(p, "SecurityGroupIds", maxSecurityGroupsOnENI)
 	if err != nil {
 		return nil, err
@@ -82,117 +147,123 @@ func (s *Server) createNetworkInterface(c call) (obj, error) {
 	if len(sgs) == 0 {
 		return nil, apiErr("MissingParameter", "The input parameter \"SecurityGroupId\" that is mandatory for processing this request is not supplied.")
 	}
+	if err := distinctGroups(sgs); err != nil {
+		return nil, err
+	}
+	return sgs, nil
+}
+
+// distinctGroups refuses a security group that is empty or given twice
+// (InvalidParameter).
+func distinctGroups(sgs []string) error {
 	seen := map[string]bool{}
 	for _, sg := range sgs {
 		if sg == "" || seen[sg] {
-			return nil, apiErr("InvalidParameter", "The security group %q is empty or given twice.", sg)
+			return apiErr("InvalidParameter", "The security group %q is empty or given twice.", sg)
 		}
 		seen[sg] = true
 	}
-	tg, err := createTags(p)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkDescription(p, maxCreateDescription); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// createIPv4 reads the new ENI's IPv4 addresses: how many secondary ones
+// (SecondaryPrivateIpAddressCount) or which (PrivateIpAddress.N), not
+// both, and the primary one (PrimaryIpAddress; zero: chosen by createENI).
+func createIPv4(p url.Values) (int, []netip.Addr, netip.Addr, error) {
 	sec, err := intParam(p, "SecondaryPrivateIpAddressCount", 0, 1, maxSecondaryAtCreate)
 	if err != nil {
-		return nil, err
+		return 0, nil, netip.Addr{}, err
 	}
 	raw, err := listOf(p, "PrivateIpAddress", maxAddrsAtCreate)
 	if err != nil {
-		return nil, err
+		return 0, nil, netip.Addr{}, err
 	}
 	addrs, err := parseAddrs(raw, "PrivateIpAddress", false)
 	if err != nil {
-		return nil, err
+		return 0, nil, netip.Addr{}, err
 	}
 	if sec > 0 && len(addrs) > 0 {
-		return nil, conflict("SecondaryPrivateIpAddressCount", "PrivateIpAddress.N")
+		return 0, nil, netip.Addr{}, conflict("SecondaryPrivateIpAddressCount", "PrivateIpAddress.N")
 	}
 	var primary netip.Addr
 	if v := p.Get("PrimaryIpAddress"); v != "" {
 		a, err := parseAddrs([]string{v}, "PrimaryIpAddress", false)
 		if err != nil {
-			return nil, err
+			return 0, nil, netip.Addr{}, err
 		}
 		primary = a[0]
 	}
+	return sec, addrs, primary, nil
+}
+
+// createPrefixes reads the new ENI's IPv4 prefixes: how many
+// (Ipv4PrefixCount) or which (Ipv4Prefix.N), not both.
+func createPrefixes(p url.Values) (int, []netip.Prefix, error) {
 	prefixCount, err := intParam(p, "Ipv4PrefixCount", 0, 1, maxPrefixesPerCall)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	prefixes, err := parsePrefixes(list(p, "Ipv4Prefix"))
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if prefixCount > 0 && len(prefixes) > 0 {
-		return nil, conflict("Ipv4PrefixCount", "Ipv4Prefix.N")
+		return 0, nil, conflict("Ipv4PrefixCount", "Ipv4Prefix.N")
 	}
-	// Secondary addresses and prefixes are not asked for in one call
-	// (Terway pkg/aliyun/client/options.go: "ECS does not allow requesting
-	// both individual IPs and prefixes in the same request"; Terraform:
-	// secondary_private_ip_address_count and private_ip_addresses conflict
-	// with ipv4_prefix_count and ipv4_prefixes).
-	if (sec > 0 || len(addrs) > 0) && (prefixCount > 0 || len(prefixes) > 0) {
-		return nil, conflict("secondary private IP addresses", "IPv4 prefixes")
-	}
+	return prefixCount, prefixes, nil
+}
+
+// createIPv6 reads the new ENI's IPv6 addresses: how many
+// (Ipv6AddressCount) or which (Ipv6Address.N), not both.
+func createIPv6(p url.Values) (int, []netip.Addr, error) {
 	v6, err := intParam(p, "Ipv6AddressCount", 0, 1, maxIPv6PerCall)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	raw6, err := listOf(p, "Ipv6Address", maxIPv6PerCall)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	addrs6, err := parseAddrs(raw6, "Ipv6Address", true)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	if v6 > 0 && len(addrs6) > 0 {
-		return nil, conflict("Ipv6AddressCount", "Ipv6Address.N")
+		return 0, nil, conflict("Ipv6AddressCount", "Ipv6Address.N")
 	}
-	eniType := "Secondary"
+	return v6, addrs6, nil
+}
+
+// createKind reads what kind of ENI to create: its type (InstanceType:
+// Secondary or Trunk), its traffic mode (NetworkInterfaceTrafficMode:
+// Standard or HighPerformance) and whether it goes with the instance
+// (DeleteOnRelease).
+func createKind(p url.Values) (eniType, mode string, delOnRelease bool, err error) {
+	eniType = "Secondary"
 	switch t := p.Get("InstanceType"); t {
 	case "", "Secondary":
 	case "Trunk":
 		eniType = "Trunk"
 	default:
-		return nil, apiErr("InvalidParameter", "InstanceType %q must be Secondary or Trunk.", t)
+		return "", "", false, apiErr("InvalidParameter", "InstanceType %q must be Secondary or Trunk.", t)
 	}
-	mode := p.Get("NetworkInterfaceTrafficMode")
+	mode = p.Get("NetworkInterfaceTrafficMode")
 	switch mode {
 	case "":
 		mode = "Standard"
 	case "Standard", "HighPerformance":
 	default:
-		return nil, apiErr("InvalidParameter", "NetworkInterfaceTrafficMode %q must be Standard or HighPerformance.", mode)
+		return "", "", false, apiErr("InvalidParameter", "NetworkInterfaceTrafficMode %q must be Standard or HighPerformance.", mode)
 	}
 	// DeleteOnRelease is a Boolean (v7 model): "true" or "false".
-	delOnRelease := false
 	switch v := p.Get("DeleteOnRelease"); v {
 	case "", "false":
 	case "true":
 		delOnRelease = true
 	default:
-		return nil, apiErr("InvalidParameter", "DeleteOnRelease %q must be true or false.", v)
+		return "", "", false, apiErr("InvalidParameter", "DeleteOnRelease %q must be true or false.", v)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	e, err := s.m.createENI(newENIParams{vswID: vsw, sgs: sgs, tags: tg, secondary: sec, primary: primary, addrs: addrs,
-		prefixCount: prefixCount, prefixes: prefixes, ipv6Count: v6, addrs6: addrs6,
-		description: p.Get("Description"), trafficMode: mode, eniType: eniType, now: s.now()})
-	if err != nil {
-		return nil, err
-	}
-	e.DeleteOnRelease = delOnRelease
-	// Reads lag a creation too: for a while the new ENI is not listed.
-	if s.run.StaleReads > 0 {
-		s.stale[e.ID] = staleENI{until: s.now().Add(s.run.StaleReads)}
-	}
-	s.saveLocked()
-	return renderENI(e), nil
+	return eniType, mode, delOnRelease, nil
 }
 
 func (s *Server) attachNetworkInterface(c call) (obj, error) {
@@ -454,12 +525,8 @@ func (s *Server) modifyNetworkInterfaceAttribute(c call) (obj, error) {
 	if len(sgs) > maxSecurityGroupsOnENI {
 		return nil, apiErr("InvalidParameter", "At most %d security groups are allowed.", maxSecurityGroupsOnENI)
 	}
-	seen := map[string]bool{}
-	for _, sg := range sgs {
-		if sg == "" || seen[sg] {
-			return nil, apiErr("InvalidParameter", "The security group %q is empty or given twice.", sg)
-		}
-		seen[sg] = true
+	if err := distinctGroups(sgs); err != nil {
+		return nil, err
 	}
 	if err := checkDescription(c.p, maxModifyDescription); err != nil {
 		return nil, err

@@ -41,108 +41,136 @@ func (s *Schema) Validate(doc []byte) []string {
 	return errs
 }
 
+// check validates v, at path in the document, against the schema sc,
+// appending one line per violation to errs.
 func (s *Schema) check(path string, v any, sc map[string]any, errs *[]string) {
-	fail := func(f string, a ...any) { *errs = append(*errs, path+": "+fmt.Sprintf(f, a...)) }
 	if ref, ok := sc["$ref"].(string); ok {
 		name, found := strings.CutPrefix(ref, "#/$defs/")
 		def, _ := s.root["$defs"].(map[string]any)[name].(map[string]any)
 		if !found || def == nil {
-			fail("unknown $ref %s", ref)
+			violation(errs, path, "unknown $ref %s", ref)
 			return
 		}
 		s.check(path, v, def, errs)
 		return
 	}
 	if c, ok := sc["const"]; ok && fmt.Sprint(c) != fmt.Sprint(v) {
-		fail("want %v, got %v", c, v)
+		violation(errs, path, "want %v, got %v", c, v)
 	}
 	if e, ok := sc["enum"].([]any); ok && !slices.ContainsFunc(e, func(x any) bool { return fmt.Sprint(x) == fmt.Sprint(v) }) {
-		fail("%v is not one of %v", v, e)
+		violation(errs, path, "%v is not one of %v", v, e)
 	}
 	switch sc["type"] {
 	case "object":
-		m, ok := v.(map[string]any)
-		if !ok {
-			fail("want an object, got %T", v)
-			return
-		}
-		props, _ := sc["properties"].(map[string]any)
-		req, _ := sc["required"].([]any)
-		for _, r := range req {
-			if _, ok := m[r.(string)]; !ok {
-				fail("missing required %q", r)
-			}
-		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if p, ok := props[k].(map[string]any); ok {
-				s.check(path+"."+k, m[k], p, errs)
-				continue
-			}
-			switch ap := sc["additionalProperties"].(type) {
-			case bool:
-				if !ap {
-					fail("unknown property %q", k)
-				}
-			case map[string]any:
-				s.check(path+"."+k, m[k], ap, errs)
-			}
-		}
+		s.checkObject(path, v, sc, errs)
 	case "array":
-		l, ok := v.([]any)
-		if !ok {
-			fail("want an array, got %T", v)
-			return
-		}
-		if n, ok := sc["maxItems"].(float64); ok && len(l) > int(n) {
-			fail("more than %v items", n)
-		}
-		if it, ok := sc["items"].(map[string]any); ok {
-			for i, x := range l {
-				s.check(fmt.Sprintf("%s[%d]", path, i), x, it, errs)
-			}
-		}
+		s.checkArray(path, v, sc, errs)
 	case "string":
-		str, ok := v.(string)
-		if !ok {
-			fail("want a string, got %T", v)
-			return
-		}
-		if n, ok := sc["maxLength"].(float64); ok && len(str) > int(n) {
-			fail("longer than %v", n)
-		}
-		if p, ok := sc["pattern"].(string); ok {
-			if re, err := regexp.Compile(p); err != nil {
-				fail("bad pattern %q: %v", p, err)
-			} else if !re.MatchString(str) {
-				fail("%q does not match %s", str, p)
-			}
-		}
+		checkString(path, v, sc, errs)
 	case "boolean":
 		if _, ok := v.(bool); !ok {
-			fail("want a boolean, got %T", v)
+			violation(errs, path, "want a boolean, got %T", v)
 		}
 	case "integer":
-		n, ok := v.(json.Number)
-		if !ok {
-			fail("want an integer, got %T", v)
-			return
+		checkInteger(path, v, sc, errs)
+	}
+}
+
+// violation appends the violation at path to errs.
+func violation(errs *[]string, path, f string, a ...any) {
+	*errs = append(*errs, path+": "+fmt.Sprintf(f, a...))
+}
+
+// checkObject checks an object: its required properties, then each
+// property by key order against its own schema or additionalProperties.
+func (s *Schema) checkObject(path string, v any, sc map[string]any, errs *[]string) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		violation(errs, path, "want an object, got %T", v)
+		return
+	}
+	props, _ := sc["properties"].(map[string]any)
+	req, _ := sc["required"].([]any)
+	for _, r := range req {
+		if _, ok := m[r.(string)]; !ok {
+			violation(errs, path, "missing required %q", r)
 		}
-		i, err := n.Int64()
-		if err != nil {
-			fail("want an integer, got %s", n)
-			return
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if p, ok := props[k].(map[string]any); ok {
+			s.check(path+"."+k, m[k], p, errs)
+			continue
 		}
-		if m, ok := sc["minimum"].(float64); ok && float64(i) < m {
-			fail("%d < minimum %v", i, m)
+		switch ap := sc["additionalProperties"].(type) {
+		case bool:
+			if !ap {
+				violation(errs, path, "unknown property %q", k)
+			}
+		case map[string]any:
+			s.check(path+"."+k, m[k], ap, errs)
 		}
-		if m, ok := sc["maximum"].(float64); ok && float64(i) > m {
-			fail("%d > maximum %v", i, m)
+	}
+}
+
+// checkArray checks an array: maxItems, then each item against items.
+func (s *Schema) checkArray(path string, v any, sc map[string]any, errs *[]string) {
+	l, ok := v.([]any)
+	if !ok {
+		violation(errs, path, "want an array, got %T", v)
+		return
+	}
+	if n, ok := sc["maxItems"].(float64); ok && len(l) > int(n) {
+		violation(errs, path, "more than %v items", n)
+	}
+	if it, ok := sc["items"].(map[string]any); ok {
+		for i, x := range l {
+			s.check(fmt.Sprintf("%s[%d]", path, i), x, it, errs)
 		}
+	}
+}
+
+// checkString checks a string: maxLength and pattern.
+func checkString(path string, v any, sc map[string]any, errs *[]string) {
+	str, ok := v.(string)
+	if !ok {
+		violation(errs, path, "want a string, got %T", v)
+		return
+	}
+	if n, ok := sc["maxLength"].(float64); ok && len(str) > int(n) {
+		violation(errs, path, "longer than %v", n)
+	}
+	if p, ok := sc["pattern"].(string); ok {
+		if re, err := regexp.Compile(p); err != nil {
+			violation(errs, path, "bad pattern %q: %v", p, err)
+		} else if !re.MatchString(str) {
+			violation(errs, path, "%q does not match %s", str, p)
+		}
+	}
+}
+
+// checkInteger checks an integer (a JSON number without a fraction):
+// minimum and maximum.
+func checkInteger(path string, v any, sc map[string]any, errs *[]string) {
+	n, ok := v.(json.Number)
+	if !ok {
+		violation(errs, path, "want an integer, got %T", v)
+		return
+	}
+	i, err := n.Int64()
+	if err != nil {
+		violation(errs, path, "want an integer, got %s", n)
+		return
+	}
+	if m, ok := sc["minimum"].(float64); ok && float64(i) < m {
+		violation(errs, path, "%d < minimum %v", i, m)
+	}
+	if m, ok := sc["maximum"].(float64); ok && float64(i) > m {
+		violation(errs, path, "%d > maximum %v", i, m)
 	}
 }
 
