@@ -50,7 +50,7 @@ would do, like "terraform plan".`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCmd(), newPlanCmd(), newStatusCmd(), newDemoCmd(), newVersionCmd())
-	root.AddCommand(newSimCmd(), newSweepCmd())
+	root.AddCommand(newSimCmd(), newSweepCmd(), newInstallCNICmd())
 	return root
 }
 
