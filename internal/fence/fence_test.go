@@ -70,6 +70,8 @@ var rules = map[string]rule{
 	"kube/kubetest":     {ext: k8s, why: "test helper: a real kube-apiserver for tests"},
 	"bench": {enid: []string{"cloud", "cloud/ecssim", "desired", "observed", "linux", "reconcile", "reconcile/status", "testbed/cnirun", "testbed/simnode", "internal/poll"},
 		ext: []string{"github.com/containernetworking/plugins/pkg/ns"}, why: "the benchmark harness wires a real agent as enid run does"},
+	"image": {enid: []string{"cniinstall"}, ext: []string{"github.com/google/go-containerregistry/"},
+		why: "builds the image with go-containerregistry (never linked into enid); the image's paths are cniinstall's"},
 	"e2e":                 {why: "tests only"},
 	"examples/kubernetes": {why: "tests only"},
 	"internal/fence":      {why: "this test"},
