@@ -113,12 +113,19 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 }
 
 // buildBinaries builds enid and enid-cni for linux/arch into dir, static
-// and reproducible, with version linked in, and returns their contents.
-func buildBinaries(ctx context.Context, o options, version, dir string) (map[string][]byte, error) {
+// and reproducible, with the version and commit linked in, and returns
+// their contents.
+func buildBinaries(ctx context.Context, o options, src source, dir string) (map[string][]byte, error) {
 	// -trimpath: no path of this machine in the binaries. -s -w: no symbol
 	// table or DWARF (a third of the size; panics keep their stacks).
-	// -buildvcs stays on: `enid version` prints the commit.
-	args := []string{"build", "-trimpath", "-ldflags", "-s -w -X main.version=" + version, "-o", dir + string(filepath.Separator),
+	// -buildvcs=false: whether Go stamps VCS facts depends on the checkout
+	// (none in a git worktree) and the machine's go env; the commit is
+	// linked in by name instead, for `enid version`.
+	ldflags := "-s -w -X main.version=" + src.version
+	if src.revision != "" {
+		ldflags += " -X main.revision=" + src.revision
+	}
+	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", dir + string(filepath.Separator),
 		"./cmd/enid", "./cmd/" + cniinstall.PluginName}
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = o.src

@@ -55,7 +55,7 @@ func build(ctx context.Context, o options) (*result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	bins, err := buildBinaries(ctx, o, src.version, tmp)
+	bins, err := buildBinaries(ctx, o, src, tmp)
 	if err != nil {
 		return nil, err
 	}
