@@ -80,12 +80,20 @@ func build(ctx context.Context, o options) (*result, error) {
 		}
 	}
 	if pushTo != nil {
-		if err := remote.Write(pushTo, img, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
-			return nil, fmt.Errorf("push %s: %w (log in with `docker login %s`, or check the name)", pushTo, err, pushTo.Context().RegistryStr())
+		if err := r.push(ctx, pushTo); err != nil {
+			return nil, err
 		}
-		r.pushed = pushTo
 	}
 	return r, nil
+}
+
+// push sends the image to ref, with the credentials docker login stored.
+func (r *result) push(ctx context.Context, ref name.Reference) error {
+	if err := remote.Write(ref, r.img, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+		return fmt.Errorf("push %s: %w (log in with `docker login %s`, or check the name)", ref, err, ref.Context().RegistryStr())
+	}
+	r.pushed = ref
+	return nil
 }
 
 // assemble makes the one-layer OCI image of files on an empty base.
