@@ -58,16 +58,17 @@ runs against it: the way to try enid anywhere.`,
 			if err != nil {
 				return err
 			}
+			// A wrong list or conf dir fails the start, before anything runs.
+			serving, err := cni.serving(log)
+			if err != nil {
+				return err
+			}
 			if sim {
 				sn, err := startSim(&f, log, cmd)
 				if err != nil {
 					return err
 				}
 				defer sn.Close()
-			}
-			serving, err := cni.serving(log)
-			if err != nil {
-				return err
 			}
 			return runAgent(ctx, cmd, &f, &k, sim, metricsServer{addr: metricsAddr, pprof: pprof}, serving, log)
 		},
