@@ -87,6 +87,15 @@ type Config struct {
 	Version string
 	// Kube is the link to the Kubernetes API server; nil for none.
 	Kube Kube
+	// Serving, when set, is called on the Run goroutine after a pass that
+	// leaves the agent ready (agent.json already says so), once each time
+	// it turns ready; a call that fails is made again after the next ready
+	// pass. cmd/enid installs the CNI network list with it: the kubelet
+	// keeps the node NotReady until a list exists, so no pod is placed on
+	// a node whose agent has never served. It must be quick (a small local
+	// write) and is never undone: an agent that turns not ready or stops
+	// leaves what it did in place, so a restart does not flap the node.
+	Serving func() error
 }
 
 // Agent is the reconcile loop. Create it with New and run it with Run.
@@ -111,9 +120,12 @@ type Agent struct {
 	lastPlan   planner.Plan
 	// phases counts the published statuses by phase as the heartbeat last
 	// said (phaseCounts).
-	phases   map[status.Phase]int
-	ready    bool
-	reason   string
+	phases map[status.Phase]int
+	ready  bool
+	reason string
+	// served is whether Config.Serving succeeded since the agent last
+	// turned ready.
+	served   bool
 	stopped  bool
 	nextFull time.Time
 	// deadline is when time alone changes the plan (zero: never).

@@ -40,6 +40,8 @@ type world struct {
 	dp    Datapath
 	// log, when set, is the agents' logger.
 	log *slog.Logger
+	// serving, when set, is the agents' Config.Serving.
+	serving func() error
 }
 
 func newWorld(t testing.TB, simCfg ecssim.Config, pool string) *world {
@@ -104,7 +106,7 @@ func (w *world) start(dp Datapath) (stop func()) {
 	if w.log != nil {
 		log = w.log
 	}
-	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Heartbeat: w.heartbeat, Logger: log, NoWatch: w.noWatch})
+	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: dp, Heartbeat: w.heartbeat, Logger: log, NoWatch: w.noWatch, Serving: w.serving})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -32,6 +32,20 @@ func (a *Agent) setReady(ready bool, reason string) {
 	if changed {
 		a.writeHeartbeat()
 	}
+	if !ready {
+		a.served = false
+		return
+	}
+	if a.served || a.cfg.Serving == nil {
+		return
+	}
+	if err := a.cfg.Serving(); err != nil {
+		// Retried after the next ready pass; meanwhile the agent serves
+		// all the same (what the hook does gates others, not the agent).
+		a.log.Error("agent ready, but its serving hook failed", "err", err)
+		return
+	}
+	a.served = true
 }
 
 func (a *Agent) updateMetrics(p planner.Plan) {

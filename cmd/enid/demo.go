@@ -157,7 +157,9 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	agentDone := make(chan error, 1)
 	// The demo never talks to a Kubernetes API server.
-	go func() { agentDone <- runAgent(agentCtx, d.planCmd, &d.f, &kubeFlags{}, true, metricsServer{}, log) }()
+	go func() {
+		agentDone <- runAgent(agentCtx, d.planCmd, &d.f, &kubeFlags{}, true, metricsServer{}, nil, log)
+	}()
 	defer func() {
 		stopAgent()
 		if aerr := <-agentDone; aerr != nil && err == nil {

@@ -1,5 +1,5 @@
-// Command enid is the node agent and its CLI: run, plan, status, sweep, sim, demo,
-// version. This file holds wiring and flags only.
+// Command enid is the node agent and its CLI: run, plan, status, sweep,
+// install-cni, sim, demo, version. This file holds wiring and flags only.
 package main
 
 import (

@@ -12,6 +12,12 @@ import (
 // version is set at link time (-ldflags "-X main.version=v0.1.0").
 var version = "dev"
 
+// revision is the commit, set at link time by the image builder (-X
+// main.revision=...), which builds with -buildvcs=false: Go stamps no VCS
+// information in a git worktree, and whether it does may not decide the
+// image's digest. Without it, the Go command's vcs.revision is shown.
+var revision = ""
+
 // exitError carries a process exit code through cobra.
 type exitError struct {
 	code int
@@ -50,7 +56,7 @@ would do, like "terraform plan".`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCmd(), newPlanCmd(), newStatusCmd(), newDemoCmd(), newVersionCmd())
-	root.AddCommand(newSimCmd(), newSweepCmd())
+	root.AddCommand(newSimCmd(), newSweepCmd(), newInstallCNICmd())
 	return root
 }
 
@@ -61,7 +67,9 @@ func newVersionCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rev := ""
-			if bi, ok := debug.ReadBuildInfo(); ok {
+			if revision != "" {
+				rev = " (" + revision + ")"
+			} else if bi, ok := debug.ReadBuildInfo(); ok {
 				for _, s := range bi.Settings {
 					if s.Key == "vcs.revision" {
 						rev = " (" + s.Value + ")"

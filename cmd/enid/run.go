@@ -16,7 +16,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/enidnet/enid/cniinstall"
 	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/reconcile"
 	"github.com/enidnet/enid/testbed/simnode"
@@ -29,6 +31,7 @@ func newRunCmd() *cobra.Command {
 		metricsAddr string
 		sim         bool
 		pprof       bool
+		cni         cniFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -42,6 +45,10 @@ runs against it: the way to try enid anywhere.`,
 		Example: `  # on a node (as the DaemonSet does)
   enid run --metrics-addr 127.0.0.1:9090
 
+  # on a node, writing the CNI network list once the agent serves (the
+  # DaemonSet, with the host's /etc/cni/net.d mounted at /host/etc/cni/net.d)
+  enid run --cni-conf-dir /host/etc/cni/net.d
+
   # anywhere, against the built-in simulator, with files under /tmp/enid
   enid run --sim --run-dir /tmp/enid/run --state-dir /tmp/enid/state --config-file /tmp/enid/config.yaml`,
 		Args: cobra.NoArgs,
@@ -52,6 +59,11 @@ runs against it: the way to try enid anywhere.`,
 			if err != nil {
 				return err
 			}
+			// A wrong list or conf dir fails the start, before anything runs.
+			serving, err := cni.serving(log)
+			if err != nil {
+				return err
+			}
 			if sim {
 				sn, err := startSim(&f, log, cmd)
 				if err != nil {
@@ -59,19 +71,21 @@ runs against it: the way to try enid anywhere.`,
 				}
 				defer sn.Close()
 			}
-			return runAgent(ctx, cmd, &f, &k, sim, metricsServer{addr: metricsAddr, pprof: pprof}, log)
+			return runAgent(ctx, cmd, &f, &k, sim, metricsServer{addr: metricsAddr, pprof: pprof}, serving, log)
 		},
 	}
 	f.register(cmd.Flags())
 	k.register(cmd.Flags())
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "127.0.0.1:9090", "serve Prometheus metrics at http://ADDR/metrics (\"\" to disable)")
 	cmd.Flags().BoolVar(&sim, "sim", false, "start the built-in ECS simulator and run against it")
+	cni.register(cmd.Flags())
 	cmd.Flags().BoolVar(&pprof, "pprof", false, "also serve Go's profiles at http://<--metrics-addr>/debug/pprof/ (heap, CPU, goroutines; for diagnosing the agent, never for a public address)")
 	return cmd
 }
 
 // runAgent builds the agent from the flags and runs it until ctx ends.
-func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlags, sim bool, ms metricsServer, log *slog.Logger) error {
+// serving (nil: none) is called each time the agent turns ready.
+func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlags, sim bool, ms metricsServer, serving func() error, log *slog.Logger) error {
 	cfg, err := baseConfig(f)
 	if err != nil {
 		printLines(cmd.ErrOrStderr(), "invalid config:", configErrorLines(err))
@@ -98,7 +112,7 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlag
 	defer stopKube()
 	rc := reconcile.Config{
 		Paths: f.paths(), InstanceID: cs.instanceID, NodeName: f.resolveNodeName(), NodeLabels: f.labels,
-		Cloud: cs.client, Datapath: dp, Logger: log, Metrics: metrics, Version: version, Clock: clk,
+		Cloud: cs.client, Datapath: dp, Logger: log, Metrics: metrics, Version: version, Clock: clk, Serving: serving,
 	}
 	if link != nil {
 		rc.Kube = kubeAdapter{link}
@@ -117,6 +131,42 @@ func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlag
 		defer stopMetrics()
 	}
 	return agent.Run(ctx)
+}
+
+// cniFlags say where the agent writes the CNI network list once it serves.
+type cniFlags struct {
+	// confDir is the runtime's conf dir as mounted here ("": write none).
+	confDir string
+	// conflist is the list to write there.
+	conflist string
+}
+
+func (c *cniFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&c.confDir, "cni-conf-dir", "", "write the CNI network list into this dir (the container runtime's conf dir as mounted here) once the agent serves, and leave it there (\"\": write none; docs/deploy.md, \"When the network list appears\")")
+	fs.StringVar(&c.conflist, "cni-conflist", cniinstall.ImageConflist, "the network list --cni-conf-dir gets (the image carries it here)")
+}
+
+// serving returns the hook that installs the list each time the agent
+// turns ready (nil without --cni-conf-dir). It checks the list and the dir
+// first: a wrong path fails the start, not the first ready pass.
+func (c *cniFlags) serving(log *slog.Logger) (func() error, error) {
+	if c.confDir == "" {
+		return nil, nil
+	}
+	f := cniinstall.Conflist(c.conflist, c.confDir)
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("--cni-conf-dir %s --cni-conflist %s: %w", c.confDir, c.conflist, err)
+	}
+	return func() error {
+		ch, err := cniinstall.Ensure(f)
+		if err != nil {
+			return err
+		}
+		if ch.Action != "unchanged" || len(ch.Removed) > 0 {
+			log.Info("CNI network list written: the agent serves", "change", ch.String())
+		}
+		return nil
+	}, nil
 }
 
 // startSim starts an in-process simulated node for `run --sim` and points

@@ -42,7 +42,7 @@ func TestManifestsApplyToAPIServer(t *testing.T) {
 			ds = o
 		}
 	}
-	for _, p := range checkLayout(docs, t.TempDir()) {
+	for _, p := range checkExamples(docs, t.TempDir()) {
 		t.Errorf("as stored by the API server: %s", p)
 	}
 	if ds == nil {
@@ -86,7 +86,7 @@ func TestManifestsApplyToAPIServer(t *testing.T) {
 		}
 	}
 	podDocs = append(podDocs, doc{where: "server pod " + got.Name, obj: podAsDS})
-	for _, p := range checkLayout(podDocs, t.TempDir()) {
+	for _, p := range checkExamples(podDocs, t.TempDir()) {
 		t.Errorf("the pod a node runs: %s", p)
 	}
 	if got.Spec.ServiceAccountName != "enid" || got.Spec.NodeName != "node-a" {

@@ -196,6 +196,8 @@ var agentHostMounts = map[string]hostMount{
 	"/var/lib/kubelet":     {hostPath: "/var/lib/kubelet", readOnly: true, propagation: "HostToContainer"},
 	"/var/lib/cni/results": {hostPath: "/var/lib/cni/results", readOnly: true},
 	"/var/run/netns":       {hostPath: "/var/run/netns", propagation: "HostToContainer"},
+	// The agent writes the CNI network list there once it serves.
+	"/host/etc/cni/net.d": {hostPath: "/etc/cni/net.d"},
 }
 
 // configDir is where the agent reads config.yaml and config.d/.
@@ -207,6 +209,8 @@ type checker struct {
 	// project, so the real loader can read them.
 	scratch  string
 	problems []string
+	// wantImage is the image every container must run ("": not checked).
+	wantImage string
 }
 
 func (c *checker) errorf(format string, args ...any) {
@@ -246,7 +250,21 @@ func convert(obj map[string]any, into any) error {
 // (examples/kubernetes, or the rendered output of a kustomization). It
 // writes files under scratch.
 func checkLayout(docs []doc, scratch string) []string {
-	c := &checker{scratch: scratch}
+	return checkLayoutOf(docs, scratch, "")
+}
+
+// checkExamples is checkLayout for examples/kubernetes as shipped: every
+// container also runs the image `go run ./image` tags.
+func checkExamples(docs []doc, scratch string) []string {
+	want, err := imageRef()
+	if err != nil {
+		return []string{fmt.Sprintf("read VERSION: %v", err)}
+	}
+	return checkLayoutOf(docs, scratch, want)
+}
+
+func checkLayoutOf(docs []doc, scratch, wantImage string) []string {
+	c := &checker{scratch: scratch, wantImage: wantImage}
 	for _, d := range docs {
 		var o object
 		if err := convert(d.obj, &o); err != nil || o.APIVersion == "" || o.Kind == "" {
@@ -340,6 +358,7 @@ func (c *checker) checkSweep(docs []doc, cj cronJob, saToken *bool) {
 		c.errorf("sweep: want one container, have %d", len(spec.Containers))
 		return
 	}
+	c.checkImages(spec.podSpec)
 	ct := spec.Containers[0]
 	if cmd := slices.Concat(ct.Command, ct.Args); len(cmd) < 2 || cmd[0] != "enid" || cmd[1] != "sweep" || slices.Contains(cmd, "--dry-run") {
 		c.errorf("sweep: command %q, want enid sweep", cmd)
@@ -480,11 +499,13 @@ func (c *checker) checkDaemonSet(ds daemonSet) {
 	if install.Image != agent.Image {
 		c.errorf("install-cni image %q differs from the agent's %q: plugin and agent must be one release", install.Image, agent.Image)
 	}
-	script := strings.Join(slices.Concat(install.Command, install.Args), " ")
-	for _, s := range []string{"/host/opt/cni/bin/enid-cni", "/host/etc/cni/net.d/10-enid.conflist"} {
-		if !strings.Contains(script, s) {
-			c.errorf("install-cni does not install %s", s)
-		}
+	// enid install-cni, no shell (the image has none), into the host's
+	// bin dir; never the list: the agent writes it once it serves, so the
+	// kubelet's NotReady gate holds until then.
+	cmd := slices.Concat(install.Command, install.Args)
+	if len(cmd) < 2 || cmd[0] != "enid" || cmd[1] != "install-cni" || !slices.Contains(cmd, "--bin-dir=/host/opt/cni/bin") ||
+		slices.ContainsFunc(cmd, func(a string) bool { return strings.HasPrefix(a, "--conflist") }) {
+		c.errorf("install-cni: command %q, want enid install-cni --bin-dir=/host/opt/cni/bin (no --conflist: the agent writes the list once it serves)", cmd)
 	}
 	hosts := map[string]string{}
 	for _, m := range install.VolumeMounts {
@@ -492,8 +513,36 @@ func (c *checker) checkDaemonSet(ds daemonSet) {
 			hosts[m.MountPath] = v.HostPath.Path
 		}
 	}
-	if want := map[string]string{"/host/opt/cni/bin": "/opt/cni/bin", "/host/etc/cni/net.d": "/etc/cni/net.d"}; !maps.Equal(hosts, want) {
+	if want := map[string]string{"/host/opt/cni/bin": "/opt/cni/bin"}; !maps.Equal(hosts, want) {
 		c.errorf("install-cni host mounts %v, want %v", hosts, want)
+	}
+	if args := slices.Concat(agent.Command, agent.Args); !slices.Contains(args, "--cni-conf-dir=/host/etc/cni/net.d") {
+		c.errorf("agent: command %q lacks --cni-conf-dir=/host/etc/cni/net.d: nothing would write the network list and the node would stay NotReady", args)
+	}
+	c.checkImages(spec)
+}
+
+// imageRef is the image `go run ./image` tags: its default name and the
+// VERSION file (image/image_test.go checks the builder's side).
+func imageRef() (string, error) {
+	v, err := os.ReadFile("../../VERSION")
+	if err != nil {
+		return "", err
+	}
+	return "ghcr.io/enidnet/enid:" + strings.TrimSpace(string(v)), nil
+}
+
+// checkImages wants every container on the image the builder tags, when
+// the layout is examples/kubernetes itself (an overlay may stage another
+// release).
+func (c *checker) checkImages(spec podSpec) {
+	if c.wantImage == "" {
+		return
+	}
+	for _, ct := range slices.Concat(spec.InitContainers, spec.Containers) {
+		if ct.Image != c.wantImage {
+			c.errorf("container %s: image %q, want %s (what go run ./image tags)", ct.Name, ct.Image, c.wantImage)
+		}
 	}
 }
 

@@ -51,7 +51,7 @@ func TestManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range checkLayout(docs, t.TempDir()) {
+	for _, p := range checkExamples(docs, t.TempDir()) {
 		t.Error(p)
 	}
 }
@@ -187,7 +187,11 @@ func TestRenderedLayouts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, p := range checkLayout(docs, t.TempDir()) {
+			check := checkLayout
+			if dir == "." {
+				check = checkExamples
+			}
+			for _, p := range check(docs, t.TempDir()) {
 				t.Error(p)
 			}
 		})
@@ -240,6 +244,14 @@ func TestCheckerCatches(t *testing.T) {
 		{"sweep with a token", "sweep.yaml", "automountServiceAccountToken: false\n---", "automountServiceAccountToken: true\n---", "no service account token"},
 		{"sweep given a role", "rbac.yaml", "  - kind: ServiceAccount\n    name: enid\n", "  - kind: ServiceAccount\n    name: enid\n    namespace: enid-system\n  - kind: ServiceAccount\n    name: enid-sweep\n", "binds enid-sweep"},
 		{"sweep twice at once", "sweep.yaml", "concurrencyPolicy: Forbid", "concurrencyPolicy: Allow", "concurrencyPolicy"},
+		{"install-cni by shell", "daemonset.yaml", `command: ["enid", "install-cni", "--bin-dir=/host/opt/cni/bin"]`,
+			`command: ["/bin/sh", "-ec", "cp /usr/local/bin/enid-cni /host/opt/cni/bin/"]`, "want enid install-cni"},
+		{"list written before the agent serves", "daemonset.yaml", `"--bin-dir=/host/opt/cni/bin"]`,
+			`"--bin-dir=/host/opt/cni/bin", "--conflist=/usr/share/enid/cni/10-enid.conflist"]`, "no --conflist"},
+		{"nothing writes the list", "daemonset.yaml", "            - --cni-conf-dir=/host/etc/cni/net.d\n", "", "stay NotReady"},
+		{"conf dir not mounted in the agent", "daemonset.yaml",
+			"            - name: cni-conf\n              mountPath: /host/etc/cni/net.d\n", "", "no mount at /host/etc/cni/net.d"},
+		{"an image nothing builds", "sweep.yaml", "image: ghcr.io/enidnet/enid:v0.1.0", "image: ghcr.io/enidnet/enid:latest", "what go run ./image tags"},
 		{"binding to another account", "rbac.yaml", "    name: enid\n    namespace: enid-system", "    name: default\n    namespace: enid-system", "binding subjects"},
 	}
 	for _, tt := range tests {
@@ -259,11 +271,33 @@ func TestCheckerCatches(t *testing.T) {
 				}
 				docs = append(docs, ds...)
 			}
-			problems := checkLayout(docs, t.TempDir())
+			problems := checkExamples(docs, t.TempDir())
 			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tt.want) }) {
 				t.Errorf("want a problem containing %q, got %q", tt.want, problems)
 			}
 		})
+	}
+}
+
+// TestKustomizationNamesTheBuiltImage: the kustomization's images entry
+// sets the tag `go run ./image` gives (VERSION), under the same name.
+func TestKustomizationNamesTheBuiltImage(t *testing.T) {
+	want, err := imageRef()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Images []struct{ Name, NewName, NewTag string }
+	}
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Images) != 1 || k.Images[0].NewName != "" || k.Images[0].Name+":"+k.Images[0].NewTag != want {
+		t.Errorf("kustomization images %+v, want one entry setting %s", k.Images, want)
 	}
 }
 

@@ -17,7 +17,7 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".*.tmp")
+	f, err := os.CreateTemp(dir, TempGlob(base))
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -49,6 +49,12 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	ok = true
 	return SyncDir(dir)
 }
+
+// TempGlob is the name pattern of WriteFileAtomic's temporary files for a
+// file named base: a dot, base, a random part, ".tmp". os.CreateTemp
+// replaces the "*", and filepath.Glob matches the leftovers of writes that
+// were killed before their rename.
+func TempGlob(base string) string { return "." + base + ".*.tmp" }
 
 // SyncDir makes a rename or removal in dir durable (fsync of the directory).
 func SyncDir(dir string) error {
