@@ -279,50 +279,17 @@ func (a *Agent) wake() {
 // Run runs the loop until ctx is done, then waits (up to ShutdownGrace) for
 // running actions and writes a final heartbeat saying the agent stopped.
 //
-// It is long (about 130 lines) on purpose: it is the one place that says
-// what wakes the loop. Each source (the desired-state watcher, the hint
-// watcher, the node's netlink watch, the heartbeat, timers, a finished
-// cloud read) is started next to the select case that reads it, with its
-// deferred end; split up, the wake-up sources would be read in one place
-// and started in others.
+// Run is the one place that says what wakes the loop: each source (the
+// desired-state watcher, the hint watcher, the node's netlink watch, the
+// heartbeat, timers, a finished cloud read) is started here, beside the
+// select case that reads it, with its deferred end; the steps before it
+// (the state directory, each watcher's setup) are methods of their own.
 func (a *Agent) Run(ctx context.Context) error {
-	unlock, err := lockStateDir(a.cfg.Paths.StateDir)
+	release, err := a.claimState()
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	// Held until Run returns, after the last heartbeat: a reader that finds
-	// it free knows the heartbeat's writer is gone, however fresh the
-	// heartbeat (a SIGKILL leaves no last word).
-	// Only another agent's lock is fatal: without one (a full /run that
-	// cannot take the file) the heartbeat names no lock, and readers fall
-	// back to its pid.
-	lock, unlockBeat, err := status.LockAgent(a.cfg.Paths.AgentFile)
-	switch {
-	case errors.Is(err, status.ErrAgentLocked):
-		return err
-	case err != nil:
-		a.log.Warn("running without the heartbeat's lock: readers check the pid instead", "err", err)
-	default:
-		defer unlockBeat()
-		a.self.lock = lock
-	}
-	a.self.pidNS, a.self.pidStart = status.SelfProcess()
-	// Entries may carry pod annotations: 0700. Statuses hold no secrets
-	// and monitoring may read them: 0755, as docs/status-files.md says (an
-	// older agent made it 0700; that exact mode is corrected).
-	for dir, mode := range map[string]os.FileMode{a.cfg.Paths.Entries: 0o700, a.cfg.Paths.Statuses: 0o755} {
-		if err := os.MkdirAll(dir, mode); err != nil {
-			return fmt.Errorf("create %s: %w", dir, err)
-		}
-		if st, err := os.Stat(dir); err == nil && mode == 0o755 && st.Mode().Perm() == 0o700 {
-			if err := os.Chmod(dir, mode); err != nil {
-				return fmt.Errorf("chmod %s: %w", dir, err)
-			}
-		}
-	}
-	a.loadMemory()
-	a.started = a.now()
+	defer release()
 
 	// Actions get their own context: on shutdown they have a grace period
 	// to finish what they started, rather than being cut mid-call.
@@ -331,44 +298,14 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	var watchC <-chan struct{}
-	watchDone := make(chan error, 1)
-	if !a.cfg.NoWatch {
-		watch, err := desired.NewWatcher(a.log, a.cfg.Paths.Entries, filepath.Dir(a.cfg.Paths.Config.Main), a.cfg.Paths.Config.DropInDir)
-		if err != nil {
-			return fmt.Errorf("watch desired state: %w", err)
-		}
-		// Bursts coalesce anyway: signals that arrive while a pass runs
-		// collapse into one. A long debounce would only add to every CNI
-		// ADD's latency.
-		watch.Debounce = a.cfg.Debounce
-		watch.Clock = a.clk
-		watchC = watch.C()
-		go func() { watchDone <- watch.Run(wctx) }()
+	watchC, watchDone, err := a.watchDesired(wctx)
+	if err != nil {
+		return err
 	}
-
-	// The runtime's cache records keep an attachment whose entry vanished
-	// without a DEL: their removal must wake the loop, or the teardown
-	// would wait for something else to happen.
-	var hintsC <-chan struct{}
-	hintsDone := make(chan error, 1)
-	if dirs := a.cfg.Paths.Hints.Dirs(); !a.cfg.NoWatch && len(dirs) > 0 {
-		hw, err := desired.NewWatcher(a.log, dirs...)
-		if err != nil {
-			return fmt.Errorf("watch hint sources: %w", err)
-		}
-		hw.Debounce = hintsDebounce
-		hw.Clock = a.clk
-		hintsC = hw.C()
-		go func() { hintsDone <- hw.Run(wctx) }()
-		select {
-		case <-hw.Ready():
-		case err := <-hintsDone:
-			return fmt.Errorf("watch hint sources: %w", err)
-		}
-		a.hintsWatched = true
+	hintsC, hintsDone, err := a.watchHints(wctx)
+	if err != nil {
+		return err
 	}
-	a.hintsDirty = true
 
 	// Netlink changes in the node namespace: see nodewatch.go.
 	nodeC := make(chan struct{}, 1)
@@ -499,92 +436,30 @@ func (a *Agent) shutdown(cancelActions context.CancelFunc, stopBeat func()) erro
 	return nil
 }
 
-// pass is one level-triggered round: read desired, take observed from the
-// cache (refreshing it in full when due), plan, dispatch, publish.
-//
-// It is long (about 130 lines) on purpose: it is the round in order, each
-// step a call or a few lines (instance, desired, config, full observation,
-// node re-read, hints, memory marks, plan, dispatch, bookkeeping,
-// readiness), and the order is what a reader of the loop needs to see.
+// pass is one level-triggered round, in order: the instance (once), the
+// desired state, the observation (the cache, refreshed in full when due,
+// the node re-read when it changed), the hints, what failed actions
+// taught, the plan, its dispatch, and what the round publishes (the
+// heartbeat's summary, readiness). Each step is a method below, named for
+// what it does; the order is what a reader of the loop needs to see here.
 func (a *Agent) pass(ctx context.Context) {
 	a.metrics.passes.Inc()
 	now := a.now()
 	a.passAt = now
-	if a.instance.ID == "" {
-		if now.Before(a.instanceRetry) {
-			return // the last describe failed: the timer brings the next
-		}
-		inst, err := a.cfg.Cloud.Instance(ctx, a.cfg.InstanceID)
-		if err != nil {
-			// Not again on every pass (each one a call, retried in the
-			// client, on an API that may be throttling): 1s doubling to a
-			// minute, as a failed full observation.
-			a.instanceFails++
-			a.instanceRetry = a.now().Add(min(time.Minute, time.Second<<min(a.instanceFails-1, 6)))
-			a.notReady(fmt.Sprintf("describe instance %s: %v", a.cfg.InstanceID, err))
-			a.reportNode(HealthCloudDegraded)
-			a.cache.markDirty()
-			return
-		}
-		a.instanceRetry = time.Time{}
-		a.instance = inst
-		a.loader = desired.NewConfigLoader(a.cfg.Paths.Config, desired.NodeFacts{
-			NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})
-	}
-	if a.syncLabels() {
-		a.desiredDirty.Store(true) // the overrides that match on labels changed
-	}
-	// Only a change of the files changes desired state, and the watcher
-	// reports every one: a pass for any other reason (an action done, a
-	// retry, a timer) plans from desired as last read, and costs nothing in
-	// proportion to the pods on the node until it plans.
-	if a.desiredDirty.Swap(false) {
-		a.loadDesired()
-	}
-	d := a.desired
-	a.noteConfig(d)
-	if _, ok := a.loader.Current(); !ok {
-		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
-		a.reportNode(HealthConfigInvalid)
+	if !a.knowInstance(ctx, now) {
 		return
 	}
-
-	// A full observation: its cloud half is read by a goroutine (startFetch)
-	// while passes go on from the cache, its node half when the cloud half
-	// is in and nothing runs (applyFetch).
-	if a.fetched != nil && !a.exec.busy() {
-		a.applyFetch(ctx, now)
-		a.dropBadStatuses(a.badStatuses, d)
+	d, ok := a.readDesired()
+	if !ok {
+		return
 	}
-	if a.fetch == nil && a.fetched == nil && a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
-		a.startFetch(ctx, d.Config, now)
-	}
-	if stale, keys := a.cache.takeNodeStale(); stale {
-		// A node action found something missing: read the node, and check
-		// the pods' namespaces again (a gone one is given up, not retried).
-		a.nodeDirty, a.nodeDue = true, now
-		if len(keys) > 0 {
-			a.planning.recheckNetNS(keys...)
-			a.loadDesired()
-			d = a.desired
-		}
-	}
-	a.rereadNode(ctx)
+	d = a.observe(ctx, d, now)
 	o, have, seen := a.cache.view()
 	if !have {
 		return
 	}
 	entries := a.entryMap
-	// The kubelet's and the runtime's records are read when they changed
-	// (the hint watcher says so), not on every pass: the runtime's cache is
-	// one file per attachment. They are read fresh too whenever the plan
-	// depends on them: an attachment lost its entry without a DEL, and only
-	// the runtime's record may keep it. Unwatched, a second's staleness is
-	// the bound.
-	if a.hintsDirty || vanishedWithoutDel(d, o, entries) || (!a.hintsWatched && (a.hintsAt.IsZero() || now.Sub(a.hintsAt) >= hintsEvery)) {
-		a.hints, a.hintsAt, a.hintsDirty = a.hintReader.Read(a.cfg.Paths.Hints), now, false
-		a.metrics.runtimeRecords.Set(float64(len(a.hints.RuntimeAttachments)))
-	}
+	a.readHints(d, o, entries, now)
 	d.Hints = a.hints
 	hintsChanged := a.noteHints(d)
 	// What the cloud's answers to failed actions mean for later plans (a
@@ -593,12 +468,122 @@ func (a *Agent) pass(ctx context.Context) {
 	var lessons []planner.Lesson
 	a.memory, lessons = a.memory.Learn(a.exec.drainOutcomes(), now)
 	a.logLessons(lessons)
+	prev := a.lastPlan
+	p := a.plan(d, o, entries, now)
+	// While the cloud half of a full observation is read, the cloud must
+	// not change under it: cloud actions wait, node actions go ahead.
+	holdCloud := a.burst(now, a.entryFP) && (createsENI(p) || p.Pool.Waiting > 0) || a.fetch != nil || a.fetched != nil
+	if len(p.Actions) > 0 {
+		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
+	}
+	a.exec.dispatch(ctx, p, entries, holdCloud, seen)
+	a.forgetDeletions(d, o, entries)
+	a.rememberSent()
+	a.updateMetrics(p)
+	a.summarize(p, prev, hintsChanged)
+	a.noteDegraded(o, p)
+	a.reportReadiness(d, o)
+}
+
+// knowInstance describes the instance once (its zone and type select the
+// config's overrides) and reports whether it is known. A failed describe
+// is not tried again on every pass (each one a call, retried in the
+// client, on an API that may be throttling): 1s doubling to a minute, as a
+// failed full observation.
+func (a *Agent) knowInstance(ctx context.Context, now time.Time) bool {
+	if a.instance.ID != "" {
+		return true
+	}
+	if now.Before(a.instanceRetry) {
+		return false // the last describe failed: the timer brings the next
+	}
+	inst, err := a.cfg.Cloud.Instance(ctx, a.cfg.InstanceID)
+	if err != nil {
+		a.instanceFails++
+		a.instanceRetry = a.now().Add(min(time.Minute, time.Second<<min(a.instanceFails-1, 6)))
+		a.notReady(fmt.Sprintf("describe instance %s: %v", a.cfg.InstanceID, err))
+		a.reportNode(HealthCloudDegraded)
+		a.cache.markDirty()
+		return false
+	}
+	a.instanceRetry = time.Time{}
+	a.instance = inst
+	a.loader = desired.NewConfigLoader(a.cfg.Paths.Config, desired.NodeFacts{
+		NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})
+	return true
+}
+
+// readDesired returns the desired state, read again only when its files
+// (or the node's labels the overrides match on) changed: a pass for any
+// other reason (an action done, a retry, a timer) plans from desired as
+// last read, and costs nothing in proportion to the pods on the node until
+// it plans. It reports false, the agent not ready, with no valid config.
+func (a *Agent) readDesired() (desired.State, bool) {
+	if a.syncLabels() {
+		a.desiredDirty.Store(true) // the overrides that match on labels changed
+	}
+	if a.desiredDirty.Swap(false) {
+		a.loadDesired()
+	}
+	d := a.desired
+	a.noteConfig(d)
+	if _, ok := a.loader.Current(); !ok {
+		a.notReady("no valid config: " + firstOr(d.ConfigProblems, "none loaded"))
+		a.reportNode(HealthConfigInvalid)
+		return d, false
+	}
+	return d, true
+}
+
+// observe brings the cache up to date: a full observation's cloud half is
+// read by a goroutine (startFetch) while passes go on from the cache, its
+// node half when the cloud half is in and nothing runs (applyFetch); a
+// node action that found something missing has the node read again and
+// the pods' namespaces checked again (a gone one is given up, not
+// retried), which can change desired state (returned).
+func (a *Agent) observe(ctx context.Context, d desired.State, now time.Time) desired.State {
+	if a.fetched != nil && !a.exec.busy() {
+		a.applyFetch(ctx, now)
+		a.dropBadStatuses(a.badStatuses, d)
+	}
+	if a.fetch == nil && a.fetched == nil && a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
+		a.startFetch(ctx, d.Config, now)
+	}
+	if stale, keys := a.cache.takeNodeStale(); stale {
+		a.nodeDirty, a.nodeDue = true, now
+		if len(keys) > 0 {
+			a.planning.recheckNetNS(keys...)
+			a.loadDesired()
+			d = a.desired
+		}
+	}
+	a.rereadNode(ctx)
+	return d
+}
+
+// readHints reads the kubelet's and the runtime's records when they
+// changed (the hint watcher says so), not on every pass: the runtime's
+// cache is one file per attachment. They are read fresh too whenever the
+// plan depends on them: an attachment lost its entry without a DEL, and
+// only the runtime's record may keep it. Unwatched, a second's staleness
+// is the bound.
+func (a *Agent) readHints(d desired.State, o observed.State, entries map[observed.AttachmentKey]desired.Entry, now time.Time) {
+	if a.hintsDirty || vanishedWithoutDel(d, o, entries) || (!a.hintsWatched && (a.hintsAt.IsZero() || now.Sub(a.hintsAt) >= hintsEvery)) {
+		a.hints, a.hintsAt, a.hintsDirty = a.hintReader.Read(a.cfg.Paths.Hints), now, false
+		a.metrics.runtimeRecords.Set(float64(len(a.hints.RuntimeAttachments)))
+	}
+}
+
+// plan makes the pass's plan and keeps what it leaves for the loop: the
+// plan itself (enid status, the heartbeat), the next deadline, whether
+// pods starve on an exhausted vSwitch, the unknown vSwitches' metric, the
+// planner's memory on disk, and the pod index the Kubernetes link reads.
+func (a *Agent) plan(d desired.State, o observed.State, entries map[observed.AttachmentKey]desired.Entry, now time.Time) planner.Plan {
 	// On the agent's clock like every other duration it reports: on a
 	// virtual clock planning takes no time.
 	start := a.now()
 	p := a.planning.Plan(d, o, a.memory, now)
 	a.metrics.planSeconds.Observe(a.now().Sub(start).Seconds())
-	prev := a.lastPlan
 	a.lastPlan = p
 	a.deadline, _ = p.Memory.NextDeadline(d.Config, a.planning.Options(now))
 	a.cache.setStarved(p.Pool.Waiting > 0 && len(p.Memory.Exhausted) > 0)
@@ -612,36 +597,45 @@ func (a *Agent) pass(ctx context.Context) {
 	if a.cfg.Kube != nil {
 		a.podIndex.Store(&entries)
 	}
-	// While the cloud half of a full observation is read, the cloud must
-	// not change under it: cloud actions wait, node actions go ahead.
-	holdCloud := a.burst(now, a.entryFP) && (createsENI(p) || p.Pool.Waiting > 0) || a.fetch != nil || a.fetched != nil
-	if len(p.Actions) > 0 {
-		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
+	return p
+}
+
+// rememberSent records the creates the dispatch started: one planned
+// again with one of their tokens (after a crash, while describes do not
+// show its ENI) must send the same parameters. A crash before this write
+// costs at most an extra ENI (IdempotentParameterMismatch, then a new
+// token).
+func (a *Agent) rememberSent() {
+	sent := a.exec.drainSent()
+	if len(sent) == 0 {
+		return
 	}
-	a.exec.dispatch(ctx, p, entries, holdCloud, seen)
-	a.forgetDeletions(d, o, entries)
-	if sent := a.exec.drainSent(); len(sent) > 0 {
-		// A create planned again with one of these tokens (after a crash,
-		// while describes do not show its ENI) must send the same
-		// parameters. A crash before this write costs at most an extra
-		// ENI (IdempotentParameterMismatch, then a new token).
-		m := a.memory
-		for _, tok := range sent {
-			m = m.TokenSent(tok)
-		}
-		if err := a.saveMemory(m); err != nil {
-			a.log.Error("persist planner memory", "err", err)
-		}
+	m := a.memory
+	for _, tok := range sent {
+		m = m.TokenSent(tok)
 	}
-	a.updateMetrics(p)
+	if err := a.saveMemory(m); err != nil {
+		a.log.Error("persist planner memory", "err", err)
+	}
+}
+
+// summarize keeps the heartbeat's summary current (`enid status` and
+// STATUS read it) when the pass changed it: the pool, the sets, the
+// published phases or the hints.
+func (a *Agent) summarize(p, prev planner.Plan, hintsChanged bool) {
 	cur, _ := a.cache.snapshot()
 	phases := phaseCounts(cur)
 	if hintsChanged || p.Pool != prev.Pool || !maps.Equal(phases, a.phases) || !reflect.DeepEqual(p.Sets, prev.Sets) {
 		a.phases = phases
-		// `enid status` and STATUS read the heartbeat: keep its summary current.
 		a.writeHeartbeat()
 	}
-	a.noteDegraded(o, p)
+}
+
+// reportReadiness says how the agent serves after a pass that planned:
+// ready, with the reason it serves less than it should (an invalid config
+// on disk, a cloud it cannot reach, an incomplete observation, a vSwitch
+// that does not exist), in the heartbeat and to the Kubernetes link.
+func (a *Agent) reportReadiness(d desired.State, o observed.State) {
 	switch {
 	case len(d.ConfigProblems) > 0:
 		a.setReady(true, "config on disk is invalid; the last good config is in force: "+d.ConfigProblems[0])
@@ -810,4 +804,107 @@ func (a *Agent) logLessons(lessons []planner.Lesson) {
 			a.log.Debug("client token burnt: the call is planned with a new one", "token", l.Key)
 		}
 	}
+}
+
+// claimState takes the state directory's lock and the heartbeat's, creates
+// the entry and status directories and loads the planner's memory. The
+// release it returns drops the locks; Run holds them until it returns.
+func (a *Agent) claimState() (release func(), err error) {
+	unlock, err := lockStateDir(a.cfg.Paths.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	// Held until Run returns, after the last heartbeat: a reader that finds
+	// it free knows the heartbeat's writer is gone, however fresh the
+	// heartbeat (a SIGKILL leaves no last word).
+	// Only another agent's lock is fatal: without one (a full /run that
+	// cannot take the file) the heartbeat names no lock, and readers fall
+	// back to its pid.
+	release = unlock
+	lock, unlockBeat, err := status.LockAgent(a.cfg.Paths.AgentFile)
+	switch {
+	case errors.Is(err, status.ErrAgentLocked):
+		unlock()
+		return nil, err
+	case err != nil:
+		a.log.Warn("running without the heartbeat's lock: readers check the pid instead", "err", err)
+	default:
+		release = func() { unlockBeat(); unlock() }
+		a.self.lock = lock
+	}
+	a.self.pidNS, a.self.pidStart = status.SelfProcess()
+	if err := a.makeStateDirs(); err != nil {
+		release()
+		return nil, err
+	}
+	a.loadMemory()
+	a.started = a.now()
+	return release, nil
+}
+
+// makeStateDirs creates the entry and status directories. Entries may
+// carry pod annotations: 0700. Statuses hold no secrets and monitoring may
+// read them: 0755, as docs/status-files.md says (an older agent made it
+// 0700; that exact mode is corrected).
+func (a *Agent) makeStateDirs() error {
+	for dir, mode := range map[string]os.FileMode{a.cfg.Paths.Entries: 0o700, a.cfg.Paths.Statuses: 0o755} {
+		if err := os.MkdirAll(dir, mode); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		if st, err := os.Stat(dir); err == nil && mode == 0o755 && st.Mode().Perm() == 0o700 {
+			if err := os.Chmod(dir, mode); err != nil {
+				return fmt.Errorf("chmod %s: %w", dir, err)
+			}
+		}
+	}
+	return nil
+}
+
+// watchDesired starts the watcher of the entries and the config (none
+// with NoWatch): a signal on the channel asks for desired state to be read
+// again; the watcher's end comes on done.
+func (a *Agent) watchDesired(ctx context.Context) (<-chan struct{}, chan error, error) {
+	done := make(chan error, 1)
+	if a.cfg.NoWatch {
+		return nil, done, nil
+	}
+	watch, err := desired.NewWatcher(a.log, a.cfg.Paths.Entries, filepath.Dir(a.cfg.Paths.Config.Main), a.cfg.Paths.Config.DropInDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch desired state: %w", err)
+	}
+	// Bursts coalesce anyway: signals that arrive while a pass runs
+	// collapse into one. A long debounce would only add to every CNI ADD's
+	// latency.
+	watch.Debounce = a.cfg.Debounce
+	watch.Clock = a.clk
+	go func() { done <- watch.Run(ctx) }()
+	return watch.C(), done, nil
+}
+
+// watchHints starts the watcher of the kubelet's and the runtime's records
+// (none with NoWatch or no hint sources) and waits until it watches. The
+// runtime's cache records keep an attachment whose entry vanished without
+// a DEL: their removal must wake the loop, or the teardown would wait for
+// something else to happen. Hints are read at the first pass either way.
+func (a *Agent) watchHints(ctx context.Context) (<-chan struct{}, chan error, error) {
+	a.hintsDirty = true
+	done := make(chan error, 1)
+	dirs := a.cfg.Paths.Hints.Dirs()
+	if a.cfg.NoWatch || len(dirs) == 0 {
+		return nil, done, nil
+	}
+	hw, err := desired.NewWatcher(a.log, dirs...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch hint sources: %w", err)
+	}
+	hw.Debounce = hintsDebounce
+	hw.Clock = a.clk
+	go func() { done <- hw.Run(ctx) }()
+	select {
+	case <-hw.Ready():
+	case err := <-done:
+		return nil, nil, fmt.Errorf("watch hint sources: %w", err)
+	}
+	a.hintsWatched = true
+	return hw.C(), done, nil
 }

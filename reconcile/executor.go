@@ -313,31 +313,10 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	now := x.now()
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	// Only actions of earlier passes hold keys: actions of this plan that
-	// share a key (detach then delete one ENI) are ordered by DependsOn.
-	earlier := make(map[opKey]bool, len(x.inflight))
-	for k := range x.inflight {
-		earlier[k] = true
-	}
-	// Cloud changes go in rounds: while any cloud action of an earlier pass
-	// runs, this plan's cloud actions wait for the next pass. A plan made
-	// before a running create or assign shows its result would ask for the
-	// same capacity again; one round at a time, each planned from all the
-	// demand known when it starts, never does.
-	cloudBusy := x.cloudRunning > 0 || holdCloud
-	// While the client would not send an optional call at once (it backs
-	// off after throttling, or the calls queued ahead of it and the rate
-	// it learned make it wait), only urgent cloud work (what a waiting pod
-	// needs) starts: topping up the idle pool or releasing surplus waits,
-	// and the pass at the time the client names plans it again. Held in
-	// the client instead, it would hold this round, and every urgent
-	// action planned behind it, for as long. A fleet under one account's
-	// limit thus spends the rate it has on pods first.
-	pacedUntil := x.backoffUntil()
+	g := x.gate(now, holdCloud, seen)
 	x.deferredTo = time.Time{}
 	planned := make(map[opKey]bool, n)
 	for i, a := range p.Actions {
-		key := actionKey(a)
 		planned[retryKey(a)] = true
 		skip := false
 		for _, d := range a.DependsOn {
@@ -345,42 +324,97 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 				skip = true
 			}
 		}
-		if earlier[key] || (cloudBusy && a.Kind.Cloud()) {
-			skip = true
-		}
-		// Its twin ended after the snapshot was taken: the plan asks again
-		// for what is already done (a second update of an ENI's groups, a
-		// second setup of a pod). The pass the end woke plans it from what
-		// that action left.
-		if x.endedAt[key] > seen {
-			skip = true
-		}
-		if a.Kind.Cloud() && !a.Urgent && now.Before(pacedUntil) {
-			skip, x.deferredTo = true, pacedUntil
-		}
-		if rs, ok := x.retry[retryKey(a)]; ok && now.Before(rs.until) {
-			skip = true
-		}
-		if skip {
+		if skip || x.holds(g, a) {
 			skipped[i] = true
 			continue
 		}
-		r.steps[i] = &step{a: a, key: key}
-		x.inflight[key]++
-		if a.Kind.Cloud() {
-			x.cloudRunning++
-		}
-		if a.Kind == planner.CreateENI && a.ClientToken != "" {
-			x.sent = append(x.sent, a.ClientToken)
-		}
-		// What the action gives up is recorded before it runs, so no
-		// pass meanwhile hands out what is on its way out.
-		x.cache.before(a)
-		x.wg.Add(1)
+		r.steps[i] = x.begin(a)
 	}
-	// Each started step waits for its dependencies to end (those skipped
-	// made it skip above): the ones with none start now, the others when
-	// their last dependency ends (stepDone).
+	x.startReady(ctx, r)
+	x.forget(planned, now, seen)
+}
+
+// gate is what holds a plan's actions back in one dispatch (holds).
+type gate struct {
+	now time.Time
+	// earlier holds the keys of actions of earlier passes still running:
+	// only they hold keys; actions of this plan that share a key (detach
+	// then delete one ENI) are ordered by DependsOn.
+	earlier map[opKey]bool
+	// cloudBusy: cloud changes go in rounds. While any cloud action of an
+	// earlier pass runs, this plan's cloud actions wait for the next pass.
+	// A plan made before a running create or assign shows its result
+	// would ask for the same capacity again; one round at a time, each
+	// planned from all the demand known when it starts, never does.
+	cloudBusy bool
+	// pacedUntil: while the client would not send an optional call at once
+	// (it backs off after throttling, or the calls queued ahead of it and
+	// the rate it learned make it wait), only urgent cloud work (what a
+	// waiting pod needs) starts: topping up the idle pool or releasing
+	// surplus waits, and the pass at the time the client names plans it
+	// again. Held in the client instead, it would hold this round, and
+	// every urgent action planned behind it, for as long. A fleet under
+	// one account's limit thus spends the rate it has on pods first.
+	pacedUntil time.Time
+	// seen is the cache generation the plan was made from.
+	seen uint64
+}
+
+// gate returns the dispatch's gate, with x.mu held.
+func (x *executor) gate(now time.Time, holdCloud bool, seen uint64) gate {
+	g := gate{now: now, earlier: make(map[opKey]bool, len(x.inflight)), cloudBusy: x.cloudRunning > 0 || holdCloud,
+		pacedUntil: x.backoffUntil(), seen: seen}
+	for k := range x.inflight {
+		g.earlier[k] = true
+	}
+	return g
+}
+
+// holds reports, with x.mu held, whether action a waits for a later pass:
+// its twin still runs or ended after the plan's snapshot, the cloud round
+// is busy, optional cloud work is deferred (recorded in deferredTo for the
+// loop's timer), or it backs off after a failure.
+func (x *executor) holds(g gate, a planner.Action) bool {
+	key := actionKey(a)
+	hold := g.earlier[key] || (g.cloudBusy && a.Kind.Cloud())
+	// Its twin ended after the snapshot was taken: the plan asks again for
+	// what is already done (a second update of an ENI's groups, a second
+	// setup of a pod). The pass the end woke plans it from what that
+	// action left.
+	if x.endedAt[key] > g.seen {
+		hold = true
+	}
+	if a.Kind.Cloud() && !a.Urgent && g.now.Before(g.pacedUntil) {
+		hold, x.deferredTo = true, g.pacedUntil
+	}
+	if rs, ok := x.retry[retryKey(a)]; ok && g.now.Before(rs.until) {
+		hold = true
+	}
+	return hold
+}
+
+// begin records, with x.mu held, that action a starts and returns its
+// step. What the action gives up is recorded before it runs, so no pass
+// meanwhile hands out what is on its way out.
+func (x *executor) begin(a planner.Action) *step {
+	key := actionKey(a)
+	x.inflight[key]++
+	if a.Kind.Cloud() {
+		x.cloudRunning++
+	}
+	if a.Kind == planner.CreateENI && a.ClientToken != "" {
+		x.sent = append(x.sent, a.ClientToken)
+	}
+	x.cache.before(a)
+	x.wg.Add(1)
+	return &step{a: a, key: key}
+}
+
+// startReady wires r's started steps to their dependencies and starts the
+// ones with none; the others start when their last dependency ends
+// (stepDone). Each depends only on started steps: those whose dependency
+// was held back were held back too.
+func (x *executor) startReady(ctx context.Context, r *run) {
 	for i, s := range r.steps {
 		if s == nil {
 			continue
@@ -397,16 +431,19 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 			x.start(ctx, r, i)
 		}
 	}
-	// Later plans are made from later snapshots: ends they will all have
-	// seen are forgotten.
+}
+
+// forget drops, with x.mu held, what no later dispatch needs: the ends
+// every later plan will have seen (later plans are made from later
+// snapshots), and the back-off of a node action this plan no longer asks
+// for (its pod was deleted), which would stay for ever and keep waking the
+// loop; a cloud action's is kept until it has run out.
+func (x *executor) forget(planned map[opKey]bool, now time.Time, seen uint64) {
 	for k, g := range x.endedAt {
 		if g <= seen {
 			delete(x.endedAt, k)
 		}
 	}
-	// The back-off of a node action this plan no longer asks for (its pod
-	// was deleted) is forgotten, or it would stay for ever and keep waking
-	// the loop; a cloud action's is kept until it has run out.
 	for k, rs := range x.retry {
 		if !planned[k] && (!k.cloud() || !now.Before(rs.until)) {
 			delete(x.retry, k)
