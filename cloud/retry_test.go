@@ -64,8 +64,12 @@ func TestRetryGivesUpWhenBudgetSpent(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "budget") {
 		t.Fatalf("got %v, want ErrUnavailable after the budget", err)
 	}
-	// Backoffs are 10..20ms each within a 70ms budget: at least 4, at most 8 attempts.
-	if n := srv.count("DeleteNetworkInterface"); n < 4 || n > 8 {
+	// Backoffs are 10..20ms each within a 70ms budget: at most 8 attempts
+	// (the budget's bound), and more than one (it retried). An idle machine
+	// makes 4 or more; a loaded one spends part of the budget on each
+	// attempt's round trip (3 were seen at a load average of 16), which
+	// says nothing about the budget.
+	if n := srv.count("DeleteNetworkInterface"); n < 2 || n > 8 {
 		t.Errorf("%d attempts within a 70ms budget of 10-20ms backoffs", n)
 	}
 	if el := time.Since(start); el > time.Second {
