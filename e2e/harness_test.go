@@ -217,7 +217,7 @@ func (n *node) startAgent() *agentProc {
 	n.agent = a
 	n.t.Cleanup(func() {
 		if n.t.Failed() {
-			n.t.Logf("agent log %s (tail):\n%s", logPath, tail(logPath, 60))
+			n.t.Logf("agent log %s (tail; the whole log is kept as %s):\n%s", logPath, keepLog(n.t, logPath), tail(logPath, 60))
 		}
 	})
 	return a
@@ -466,4 +466,22 @@ func (n *node) swapConfigMap(cfg string) {
 // statusOf reads one pod's status.
 func (n *node) statusOf(p *pod) (status.Attachment, error) {
 	return status.NewStore(filepath.Join(n.runDir, "status")).Read(p.ContainerID, p.IfName)
+}
+
+// keepLog copies a failed test's agent log out of its temporary directory
+// (removed when the test ends) into $TMPDIR/enid-e2e-failed, and returns
+// the copy's path ("" when it could not be kept): the tail printed is
+// often not where the failure began.
+func keepLog(t *testing.T, path string) string {
+	dir := filepath.Join(os.TempDir(), "enid-e2e-failed")
+	b, err := os.ReadFile(path)
+	if err != nil || os.MkdirAll(dir, 0o755) != nil {
+		return ""
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + "-" + filepath.Base(path)
+	kept := filepath.Join(dir, name)
+	if os.WriteFile(kept, b, 0o644) != nil {
+		return ""
+	}
+	return kept
 }

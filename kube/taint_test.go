@@ -126,10 +126,12 @@ func TestNodeUnschedulable(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.Spec.Unschedulable = cordon
+		// Read before the update: the watch may deliver it, and wake the
+		// agent, before Update returns.
+		before := woken.Load()
 		if _, err := admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		before := woken.Load()
 		eventually(t, 10*time.Second, "cordon seen", func() (bool, string) {
 			u, _ := l.NodeUnschedulable()
 			return u == cordon && woken.Load() > before && l.UnschedulableSince().IsZero() != cordon, "not yet"

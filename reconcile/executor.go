@@ -148,6 +148,13 @@ const (
 // cloud reports whether the key names cloud work.
 func (k opKey) cloud() bool { return k.scope != keyNode }
 
+// acrossPasses reports whether the key names the same work in every plan.
+// An action on the ENI a create of its plan makes (keyCloud: "new#0") is
+// known only within its plan: the next plan's "new#0" is another ENI, and
+// holding its attach because the last one's ran would leave the ENI its
+// create makes detached (its create is known by its token).
+func (k opKey) acrossPasses() bool { return k.scope != keyCloud }
+
 // String renders the key for logs and tests ("eni/eni-1").
 func (k opKey) String() string {
 	switch k.scope {
@@ -324,7 +331,10 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 				skip = true
 			}
 		}
-		if skip || x.holds(g, a) {
+		// holds is asked even of an action whose dependency waits: an
+		// optional cloud action deferred by the client still names the
+		// time the loop is to wake.
+		if hold := x.holds(g, a); skip || hold {
 			skipped[i] = true
 			continue
 		}
@@ -376,12 +386,12 @@ func (x *executor) gate(now time.Time, holdCloud bool, seen uint64) gate {
 // loop's timer), or it backs off after a failure.
 func (x *executor) holds(g gate, a planner.Action) bool {
 	key := actionKey(a)
-	hold := g.earlier[key] || (g.cloudBusy && a.Kind.Cloud())
+	hold := (g.earlier[key] && key.acrossPasses()) || (g.cloudBusy && a.Kind.Cloud())
 	// Its twin ended after the snapshot was taken: the plan asks again for
 	// what is already done (a second update of an ENI's groups, a second
 	// setup of a pod). The pass the end woke plans it from what that
 	// action left.
-	if x.endedAt[key] > g.seen {
+	if x.endedAt[key] > g.seen && key.acrossPasses() {
 		hold = true
 	}
 	if a.Kind.Cloud() && !a.Urgent && g.now.Before(g.pacedUntil) {
@@ -490,7 +500,9 @@ func (x *executor) stepDone(ctx context.Context, r *run, i int) {
 	if x.inflight[s.key]--; x.inflight[s.key] <= 0 {
 		delete(x.inflight, s.key)
 	}
-	x.endedAt[s.key] = x.cache.tick()
+	if g := x.cache.tick(); s.key.acrossPasses() {
+		x.endedAt[s.key] = g
+	}
 	if s.a.Kind.Cloud() {
 		x.cloudRunning--
 	} else {

@@ -216,6 +216,39 @@ func TestExecutorStaleTwin(t *testing.T) {
 	}
 }
 
+// TestExecutorNewENIRefIsPlanLocal: an attach of the ENI a create of its
+// plan makes ("new#0") is another action in every plan. A plan made from a
+// snapshot taken before the last plan's attach of its "new#0" ended must
+// still attach the ENI its own create makes: held back as that attach's
+// twin, it left the new ENI detached, outside the pool, until the leak
+// grace (TestStaleEntries under load).
+func TestExecutorNewENIRefIsPlanLocal(t *testing.T) {
+	r := newExecutorRig(t)
+	newENI := func(token string) planner.Plan {
+		return planner.Plan{Actions: []planner.Action{
+			{ID: 0, Kind: planner.CreateENI, Target: "new#0", VSwitchID: r.vsw, SecurityGroups: []string{ecssim.DefaultSecurityGroup}, ClientToken: token},
+			{ID: 1, Kind: planner.AttachENI, Target: "new#0", ENIRef: 1, InstanceID: r.inst, DependsOn: []int{0}},
+		}}
+	}
+	seen := r.x.cache.generation() // the next plan's snapshot, taken now
+	r.run(newENI("tok-1"))
+	r.x.dispatch(context.Background(), newENI("tok-2"), nil, false, seen)
+	r.x.wg.Wait()
+	var attached, detached []string
+	for _, e := range r.sim.Dump().ENIs {
+		switch {
+		case e.Type == "Primary":
+		case e.InstanceID == r.inst:
+			attached = append(attached, e.ID)
+		default:
+			detached = append(detached, e.ID)
+		}
+	}
+	if len(attached) != 2 || len(detached) != 0 {
+		t.Fatalf("ENIs attached %v, left detached %v: want both created ENIs attached", attached, detached)
+	}
+}
+
 // TestExecutorThrottledReleaseComesBack: an optional unassign refused for
 // throttling did nothing, so the addresses it gave up before it ran come
 // back in the cache at once. Left out, the cache showed them gone until the
