@@ -125,27 +125,7 @@ func churnCases(ctx context.Context, e env, cases []poolSetting, events []churnE
 }
 
 func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, starts int) Result {
-	releaseDelay := desired.DefaultReleaseDelay / churnCompress
-	cooldown := desired.DefaultCooldown / churnCompress
-	name := s.scenario
-	if name == "" {
-		name = "churn, pool " + s.name
-	}
-	resync, resyncNote := desired.DefaultResyncPeriod/churnCompress, "time constants / "+fmt.Sprint(churnCompress)
-	if s.resync > 0 {
-		resync, resyncNote = s.resync, fmt.Sprintf("releaseDelay and cooldown / %d, resync not compressed", churnCompress)
-	}
-	length := e.sizes.churnTime
-	if len(events) > 0 {
-		length = max(length, events[len(events)-1].at.Round(time.Second))
-	}
-	r := Result{Scenario: name,
-		Setup: fmt.Sprintf("%d pod starts in %s (Poisson %.0f/s, mean life %s, seed %d) on %s; pool minIdle %d, maxIdle %d, batch %d; releaseDelay %s, cooldown %s, resync %s (%s); %s",
-			starts, length, churnRate, churnLifeMean, churnSeed, burstType, s.minIdle, s.maxIdle, s.batch,
-			releaseDelay, cooldown, resync, resyncNote, e.model)}
-	if s.eni != "" {
-		r.Setup += "; eni: " + strings.Join(strings.Fields(s.eni), " ")
-	}
+	r, releaseDelay, cooldown, resync := churnSetup(e, s, events, starts)
 	var change []func(*ecssim.Config)
 	if s.simConfig != nil {
 		change = append(change, s.simConfig)
@@ -205,26 +185,7 @@ func churnOne(ctx context.Context, e env, s poolSetting, events []churnEvent, st
 		r.broken("%s", b)
 	}
 	simCheck(&r, sim)
-	perStart := float64(calls.total) / float64(starts)
-	readyTimes := c.readyTimes
-	slices.Sort(readyTimes)
-	r.add("calls/pod start", perStart, "calls")
-	r.add("mutations/pod start", float64(calls.mutations)/float64(starts), "calls")
-	r.add("idle IP-s", idleIPSeconds, "IP-s")
-	r.add("mean idle IPs", idleIPSeconds/elapsed.Seconds(), "IPs")
-	if len(perSet) > 1 {
-		for _, name := range slices.Sorted(maps.Keys(perSet)) {
-			r.add("mean idle IPs, set "+name, perSet[name]/elapsed.Seconds(), "IPs")
-		}
-	}
-	r.add("ready p50", float64(pct(readyTimes, 50).Microseconds())/1000, "ms")
-	r.add("ready p99", float64(pct(readyTimes, 99).Microseconds())/1000, "ms")
-	switch {
-	case s.target != nil:
-		r.judge(s.target.text, perStart <= s.target.max)
-	case s.name == "default":
-		r.judge("<= 0.2 calls/pod start", perStart <= 0.2)
-	}
+	churnFigures(&r, s, c.readyTimes, calls, starts, idleIPSeconds, perSet, elapsed)
 	if s.inspect != nil {
 		s.inspect(&r, sim, a)
 	}
@@ -370,4 +331,57 @@ func pct(ds []time.Duration, p int) time.Duration {
 	}
 	i := (p*len(ds) + 99) / 100
 	return ds[max(0, min(len(ds)-1, i-1))]
+}
+
+// churnSetup names a churn run and says its setup: the time constants
+// compressed by churnCompress (resync too unless the setting names its
+// own), the run's length, the pool and ENI settings.
+func churnSetup(e env, s poolSetting, events []churnEvent, starts int) (r Result, releaseDelay, cooldown, resync time.Duration) {
+	releaseDelay = desired.DefaultReleaseDelay / churnCompress
+	cooldown = desired.DefaultCooldown / churnCompress
+	name := s.scenario
+	if name == "" {
+		name = "churn, pool " + s.name
+	}
+	resync, resyncNote := desired.DefaultResyncPeriod/churnCompress, "time constants / "+fmt.Sprint(churnCompress)
+	if s.resync > 0 {
+		resync, resyncNote = s.resync, fmt.Sprintf("releaseDelay and cooldown / %d, resync not compressed", churnCompress)
+	}
+	length := e.sizes.churnTime
+	if len(events) > 0 {
+		length = max(length, events[len(events)-1].at.Round(time.Second))
+	}
+	r = Result{Scenario: name,
+		Setup: fmt.Sprintf("%d pod starts in %s (Poisson %.0f/s, mean life %s, seed %d) on %s; pool minIdle %d, maxIdle %d, batch %d; releaseDelay %s, cooldown %s, resync %s (%s); %s",
+			starts, length, churnRate, churnLifeMean, churnSeed, burstType, s.minIdle, s.maxIdle, s.batch,
+			releaseDelay, cooldown, resync, resyncNote, e.model)}
+	if s.eni != "" {
+		r.Setup += "; eni: " + strings.Join(strings.Fields(s.eni), " ")
+	}
+	return r, releaseDelay, cooldown, resync
+}
+
+// churnFigures adds a churn run's figures to r, and its verdict: calls and
+// mutations per pod start, idle address-seconds (per set when there are
+// several), ready latency, against the setting's target.
+func churnFigures(r *Result, s poolSetting, readyTimes []time.Duration, calls callCount, starts int, idleIPSeconds float64, perSet map[string]float64, elapsed time.Duration) {
+	perStart := float64(calls.total) / float64(starts)
+	slices.Sort(readyTimes)
+	r.add("calls/pod start", perStart, "calls")
+	r.add("mutations/pod start", float64(calls.mutations)/float64(starts), "calls")
+	r.add("idle IP-s", idleIPSeconds, "IP-s")
+	r.add("mean idle IPs", idleIPSeconds/elapsed.Seconds(), "IPs")
+	if len(perSet) > 1 {
+		for _, name := range slices.Sorted(maps.Keys(perSet)) {
+			r.add("mean idle IPs, set "+name, perSet[name]/elapsed.Seconds(), "IPs")
+		}
+	}
+	r.add("ready p50", float64(pct(readyTimes, 50).Microseconds())/1000, "ms")
+	r.add("ready p99", float64(pct(readyTimes, 99).Microseconds())/1000, "ms")
+	switch {
+	case s.target != nil:
+		r.judge(s.target.text, perStart <= s.target.max)
+	case s.name == "default":
+		r.judge("<= 0.2 calls/pod start", perStart <= 0.2)
+	}
 }

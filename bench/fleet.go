@@ -172,16 +172,7 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 	// Join: every agent starts, and its pods arrive with it.
 	agents := make([]*agent, n)
 	pods := make([][]pod, n)
-	defer func() {
-		var wg sync.WaitGroup
-		for _, a := range agents {
-			if a != nil {
-				wg.Add(1)
-				go func() { defer wg.Done(); a.Stop() }()
-			}
-		}
-		wg.Wait()
-	}()
+	defer func() { stopAgents(agents) }()
 	t0 := time.Now()
 	for i := range agents {
 		if d := time.Until(t0.Add(time.Duration(float64(i) / joinRate * float64(time.Second)))); d > 0 {
@@ -213,25 +204,7 @@ func fleetOnce(ctx context.Context, e env, n int, qps float64, joinAll, rollout 
 	}
 	_, joinFailed, err := waitFleetReady(ctx, agents, pods, 5*time.Minute)
 	joinTime := time.Since(t0)
-	counters := sim.Counters()
-	calls := countCalls(counters)
-	join.add("all pods Ready", joinTime.Seconds(), "s")
-	if joinAll {
-		// What a join must call: each agent's four describes (instance,
-		// its type, the vSwitches, its ENIs) and, per new ENI, a create,
-		// an attach and a describe that sees it InUse.
-		need, what := necessaryCalls(empty, sim.Dump(), ids)
-		need += 4 * n
-		bound := time.Duration(float64(max(0, need-int(qps)))/qps*float64(time.Second)) + e.model.attach + 2*e.model.mutation
-		join.add("bound", bound.Seconds(), "s")
-		join.add("ratio", joinTime.Seconds()/bound.Seconds(), "x")
-		join.add("necessary", float64(need), "calls")
-		join.note("the bound is the necessary calls (%s, and 4 describes per node) beyond the bucket's burst of %.0f at %.0f calls/s, plus a create's, an attach's and an assign's latency", what, qps, qps)
-	}
-	join.add("calls", float64(calls.total), "calls")
-	join.add("throttled", float64(calls.throttled), "calls")
-	join.add("pods failed", float64(joinFailed), "pods")
-	join.note("calls: %s", callBreakdown(counters))
+	joinFigures(&join, e, sim, empty, ids, qps, joinAll, joinTime, joinFailed)
 	join.Elapsed = Seconds(time.Since(start))
 	if err != nil {
 		return fail(&join, "%v", err)
@@ -547,4 +520,43 @@ func newFleetSim(e env, n int, qps float64) (*ecssim.Server, []string, error) {
 		return nil, nil, fmt.Errorf("start simulator: %w", err)
 	}
 	return sim, ids, nil
+}
+
+// joinFigures adds a join's figures to join and its verdict: the time to
+// all pods Ready, the calls (throttled among them) and, for a join storm,
+// the bound the necessary calls set at the account's rate (the verdict
+// is the caller's, once it knows the join ended).
+func joinFigures(join *Result, e env, sim *ecssim.Server, empty ecssim.State, ids []string, qps float64, joinAll bool, joinTime time.Duration, joinFailed int) {
+	n := len(ids)
+	counters := sim.Counters()
+	calls := countCalls(counters)
+	join.add("all pods Ready", joinTime.Seconds(), "s")
+	if joinAll {
+		// What a join must call: each agent's four describes (instance,
+		// its type, the vSwitches, its ENIs) and, per new ENI, a create,
+		// an attach and a describe that sees it InUse.
+		need, what := necessaryCalls(empty, sim.Dump(), ids)
+		need += 4 * n
+		bound := time.Duration(float64(max(0, need-int(qps)))/qps*float64(time.Second)) + e.model.attach + 2*e.model.mutation
+		join.add("bound", bound.Seconds(), "s")
+		join.add("ratio", joinTime.Seconds()/bound.Seconds(), "x")
+		join.add("necessary", float64(need), "calls")
+		join.note("the bound is the necessary calls (%s, and 4 describes per node) beyond the bucket's burst of %.0f at %.0f calls/s, plus a create's, an attach's and an assign's latency", what, qps, qps)
+	}
+	join.add("calls", float64(calls.total), "calls")
+	join.add("throttled", float64(calls.throttled), "calls")
+	join.add("pods failed", float64(joinFailed), "pods")
+	join.note("calls: %s", callBreakdown(counters))
+}
+
+// stopAgents stops the agents started (nil: not started), all at once.
+func stopAgents(agents []*agent) {
+	var wg sync.WaitGroup
+	for _, a := range agents {
+		if a != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); a.Stop() }()
+		}
+	}
+	wg.Wait()
 }
