@@ -149,17 +149,7 @@ func runDemo(ctx context.Context, out io.Writer, n int, workDir string, verbose 
 	}
 
 	d.step("Starting the agent")
-	logOut := io.Discard
-	if verbose {
-		logOut = out
-	}
-	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	agentCtx, stopAgent := context.WithCancel(ctx)
-	agentDone := make(chan error, 1)
-	// The demo never talks to a Kubernetes API server.
-	go func() {
-		agentDone <- runAgent(agentCtx, d.planCmd, &d.f, &kubeFlags{}, true, metricsServer{}, nil, log)
-	}()
+	stopAgent, agentDone := d.startAgent(ctx, out, verbose)
 	defer func() {
 		stopAgent()
 		if aerr := <-agentDone; aerr != nil && err == nil {
@@ -474,4 +464,21 @@ func printCounters(out io.Writer, c map[string]map[string]int) {
 // waitFor polls cond every 100ms until it holds, fails, or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
 	return poll.Until(ctx, clock.Real{}, timeout, 100*time.Millisecond, cond)
+}
+
+// startAgent runs the agent as `enid run` does, logging to out when
+// verbose; it returns the agent's stop and the channel its end comes on.
+// The demo never talks to a Kubernetes API server.
+func (d *demo) startAgent(ctx context.Context, out io.Writer, verbose bool) (stop context.CancelFunc, done chan error) {
+	logOut := io.Discard
+	if verbose {
+		logOut = out
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	agentCtx, stop := context.WithCancel(ctx)
+	done = make(chan error, 1)
+	go func() {
+		done <- runAgent(agentCtx, d.planCmd, &d.f, &kubeFlags{}, true, metricsServer{}, nil, log)
+	}()
+	return stop, done
 }
