@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/enidnet/enid/internal/roottest"
 	"github.com/enidnet/enid/testbed/cnirun"
+	"github.com/enidnet/enid/testbed/ctrtest"
 )
 
 // criPauseImage is the sandbox image the tests build and import: no
@@ -271,48 +271,23 @@ func (c *criNode) sandboxNetns(ctx context.Context) []string {
 	return paths
 }
 
-// killShims kills the shims of this containerd (found by its socket in
-// their command line) that a failed test may have left running.
+// killShims kills the shims of this containerd that a failed test may
+// have left running.
 func (c *criNode) killShims() {
-	procs, err := os.ReadDir("/proc")
+	killed, err := ctrtest.KillShims(c.sock)
 	if err != nil {
-		c.t.Errorf("list processes: %v", err)
-		return
+		c.t.Error(err)
 	}
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte("containerd-shim")) || !bytes.Contains(cmdline, []byte(c.sock)) {
-			continue
-		}
+	for _, pid := range killed {
 		c.t.Errorf("containerd shim %d outlived its sandboxes; killing it", pid)
-		_ = syscall.Kill(pid, syscall.SIGKILL) // gone already is fine
 	}
 }
 
 // unmountUnder detaches every mount below c.dir (rootfs overlays, shm) a
 // failed test may have left.
 func (c *criNode) unmountUnder() {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		c.t.Errorf("read mountinfo: %v", err)
-		return
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], c.dir+"/") {
-			mounts = append(mounts, f[4])
-		}
-	}
-	// Deepest first.
-	for i := len(mounts) - 1; i >= 0; i-- {
-		if err := unix.Unmount(mounts[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			c.t.Errorf("unmount %s: %v", mounts[i], err)
-		}
+	if _, err := ctrtest.UnmountUnder(c.dir); err != nil {
+		c.t.Error(err)
 	}
 }
 

@@ -3,20 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/enidnet/enid/internal/roottest"
+	"github.com/enidnet/enid/testbed/ctrtest"
 )
 
 // ctrNamespace is the containerd namespace the test imports into: the
@@ -134,37 +131,19 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 // socket in their command line), unmounts what is left under its dir
 // (rootfs overlays) and removes the dir.
 func (c *privateContainerd) cleanup() {
-	procs, err := os.ReadDir("/proc")
+	killed, err := ctrtest.KillShims(c.sock)
 	if err != nil {
-		c.t.Errorf("list processes: %v", err)
+		c.t.Error(err)
 	}
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte("containerd-shim")) || !bytes.Contains(cmdline, []byte(c.sock)) {
-			continue
-		}
+	for _, pid := range killed {
 		c.t.Errorf("containerd shim %d outlived its task; killing it", pid)
-		_ = syscall.Kill(pid, syscall.SIGKILL) // gone already is fine
 	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := ctrtest.UnmountUnder(c.dir)
+	for _, m := range mounts {
+		c.t.Errorf("mount %s outlived its container; unmounting it", m)
+	}
 	if err != nil {
-		c.t.Errorf("read mountinfo: %v", err)
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], c.dir+"/") {
-			mounts = append(mounts, f[4])
-		}
-	}
-	for i := len(mounts) - 1; i >= 0; i-- { // deepest first
-		c.t.Errorf("mount %s outlived its container; unmounting it", mounts[i])
-		if err := unix.Unmount(mounts[i], unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			c.t.Errorf("unmount %s: %v", mounts[i], err)
-		}
+		c.t.Error(err)
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
 		c.t.Errorf("remove %s: %v", c.dir, err)

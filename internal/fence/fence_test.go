@@ -67,6 +67,7 @@ var rules = map[string]rule{
 	"testbed/cnirun":    {ext: []string{"github.com/containernetworking/cni/"}, why: "drives enid-cni through the real libcni (demo, bench, e2e)"},
 	"testbed/simvpc":    {ext: netlink, why: "the simulated VPC's namespaces, linked by enid demo: no test package"},
 	"testbed/simnode":   {enid: []string{"cloud/ecssim", "testbed/simvpc"}, why: "a simulated node: the simulator plus its namespaces"},
+	"testbed/ctrtest":   {ext: []string{"golang.org/x/sys/unix"}, why: "test helper: what a test's own containerd leaves behind (e2e, image)"},
 	"linux/linuxtest":   {enid: []string{"testbed/simvpc"}, why: "test helpers over simvpc"},
 	"kube/kubetest":     {ext: k8s, why: "test helper: a real kube-apiserver for tests"},
 	"bench": {enid: []string{"cloud", "cloud/ecssim", "desired", "observed", "linux", "reconcile", "reconcile/status", "testbed/cnirun", "testbed/simnode", "internal/clock", "internal/poll"},
