@@ -111,13 +111,19 @@ func (w *world) start(dp Datapath) (stop func()) {
 		w.t.Fatal(err)
 	}
 	w.agent, w.dp = a, dp
+	return runAgent(w.t, a)
+}
+
+// runAgent runs a until the returned stop, which waits for Run to return
+// and fails the test if it returned an error.
+func runAgent(t testing.TB, a *Agent) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	return func() {
 		cancel()
 		if err := <-done; err != nil {
-			w.t.Errorf("agent: %v", err)
+			t.Errorf("agent: %v", err)
 		}
 	}
 }

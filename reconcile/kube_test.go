@@ -91,15 +91,7 @@ func TestKubeLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer runAgent(t, a)()
 	waitNode := func(what string, ok func(NodeReport) bool) NodeReport {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -197,21 +189,13 @@ func TestKubeNodeReportExclusive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer runAgent(t, a)()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r, ok := k.lastNode()
 		if ok && r.CapacityKnown {
 			// The instance type's ENI limit, less the primary.
-			inst, err := w.cl.Instance(ctx, w.inst.ID)
+			inst, err := w.cl.Instance(context.Background(), w.inst.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -240,15 +224,7 @@ func TestKubeCordon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	defer runAgent(t, a)()
 	held := func() (enis, addrs int) {
 		for _, e := range w.sim.Dump().ENIs {
 			if e.Type != "Primary" && e.Tags[observed.TagOwner] == w.inst.ID {

@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -70,15 +69,7 @@ func TestAgentRunsOnVirtualTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
+	defer runAgent(t, a)()
 
 	phase := func() status.Attachment { return w.statuses()[key] }
 	w.waitFor("the ended pod's entry Pending with netns-gone", 10*time.Second, func() bool {
