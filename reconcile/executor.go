@@ -238,15 +238,6 @@ func (x *executor) drainOutcomes() []planner.Outcome {
 	return out
 }
 
-// take returns and clears the list l points to (a field of x).
-func (x *executor) take(l *[]string) []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := *l
-	*l = nil
-	return out
-}
-
 // note records a problem of the agent's own (not an action's) for
 // agent.json's lastErrors and `enid status`.
 func (x *executor) note(msg string) {
@@ -258,9 +249,13 @@ func (x *executor) note(msg string) {
 	}
 }
 
-// drainBurnt returns and forgets the ClientTokens that failed definitely.
+// drainSent returns and forgets the ClientTokens of the creates started.
 func (x *executor) drainSent() []string {
-	return x.take(&x.sent)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := x.sent
+	x.sent = nil
+	return out
 }
 
 func (x *executor) errors() []string {
@@ -324,7 +319,8 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	x.deferredTo = time.Time{}
 	planned := make(map[opKey]bool, n)
 	for i, a := range p.Actions {
-		planned[retryKey(a)] = true
+		key, rkey := actionKey(a), retryKey(a)
+		planned[rkey] = true
 		skip := false
 		for _, d := range a.DependsOn {
 			if d >= 0 && d < n && skipped[d] {
@@ -334,11 +330,11 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		// holds is asked even of an action whose dependency waits: an
 		// optional cloud action deferred by the client still names the
 		// time the loop is to wake.
-		if hold := x.holds(g, a); skip || hold {
+		if hold := x.holds(g, a, key, rkey); skip || hold {
 			skipped[i] = true
 			continue
 		}
-		r.steps[i] = x.begin(a)
+		r.steps[i] = x.begin(a, key)
 	}
 	x.startReady(ctx, r)
 	x.forget(planned, now, seen)
@@ -383,9 +379,9 @@ func (x *executor) gate(now time.Time, holdCloud bool, seen uint64) gate {
 // holds reports, with x.mu held, whether action a waits for a later pass:
 // its twin still runs or ended after the plan's snapshot, the cloud round
 // is busy, optional cloud work is deferred (recorded in deferredTo for the
-// loop's timer), or it backs off after a failure.
-func (x *executor) holds(g gate, a planner.Action) bool {
-	key := actionKey(a)
+// loop's timer), or it backs off after a failure. key and rkey are its
+// actionKey and retryKey.
+func (x *executor) holds(g gate, a planner.Action, key, rkey opKey) bool {
 	hold := (g.earlier[key] && key.acrossPasses()) || (g.cloudBusy && a.Kind.Cloud())
 	// Its twin ended after the snapshot was taken: the plan asks again for
 	// what is already done (a second update of an ENI's groups, a second
@@ -397,17 +393,16 @@ func (x *executor) holds(g gate, a planner.Action) bool {
 	if a.Kind.Cloud() && !a.Urgent && g.now.Before(g.pacedUntil) {
 		hold, x.deferredTo = true, g.pacedUntil
 	}
-	if rs, ok := x.retry[retryKey(a)]; ok && g.now.Before(rs.until) {
+	if rs, ok := x.retry[rkey]; ok && g.now.Before(rs.until) {
 		hold = true
 	}
 	return hold
 }
 
-// begin records, with x.mu held, that action a starts and returns its
-// step. What the action gives up is recorded before it runs, so no pass
-// meanwhile hands out what is on its way out.
-func (x *executor) begin(a planner.Action) *step {
-	key := actionKey(a)
+// begin records, with x.mu held, that action a (its actionKey key)
+// starts and returns its step. What the action gives up is recorded before
+// it runs, so no pass meanwhile hands out what is on its way out.
+func (x *executor) begin(a planner.Action, key opKey) *step {
 	x.inflight[key]++
 	if a.Kind.Cloud() {
 		x.cloudRunning++
