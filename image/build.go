@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/cniinstall"
+	"github.com/enidnet/enid/internal/ociimage"
 )
 
 // defaultRepo is where enid's images are named; examples/kubernetes names
@@ -182,7 +183,7 @@ func checkStatic(name string, b []byte) error {
 }
 
 // imageFiles are the files of the image's one layer.
-func imageFiles(o options, bins map[string][]byte) ([]layerFile, error) {
+func imageFiles(o options, bins map[string][]byte) ([]ociimage.File, error) {
 	list, err := os.ReadFile(filepath.Join(o.src, "examples", "cni", cniinstall.ConflistName))
 	if err != nil {
 		return nil, fmt.Errorf("read the CNI network list: %w", err)
@@ -190,17 +191,17 @@ func imageFiles(o options, bins map[string][]byte) ([]layerFile, error) {
 	if err := cniinstall.CheckConflist(list); err != nil {
 		return nil, fmt.Errorf("examples/cni/%s: %w", cniinstall.ConflistName, err)
 	}
-	files := []layerFile{
-		{path: binDir + "/enid", mode: 0o755, data: bins["enid"]},
-		{path: binDir + "/" + cniinstall.PluginName, mode: 0o755, data: bins[cniinstall.PluginName]},
-		{path: cniinstall.ImageConflist, mode: 0o644, data: list},
+	files := []ociimage.File{
+		{Path: binDir + "/enid", Mode: 0o755, Data: bins["enid"]},
+		{Path: binDir + "/" + cniinstall.PluginName, Mode: 0o755, Data: bins[cniinstall.PluginName]},
+		{Path: cniinstall.ImageConflist, Mode: 0o644, Data: list},
 	}
 	if o.caCerts != "none" {
 		ca, err := readCACerts(o.caCerts)
 		if err != nil {
 			return nil, err
 		}
-		files = append(files, layerFile{path: defaultCACerts, mode: 0o644, data: ca})
+		files = append(files, ociimage.File{Path: defaultCACerts, Mode: 0o644, Data: ca})
 	}
 	return files, nil
 }

@@ -1,22 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
+	"github.com/enidnet/enid/internal/ociimage"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // result is what build made.
@@ -75,7 +70,7 @@ func build(ctx context.Context, o options) (*result, error) {
 		return nil, err
 	}
 	if o.output != "" {
-		if r.tarSize, err = writeTarball(o.output, tag, img); err != nil {
+		if r.tarSize, err = ociimage.WriteTarball(o.output, tag, img); err != nil {
 			return nil, err
 		}
 	}
@@ -97,18 +92,7 @@ func (r *result) push(ctx context.Context, ref name.Reference) error {
 }
 
 // assemble makes the one-layer OCI image of files on an empty base.
-func assemble(files []layerFile, src source, arch string) (v1.Image, error) {
-	tarBytes, err := layerTar(files, src.epoch)
-	if err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(tarBytes)), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return nil, fmt.Errorf("layer: %w", err)
-	}
-	created := v1.Time{Time: src.epoch}
+func assemble(files []ociimage.File, src source, arch string) (v1.Image, error) {
 	labels := map[string]string{
 		"org.opencontainers.image.title":   "enid",
 		"org.opencontainers.image.version": src.version,
@@ -118,8 +102,7 @@ func assemble(files []layerFile, src source, arch string) (v1.Image, error) {
 	if src.revision != "" {
 		labels["org.opencontainers.image.revision"] = src.revision
 	}
-	cfg := &v1.ConfigFile{
-		Architecture: arch, OS: "linux", Created: created,
+	return ociimage.Assemble(files, ociimage.Spec{Arch: arch, Epoch: src.epoch,
 		Config: v1.Config{
 			// `docker run IMAGE version`, `ctr run IMAGE ID enid version`;
 			// the manifests name the command (`enid run`).
@@ -128,46 +111,7 @@ func assemble(files []layerFile, src source, arch string) (v1.Image, error) {
 			WorkingDir: "/",
 			Labels:     labels,
 		},
-		RootFS: v1.RootFS{Type: "layers"},
-	}
-	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	base = mutate.ConfigMediaType(base, types.OCIConfigJSON)
-	base, err = mutate.ConfigFile(base, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return mutate.Append(base, mutate.Addendum{Layer: layer, MediaType: types.OCILayer,
-		History: v1.History{Created: created, CreatedBy: "go run ./image (enid " + src.version + ")"}})
-}
-
-// writeTarball writes img as a docker-archive (what `docker save` writes:
-// manifest.json naming tag, the config, the layer) to path, by rename.
-func writeTarball(path string, tag name.Reference, img v1.Image) (int64, error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return 0, fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(f.Name()) // gone after the rename; a leftover otherwise
-	if err := tarball.Write(tag, img, f); err != nil {
-		f.Close()
-		return 0, fmt.Errorf("write %s: %w", path, err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return 0, err
-	}
-	if err := f.Close(); err != nil {
-		return 0, fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return 0, err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return 0, fmt.Errorf("write %s: %w", path, err)
-	}
-	return st.Size(), nil
+		CreatedBy: "go run ./image (enid " + src.version + ")"})
 }
 
 // print says what was built and how to use it.

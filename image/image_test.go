@@ -17,7 +17,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -67,56 +66,6 @@ func caCertsForTest() string {
 		return "none"
 	}
 	return defaultCACerts
-}
-
-// TestLayerIsDeterministic: the same files in another order give the same
-// bytes; parents come first, sorted, owned by root, stamped with epoch.
-func TestLayerIsDeterministic(t *testing.T) {
-	epoch := time.Unix(1_700_000_000, 0).UTC()
-	files := []layerFile{
-		{path: "/usr/local/bin/enid", mode: 0o755, data: []byte("agent")},
-		{path: "/usr/share/enid/cni/10-enid.conflist", mode: 0o644, data: []byte("{}")},
-		{path: "/usr/local/bin/enid-cni", mode: 0o755, data: []byte("plugin")},
-	}
-	a, err := layerTar(files, epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev := slices.Clone(files)
-	slices.Reverse(rev)
-	b, err := layerTar(rev, epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
-		t.Error("the layer depends on the order the files are given in")
-	}
-	var names []string
-	r := tar.NewReader(bytes.NewReader(a))
-	for {
-		h, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, h.Name)
-		if !h.ModTime.Equal(epoch) || h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" {
-			t.Errorf("%s: mtime %v uid %d gid %d %q/%q, want epoch and root", h.Name, h.ModTime, h.Uid, h.Gid, h.Uname, h.Gname)
-		}
-		if want := map[string]int64{"usr/local/bin/enid": 0o755, "usr/share/enid/cni/10-enid.conflist": 0o644}[h.Name]; want != 0 && h.Mode != want {
-			t.Errorf("%s mode %o, want %o", h.Name, h.Mode, want)
-		}
-	}
-	want := []string{"usr/", "usr/local/", "usr/local/bin/", "usr/local/bin/enid", "usr/local/bin/enid-cni",
-		"usr/share/", "usr/share/enid/", "usr/share/enid/cni/", "usr/share/enid/cni/10-enid.conflist"}
-	if !slices.Equal(names, want) {
-		t.Errorf("entries %q,\nwant %q", names, want)
-	}
-	if _, err := layerTar([]layerFile{{path: "relative"}}, epoch); err == nil {
-		t.Error("a relative path was accepted")
-	}
 }
 
 // TestBuildIsReproducible builds the image a second time, into another
