@@ -1,9 +1,11 @@
 #!/bin/sh
 # build.sh builds kube-apiserver, kubectl and etcd (and, when asked, the
-# kubelet) from the Go module proxy into a cache directory, once per machine,
-# for the tests in kube/kubetest and examples/kubernetes (kubectl renders the
-# kustomizations) and for desired/testdata/kubelet/capture.sh (the kubelet
-# writes the checkpoint files enid reads as hints). Prebuilt binaries cannot
+# kubelet, kube-scheduler and kube-controller-manager) from the Go module
+# proxy into a cache directory, once per machine, for the tests in
+# kube/kubetest and examples/kubernetes (kubectl renders the kustomizations),
+# for the real-cluster harness kube/clustertest (all six) and for
+# desired/testdata/kubelet/capture.sh (the kubelet writes the checkpoint
+# files enid reads as hints). Prebuilt binaries cannot
 # be downloaded in our CI, but all of them build from modules: kubernetes' own
 # go.mod replaces its staging modules with ./staging paths the module zip
 # lacks, so a wrapper module replaces each of them with the published v0.x
@@ -12,10 +14,13 @@
 # Usage: build.sh [DIR [PROGRAM...]]
 #   DIR      default: $ENID_KUBE_BIN, else $XDG_CACHE_HOME/enid-kube, else
 #            $HOME/.cache/enid-kube. Prints DIR on success.
-#   PROGRAM  any of kube-apiserver kubectl etcd kubelet; default: the first
-#            three (the kubelet is built only when named: it costs another
-#            ~20 min on 2 loaded cores, and only the capture script needs it).
-# Cost on a 2-core machine: ~5 min, ~3 GB peak RSS the first time; seconds after.
+#   PROGRAM  any of kube-apiserver kubectl etcd kubelet kube-scheduler
+#            kube-controller-manager, or "all" for the six; default: the
+#            first three (the other three cost another ~20 min on 2 loaded
+#            cores, and only the real-cluster harness and the capture script
+#            need them).
+# Cost on a 2-core machine: ~5 min, ~3 GB peak RSS the first time for the
+# first three, ~25 min for all six; seconds after.
 # A binary already built for these versions is not built again: each binary
 # has its own stamp, DIR/.version-PROGRAM (DIR/VERSION, the stamp of older
 # caches, still counts for the first three).
@@ -26,12 +31,13 @@ ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 DIR=${1:-${ENID_KUBE_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/enid-kube}}
 [ $# -gt 0 ] && shift
 PROGRAMS=${*:-kube-apiserver kubectl etcd}
+[ "$PROGRAMS" = all ] && PROGRAMS="kube-apiserver kubectl etcd kubelet kube-scheduler kube-controller-manager"
 STAGING=v0.${K8S_VERSION#v1.}
 
 for p in $PROGRAMS; do
 	case $p in
-	kube-apiserver | kubectl | etcd | kubelet) ;;
-	*) echo "build.sh: unknown program $p (want kube-apiserver, kubectl, etcd or kubelet)" >&2; exit 2 ;;
+	kube-apiserver | kubectl | etcd | kubelet | kube-scheduler | kube-controller-manager) ;;
+	*) echo "build.sh: unknown program $p (want kube-apiserver, kubectl, etcd, kubelet, kube-scheduler, kube-controller-manager or all)" >&2; exit 2 ;;
 	esac
 done
 
@@ -39,7 +45,8 @@ version() { if [ "$1" = etcd ]; then echo "$ETCD_VERSION"; else echo "$K8S_VERSI
 built() {
 	[ -x "$DIR/$1" ] || return 1
 	[ "$(cat "$DIR/.version-$1" 2>/dev/null)" = "$(version "$1")" ] && return 0
-	[ "$1" != kubelet ] && [ "$(cat "$DIR/VERSION" 2>/dev/null)" = "$K8S_VERSION $ETCD_VERSION" ]
+	case $1 in kube-apiserver | kubectl | etcd) ;; *) return 1 ;; esac
+	[ "$(cat "$DIR/VERSION" 2>/dev/null)" = "$K8S_VERSION $ETCD_VERSION" ]
 }
 stamp() { version "$1" >"$DIR/.version-$1"; }
 
@@ -58,7 +65,7 @@ fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-# kube-apiserver, kubectl, kubelet: one wrapper module, one build cache.
+# The Kubernetes programs: one wrapper module, one build cache.
 if [ -n "$KUBE" ]; then
 mkdir -p "$WORK/k8s"
 cd "$WORK/k8s"
@@ -79,6 +86,8 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 EOM
@@ -92,11 +101,10 @@ MAJOR=${K8S_VERSION#v}; MAJOR=${MAJOR%%.*}
 MINOR=${K8S_VERSION#v*.}; MINOR=${MINOR%%.*}
 LD="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=$MAJOR -X k8s.io/component-base/version.gitMinor=$MINOR"
 for cmd in $KUBE; do
-	# The kubelet needs no cgo (kubelet-node.md); a static binary runs in
-	# any mount namespace the capture script makes.
-	cgo=${CGO_ENABLED:-}
-	[ "$cmd" = kubelet ] && cgo=0
-	CGO_ENABLED=${cgo:-$(go env CGO_ENABLED)} nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
+	# None of them needs cgo (kubelet-node.md): static binaries run in any
+	# mount namespace the harness makes, and one CGO_ENABLED for all lets
+	# the programs share their compiled packages.
+	CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
 	mv "$DIR/$cmd.tmp" "$DIR/$cmd"
 	stamp "$cmd"
 done

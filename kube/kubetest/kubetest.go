@@ -80,13 +80,15 @@ type Server struct {
 	AdminToken, AgentToken string
 
 	etcdPort, peerPort, apiPort int
-	etcd, api                   *proc
+	etcd, api                   *Process
 }
 
-// proc is a running binary whose output goes to a log file.
-type proc struct {
-	cmd  *exec.Cmd
-	log  string
+// Process is a running program whose output goes to a log file (the
+// real-cluster harness, testbed/cluster, runs its programs with it too).
+type Process struct {
+	cmd *exec.Cmd
+	// Log is the file its output goes to.
+	Log  string
 	done chan struct{}
 }
 
@@ -173,31 +175,39 @@ func (s *Server) stopAll() {
 		s.etcd.stop()
 	}
 	if s.t.Failed() {
-		for _, p := range []*proc{s.api, s.etcd} {
+		for _, p := range []*Process{s.api, s.etcd} {
 			if p != nil {
-				s.t.Logf("%s (tail):\n%s", p.log, tail(p.log, 30))
+				s.t.Logf("%s (tail):\n%s", p.Log, Tail(p.Log, 30))
 			}
 		}
 	}
 }
 
-func (s *Server) run(name, path string, args ...string) *proc {
+func (s *Server) run(name, path string, args ...string) *Process {
 	s.t.Helper()
-	log := filepath.Join(s.dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
+	return StartProcess(s.t, s.dir, name, append([]string{path}, args...)...)
+}
+
+// StartProcess starts argv with its output in a log file of dir named
+// after name; the process is killed if the test binary dies (Pdeathsig).
+// Stop it with Stop.
+func StartProcess(t testing.TB, dir, name string, argv ...string) *Process {
+	t.Helper()
+	log := filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, time.Now().UnixNano()))
 	f, err := os.Create(log)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
-	cmd := exec.Command(path, args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		s.t.Fatalf("start %s: %v", name, err)
+		t.Fatalf("start %s: %v", name, err)
 	}
-	p := &proc{cmd: cmd, log: log, done: make(chan struct{})}
+	p := &Process{cmd: cmd, Log: log, done: make(chan struct{})}
 	go func() {
-		// Ends when the process exits; stop makes sure it does.
+		// Ends when the process exits; Stop makes sure it does.
 		cmd.Wait() //nolint:errcheck // the exit status of a stopped server says nothing
 		f.Close()
 		close(p.done)
@@ -205,17 +215,31 @@ func (s *Server) run(name, path string, args ...string) *proc {
 	return p
 }
 
-// stop ends the process: SIGTERM, then SIGKILL after 10s.
-func (p *proc) stop() {
+// Pid is the process's ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool {
 	select {
 	case <-p.done:
-		return
+		return true
 	default:
+		return false
+	}
+}
+
+// stop ends the process: SIGTERM, then SIGKILL after 10s.
+func (p *Process) stop() { p.Stop(10 * time.Second) }
+
+// Stop ends the process: SIGTERM, then SIGKILL after grace.
+func (p *Process) Stop(grace time.Duration) {
+	if p.Exited() {
+		return
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited; done says
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(grace):
 		p.cmd.Process.Kill() //nolint:errcheck // as above
 		<-p.done
 	}
@@ -224,14 +248,23 @@ func (p *proc) stop() {
 // waitHTTP polls url until it answers 200.
 func (s *Server) waitHTTP(url string, hdr map[string]string, timeout time.Duration) {
 	s.t.Helper()
-	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // readiness probe of a local test server
+	WaitHTTP(s.t, nil, url, hdr, timeout)
+}
+
+// WaitHTTP polls url with c (nil: a client that skips TLS verification,
+// for a local test server) until it answers 200; it fails t after timeout.
+func WaitHTTP(t testing.TB, c *http.Client, url string, hdr map[string]string, timeout time.Duration) {
+	t.Helper()
+	if c == nil {
+		c = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // readiness probe of a local test server
+	}
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {
 		req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
 		if err != nil {
-			s.t.Fatal(err)
+			t.Fatal(err)
 		}
 		for k, v := range hdr {
 			req.Header.Set(k, v)
@@ -248,7 +281,7 @@ func (s *Server) waitHTTP(url string, hdr map[string]string, timeout time.Durati
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	s.t.Fatalf("%s not ready after %s: %s", url, timeout, last)
+	t.Fatalf("%s not ready after %s: %s", url, timeout, last)
 }
 
 // Kubeconfig writes a kubeconfig for token and returns its path.
@@ -292,6 +325,9 @@ func (s *Server) Client(token string) kubernetes.Interface {
 	return cs
 }
 
+// Token returns a random bearer token.
+func Token() string { return token() }
+
 func token() string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
@@ -299,6 +335,9 @@ func token() string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// FreePort returns a TCP port free on 127.0.0.1 now.
+func FreePort(t testing.TB) int { return freePort(t) }
 
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -310,7 +349,8 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func tail(path string, n int) string {
+// Tail returns the last n lines of a file (its error, if unreadable).
+func Tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
