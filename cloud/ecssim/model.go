@@ -88,6 +88,19 @@ func (m *model) eventOf(e *ENIState) ENIEvent {
 	return ev
 }
 
+// Event is the ENI as the hooks see it (what OnAttach would get now); a
+// harness that plugs an ENI the hooks never saw (an instance's primary,
+// attached at creation) uses it.
+func (s *Server) Event(eniID string) (ENIEvent, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.m.enis[eniID]
+	if e == nil {
+		return ENIEvent{}, false
+	}
+	return s.m.eventOf(e), true
+}
+
 // gatewayOf is the vSwitch gateway: the address at index -3 of the CIDR.
 func gatewayOf(p netip.Prefix) netip.Addr {
 	if !p.IsValid() || !p.Addr().Is4() || p.Bits() > 29 {

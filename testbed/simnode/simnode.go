@@ -30,7 +30,14 @@ type Options struct {
 	Name string
 	// ECSAddr and MetadataAddr are listen addresses (default 127.0.0.1:0).
 	ECSAddr, MetadataAddr string
-	Logger                *slog.Logger
+	// ListenInNode, with a datapath, opens the simulator's listeners in the
+	// node namespace, where processes of the node (a kubelet's pods on the
+	// host network) reach them at ECSAddr and MetadataAddr, as a real
+	// node reaches its region's endpoints; the host cannot. It also gives
+	// the node's primary interface its address and default route, as the
+	// node's DHCP client would (enid never touches the primary ENI).
+	ListenInNode bool
+	Logger       *slog.Logger
 }
 
 // Node is a running simulated node.
@@ -77,7 +84,24 @@ func Start(o Options) (*Node, error) {
 		return nil, fmt.Errorf("add instance: %w", err)
 	}
 	n.Instance = inst
-	if err := sim.Start(o.ECSAddr, o.MetadataAddr); err != nil {
+	start := func() error { return sim.Start(o.ECSAddr, o.MetadataAddr) }
+	if o.ListenInNode && n.Topology != nil {
+		start = func() error {
+			// The primary ENI is attached at creation: no hook plugs it.
+			ev, ok := sim.Event(inst.PrimaryENI)
+			if !ok {
+				return fmt.Errorf("the primary ENI %s of %s is not in the simulator", inst.PrimaryENI, inst.ID)
+			}
+			if err := n.Topology.PlugENI(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, ev.IPv4...); err != nil {
+				return err
+			}
+			if err := n.Topology.AddressPrimary(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway); err != nil {
+				return err
+			}
+			return simvpc.InNS(n.Topology.NodeNS, func() error { return sim.Start(o.ECSAddr, o.MetadataAddr) })
+		}
+	}
+	if err := start(); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("start simulator: %w", err)
 	}

@@ -99,9 +99,9 @@ func withHandle(path string, fn func(h *netlink.Handle) error) error {
 	return fn(h)
 }
 
-// inNS runs fn on a locked thread inside the namespace. fn must not start
+// InNS runs fn on a locked thread inside the namespace. fn must not start
 // goroutines. If the thread cannot return, it stays locked and dies.
-func inNS(path string, fn func() error) error {
+func InNS(path string, fn func() error) error {
 	target, err := netns.GetFromPath(path)
 	if err != nil {
 		return fmt.Errorf("open netns %s: %w", path, err)
@@ -150,7 +150,7 @@ func onThread(enter, fn func() error) error {
 // writeSysctls sets /proc/sys entries (paths below /proc/sys) in the
 // namespace.
 func writeSysctls(path string, kv map[string]string) error {
-	return inNS(path, func() error {
+	return InNS(path, func() error {
 		for k, v := range kv {
 			if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
 				return fmt.Errorf("sysctl %s: %w", k, err)
@@ -164,7 +164,7 @@ func writeSysctls(path string, kv map[string]string) error {
 // "net/ipv4/conf/eth1/rp_filter") inside the namespace.
 func Sysctl(nsPath, key string) (string, error) {
 	var v string
-	err := inNS(nsPath, func() error {
+	err := InNS(nsPath, func() error {
 		b, err := os.ReadFile(filepath.Join("/proc/sys", key))
 		v = strings.TrimSpace(string(b))
 		return err

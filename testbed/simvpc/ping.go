@@ -56,7 +56,7 @@ func Ping(ctx context.Context, nsPath string, dst netip.Addr) error {
 // bound to that namespace wherever it is used from.
 func rawICMP(nsPath string, v6 bool) (net.PacketConn, error) {
 	var fd int
-	err := inNS(nsPath, func() error {
+	err := InNS(nsPath, func() error {
 		var err error
 		if v6 {
 			fd, err = unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMPV6)

@@ -217,6 +217,35 @@ func routeIPs(h *netlink.Handle, l netlink.Link, mac net.HardwareAddr, ips []net
 	return nil
 }
 
+// AddressPrimary gives the node end of the plugged primary ENI (by MAC)
+// its address in cidr and a default route via gateway in the main table,
+// as the node's DHCP client does on a real instance, and brings it up.
+func (tp *Topology) AddressPrimary(mac string, ip netip.Addr, cidr netip.Prefix, gateway netip.Addr) error {
+	p, err := tp.plugOf(mac)
+	if err != nil {
+		return err
+	}
+	return withHandle(tp.NodeNS, func(h *netlink.Handle) error {
+		l, err := h.LinkByName(p.nodeName)
+		if err != nil {
+			return fmt.Errorf("address primary %s: %w", mac, err)
+		}
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(cidr.Bits(), 32)}}
+		if err := h.AddrReplace(l, a); err != nil {
+			return fmt.Errorf("address primary %s: %w", mac, err)
+		}
+		if err := h.LinkSetUp(l); err != nil {
+			return fmt.Errorf("address primary %s: up: %w", mac, err)
+		}
+		r := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: gateway.AsSlice()}
+		if err := h.RouteReplace(r); err != nil {
+			return fmt.Errorf("address primary %s: default via %s: %w", mac, gateway, err)
+		}
+		return nil
+	})
+}
+
+// plugOf returns the plug of a MAC.
 func (tp *Topology) plugOf(mac string) (*plug, error) {
 	hw, err := net.ParseMAC(mac)
 	if err != nil {
