@@ -1,0 +1,323 @@
+// Package cluster runs a real single-node Kubernetes cluster on this
+// machine for the operator's-day tests (e2e/cluster): etcd,
+// kube-apiserver, kube-scheduler, kube-controller-manager, containerd and
+// the kubelet, all real binaries, with enid's simulator as the cloud.
+//
+// The node is a network namespace of its own (testbed/simnode with a
+// datapath): the simulated VPC plugs each attached ENI into it, its eth0 is
+// the instance's primary ENI with the instance's address (the kubelet's
+// --node-ip), and every program of the cluster runs inside it, in a
+// private mount namespace that covers /run, /var/lib, /var/log, /opt and
+// (with an overlay) /etc, and, read-only, the six kernel sysctls the
+// kubelet would otherwise rewrite. The simulator's ECS and metadata
+// endpoints listen in the node namespace too, where the agent's pod (host
+// network) reaches them through the config's cloud section, as a real node
+// reaches its region's endpoints. The kubernetes Service address
+// (10.0.0.1) is an address of the node's lo on which the API server
+// listens at 443, so that in-cluster clients reach it without a
+// kube-proxy. Pods' cgroups live under a parent of the cluster's own in
+// every hierarchy.
+//
+// Nothing on the host changes: its routes, rules, iptables, sysctls,
+// mounts and cgroups are as before once Close returns (HostState is what
+// a test compares), and every process is stopped by PID. The binaries are
+// built once per machine by kube/kubetest/build.sh into the same cache as
+// the API-server tests' (`build.sh DIR all`, ~25 minutes the first time on
+// 2 cores); without them, or without containerd, runc, nsenter and unshare,
+// Start skips the test, except in CI (kube/kubetest.Required), where it
+// fails. See docs/testing.md, "The real cluster".
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/kube/kubetest"
+	"github.com/enidnet/enid/testbed/simnode"
+)
+
+// Programs are the cache's binaries the cluster runs.
+var Programs = []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kubelet", "kubectl"}
+
+// ServiceIP is the kubernetes Service's address (the first of
+// ServiceCIDR): an address of the node's lo where the API server listens.
+const (
+	ServiceCIDR = "10.0.0.0/24"
+	ServiceIP   = "10.0.0.1"
+)
+
+// Options configure a cluster.
+type Options struct {
+	// Name tags the namespaces, the cgroup parent and the temp dir
+	// (default "enidct").
+	Name string
+	// NodeName is the Node's name (default "enid-node-1").
+	NodeName string
+	// Sim configures the simulator; InstanceType the node's instance.
+	Sim          ecssim.Config
+	InstanceType string
+	// Images are docker-archive tarballs imported into containerd's k8s.io
+	// namespace at start (the pause image is always imported).
+	Images []string
+	// Taints registers the node with these (kubelet --register-with-taints).
+	Taints []string
+	Logger *slog.Logger
+}
+
+// Cluster is a running single-node cluster.
+type Cluster struct {
+	t testing.TB
+	o Options
+	// Sim is the cloud and the node's namespaces.
+	Sim *simnode.Node
+	// Dir holds everything the cluster writes; Root() is the node's view.
+	Dir string
+	// NodeName and NodeIP are the Node's name and address.
+	NodeName string
+	NodeIP   netip.Addr
+	// Kubeconfig is the admin's kubeconfig (valid in the node namespace:
+	// use Kubectl, or RESTConfig from the host).
+	Kubeconfig string
+
+	bin        string
+	cgroup     string
+	sock       string
+	holder     *kubetest.Process
+	procs      map[string]*kubetest.Process
+	adminToken string
+	nodeToken  string
+	pause      string
+	closed     bool
+}
+
+// Start builds and starts the cluster for t and stops it, leaving nothing
+// behind, when t ends. It takes a minute or so: the images, then the
+// control plane, containerd and the kubelet, to a registered Node (which
+// stays NotReady until a CNI network list exists).
+func Start(t testing.TB, o Options) *Cluster {
+	t.Helper()
+	bin := need(t)
+	if o.Name == "" {
+		o.Name = "enidct"
+	}
+	if o.NodeName == "" {
+		o.NodeName = "enid-node-1"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	// Short: unix socket paths are limited to 108 bytes.
+	dir, err := os.MkdirTemp("", o.Name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{t: t, o: o, Dir: dir, NodeName: o.NodeName, bin: bin, procs: map[string]*kubetest.Process{},
+		cgroup: filepath.Base(dir), sock: filepath.Join(dir, "c.sock"),
+		adminToken: kubetest.Token(), nodeToken: kubetest.Token()}
+	t.Cleanup(c.Close)
+	sn, err := simnode.Start(simnode.Options{Sim: o.Sim, InstanceType: o.InstanceType, Datapath: true,
+		ListenInNode: true, Name: o.Name, Logger: o.Logger})
+	if err != nil {
+		t.Fatalf("start the simulated node: %v", err)
+	}
+	c.Sim = sn
+	c.NodeIP = sn.Instance.PrimaryIP
+	c.pause = c.buildPodImages()
+	c.startNode()
+	c.startControlPlane()
+	c.startContainerd()
+	for _, img := range append([]string{c.pause}, c.o.Images...) {
+		c.ImportImage(img)
+	}
+	c.StartKubelet()
+	c.waitNode(2 * time.Minute)
+	return c
+}
+
+// need returns the binaries' directory, or skips (fails in CI) t when a
+// binary or tool is missing or t is not root.
+func need(t testing.TB) string {
+	t.Helper()
+	var missing []string
+	bin := kubetest.BinDir()
+	for _, p := range Programs {
+		if bin == "" || !isExec(filepath.Join(bin, p)) {
+			missing = append(missing, p+" (sh kube/kubetest/build.sh DIR all)")
+		}
+	}
+	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "unshare", "mount"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+		}
+	}
+	if !isExec(hostLoopback) {
+		missing = append(missing, hostLoopback+" (apt-get install containernetworking-plugins)")
+	}
+	if os.Geteuid() != 0 {
+		missing = append(missing, "root")
+	}
+	if len(missing) > 0 {
+		msg := "the real cluster needs " + strings.Join(missing, ", ") + " (docs/testing.md, \"The real cluster\")"
+		if kubetest.Required() {
+			t.Fatal(msg + "; required here (CI=true or ENID_REQUIRE_KUBE=1)")
+		}
+		t.Skip("skipped: " + msg)
+	}
+	return bin
+}
+
+func isExec(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// Root is the node's view of a path of the host's: the files the
+// cluster's programs see at path (/var/lib/kubelet, /run/enid, ...) are
+// at Root(path) on the host, while the cluster runs.
+func (c *Cluster) Root(path string) string {
+	return filepath.Join(fmt.Sprintf("/proc/%d/root", c.holder.Pid()), path)
+}
+
+// Kubectl runs the cache's kubectl in the node namespace as the admin, as
+// an operator on the node types it, and returns its combined output.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	argv := append([]string{"--net=" + c.Sim.NodeNS(), "--", filepath.Join(c.bin, "kubectl"), "--kubeconfig", c.Kubeconfig}, args...)
+	out, err := exec.CommandContext(ctx, "nsenter", argv...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// MustKubectl is Kubectl that fails the test on error (5-minute timeout:
+// pass --timeout to waits).
+func (c *Cluster) MustKubectl(args ...string) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := c.Kubectl(ctx, args...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// RESTConfig is the admin's client config, dialing into the node
+// namespace from the host.
+func (c *Cluster) RESTConfig() *rest.Config {
+	return &rest.Config{Host: "https://" + c.NodeIP.String() + ":443", BearerToken: c.adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: c.caFile()},
+		Dial:            nsDialer(c.Sim.NodeNS()), QPS: 100, Burst: 200}
+}
+
+// Client is the admin's clientset (RESTConfig).
+func (c *Cluster) Client() kubernetes.Interface {
+	c.t.Helper()
+	cs, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cs
+}
+
+// Logs returns the tail of a cluster program's log ("kubelet", ...).
+func (c *Cluster) Logs(name string, lines int) string {
+	p := c.procs[name]
+	if p == nil {
+		return name + " never started"
+	}
+	return kubetest.Tail(p.Log, lines)
+}
+
+// diagnose logs what a failed test needs: the pods and events, the
+// agents' logs, and the tails of the kubelet's and containerd's.
+func (c *Cluster) diagnose() {
+	if c.Kubeconfig != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, args := range [][]string{{"get", "pods", "-A", "-o", "wide"}, {"get", "events", "-A", "--sort-by=.lastTimestamp"}} {
+			out, _ := c.Kubectl(ctx, args...) // the error is in the output
+			c.t.Logf("kubectl %s:\n%s", strings.Join(args, " "), lastLines(out, 60))
+		}
+	}
+	if c.holder != nil {
+		logs, _ := filepath.Glob(c.Root("/var/log/pods/enid-system_enid-*/enid/*.log")) // none is "none"
+		for _, l := range logs {
+			c.t.Logf("%s (tail):\n%s", l, kubetest.Tail(l, 40))
+		}
+	}
+	for _, name := range []string{"kubelet", "containerd"} {
+		if c.procs[name] != nil {
+			c.t.Logf("%s (tail):\n%s", name, c.Logs(name, 30))
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// Close stops everything in order and removes what the cluster made: the
+// kubelet and the control plane's clients first (the API server exits in
+// seconds once no one watches), every process left in the cluster's
+// cgroups, containerd and its shims, the API server and etcd, the mount
+// namespace, the cgroups, the namespaces, the files.
+// It runs once (at the test's end if not before).
+func (c *Cluster) Close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	if c.t.Failed() {
+		c.diagnose()
+	}
+	for _, name := range []string{"kubelet", "kube-scheduler", "kube-controller-manager"} {
+		c.stop(name)
+	}
+	var errs []string
+	if err := killCgroups(c.cgroup); err != nil {
+		errs = append(errs, err.Error())
+	}
+	c.stop("containerd")
+	if err := killShims(c.sock); err != nil {
+		errs = append(errs, err.Error())
+	}
+	c.stop("kube-apiserver")
+	c.stop("etcd")
+	if c.holder != nil {
+		c.holder.Stop(5 * time.Second)
+	}
+	if err := removeCgroups(c.cgroup); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if c.Sim != nil {
+		if err := c.Sim.Close(); err != nil {
+			errs = append(errs, "simulated node: "+err.Error())
+		}
+	}
+	if err := os.RemoveAll(c.Dir); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		c.t.Errorf("cluster teardown: %s", strings.Join(errs, "; "))
+	}
+}
+
+func (c *Cluster) stop(name string) {
+	if p := c.procs[name]; p != nil {
+		p.Stop(20 * time.Second)
+	}
+}
