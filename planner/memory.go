@@ -76,6 +76,13 @@ type Memory struct {
 	// files no longer list the pod. Absent in memories of older agents:
 	// the listed pods are then taken as first seen at the files' time.
 	Admitted map[string]AdmittedRecord `json:"admitted,omitempty"`
+	// Backoffs maps a retry key to its back-off after failures in a row
+	// (backoff.go): its actions wait until the record's Until
+	// (Action.NotBefore), and a failed pod setup's status carries the
+	// error. Learned from the executor's outcomes (Learn); kept across
+	// restarts, so that a restarting agent does not retry at once what
+	// just failed, and `enid plan` shows what the agent waits for.
+	Backoffs map[RetryKey]Backoff `json:"backoffs,omitempty"`
 }
 
 // DefaultFragmentedFor is how long a vSwitch that refused an IPv4 prefix
@@ -220,6 +227,7 @@ func (m Memory) clone() Memory {
 	n.RefusedGroups = maps.Clone(m.RefusedGroups)
 	n.NetNSGone = maps.Clone(m.NetNSGone)
 	n.Admitted = maps.Clone(m.Admitted)
+	n.Backoffs = maps.Clone(m.Backoffs)
 	return n
 }
 
@@ -268,6 +276,9 @@ func (m *Memory) prune(now time.Time) {
 	}
 	if len(m.NetNSGone) == 0 {
 		m.NetNSGone = nil
+	}
+	if len(m.Backoffs) == 0 {
+		m.Backoffs = nil
 	}
 }
 
