@@ -218,6 +218,16 @@ func (m *Memory) backoffAfter(key RetryKey, o Outcome, at time.Time) Backoff {
 	return b
 }
 
+// NotBefore is when action a may start under m's back-offs at now: the end
+// of its retry key's back-off, or zero when it may start now (Make sets it
+// on the plan's actions as Action.NotBefore).
+func (m Memory) NotBefore(a Action, now time.Time) time.Time {
+	if b, ok := m.Backoffs[RetryKeyOf(a)]; ok && now.Before(b.Until) {
+		return b.Until
+	}
+	return time.Time{}
+}
+
 // holdBackedOff sets NotBefore on every action of the plan whose key backs
 // off past now, and drops the back-offs no later pass needs: a node
 // action's that this plan no longer asks for (its pod was deleted), which

@@ -77,25 +77,10 @@ func run(t *testing.T, w *plannertest.World, last *planner.Plan, d *datadriven.T
 		w.Memory = last.Memory
 		out.WriteString(last.Render())
 		if d.HasArg("statuses") {
-			for _, s := range last.Statuses {
-				fmt.Fprintf(&out, "status %s %s %s", s.Key, s.Phase, s.ReasonCode)
-				if s.Reason != "" {
-					out.WriteString(": " + s.Reason)
-				}
-				out.WriteString("\n")
-			}
+			out.WriteString(statusLines(last.Statuses))
 		}
 		if d.HasArg("backoffs") {
-			// What the memory backs off after the plan (Memory.Backoffs).
-			var lines []string
-			for k, b := range last.Memory.Backoffs {
-				lines = append(lines, fmt.Sprintf("backoff %s failures=%d until=%s class=%s\n", k, b.Failures, b.Until.UTC().Format("15:04:05.000"), b.Class))
-			}
-			slices.Sort(lines)
-			if len(lines) == 0 {
-				lines = append(lines, "no backoffs\n")
-			}
-			out.WriteString(strings.Join(lines, ""))
+			out.WriteString(backoffLines(last.Memory))
 		}
 		if d.HasArg("prefixes") {
 			for _, a := range last.Actions {
@@ -213,4 +198,30 @@ func outcome(t *testing.T, w *plannertest.World, last planner.Plan, d *datadrive
 		out.WriteString("\n")
 	}
 	return out.String()
+}
+
+// statusLines renders a plan's statuses, one a line.
+func statusLines(l []planner.PodStatus) string {
+	var out strings.Builder
+	for _, s := range l {
+		fmt.Fprintf(&out, "status %s %s %s", s.Key, s.Phase, s.ReasonCode)
+		if s.Reason != "" {
+			out.WriteString(": " + s.Reason)
+		}
+		out.WriteString("\n")
+	}
+	return out.String()
+}
+
+// backoffLines renders what the memory backs off (Memory.Backoffs), by key.
+func backoffLines(m planner.Memory) string {
+	var lines []string
+	for k, b := range m.Backoffs {
+		lines = append(lines, fmt.Sprintf("backoff %s failures=%d until=%s class=%s\n", k, b.Failures, b.Until.UTC().Format("15:04:05.000"), b.Class))
+	}
+	slices.Sort(lines)
+	if len(lines) == 0 {
+		return "no backoffs\n"
+	}
+	return strings.Join(lines, "")
 }
