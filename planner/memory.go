@@ -142,7 +142,7 @@ type Reservation struct {
 }
 
 // MarkExhausted returns a copy of m that skips vSwitch id until the given
-// time: the executor calls it when the cloud answers IpNotEnough, so the next
+// time: Learn calls it when the executor reports IpNotEnough, so the next
 // pass picks another vSwitch.
 func (m Memory) MarkExhausted(id string, until time.Time) Memory {
 	n := m.clone()
@@ -152,7 +152,7 @@ func (m Memory) MarkExhausted(id string, until time.Time) Memory {
 }
 
 // MarkFragmented returns a copy of m that asks vSwitch id for no IPv4
-// prefix until the given time: the executor calls it when a prefix request
+// prefix until the given time: Learn calls it when a prefix request
 // (AssignIPs or CreateENI with IPv4PrefixCount) is answered IpNotEnough.
 func (m Memory) MarkFragmented(id string, until time.Time) Memory {
 	n := m.clone()
@@ -161,8 +161,8 @@ func (m Memory) MarkFragmented(id string, until time.Time) Memory {
 }
 
 // MarkRefusedGroups returns a copy of m that creates no ENI with the
-// security groups key ("sg-a,sg-b", sorted) until the given time: the
-// executor calls it when the cloud refuses a CreateENI or UpdateENI for
+// security groups key ("sg-a,sg-b", sorted) until the given time: Learn
+// calls it when the cloud refuses a CreateENI or UpdateENI for
 // its groups (a group that does not exist, is of another VPC, or is full).
 // Meanwhile the set's waiting pods fail with ReasonSecurityGroupsRefused,
 // its create takes no ENI slot another set's pods may need, and no pod is
@@ -175,8 +175,8 @@ func (m Memory) MarkRefusedGroups(key string, until time.Time) Memory {
 
 // TokenFailed returns a copy of m in which the call whose ClientToken is
 // token has failed definitely (the cloud answered a non-5xx error, so the
-// token is burnt): the next pass plans it with a new token. The executor
-// calls it; a token m does not know is taken as a call's first token.
+// token is burnt): the next pass plans it with a new token. Learn calls
+// it; a token m does not know is taken as a call's first token.
 func (m Memory) TokenFailed(token string) Memory {
 	n := m.clone()
 	if n.Tokens == nil {
