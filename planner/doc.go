@@ -36,14 +36,22 @@
 //   - What happens when ECS throttles? Growth that waiting pods need is
 //     Urgent (pool.go markUrgent) and the pod path's node actions too
 //     (node.go urgentPodPath); the rest is optional and the executor defers
-//     it. After a change of the pool's knobs, optional work waits for the
+//     it. A throttled action backs off briefly (backoff.go). After a change of the pool's knobs, optional work waits for the
 //     node's turn (spread.go). The client's limiter is in package cloud.
 //   - What does the planner remember between passes, and when does time
 //     alone change the plan? memory.go, wake.go (NextDeadline).
 //   - What does a failed action teach later plans (a vSwitch out of
 //     addresses or of /28s, refused security groups, a burnt token)?
-//     outcome.go: the executor reports each failure's facts as an Outcome,
-//     Memory.Learn decides.
+//     outcome.go: the executor reports each action's facts as an Outcome
+//     (its FailureClass among them), Memory.Learn decides
+//     (testdata/failure_exhausted.txt, testdata/failure_fragmented.txt,
+//     testdata/failure_token.txt, testdata/failure_groups.txt).
+//   - When is a failed action tried again, and what does a pod whose setup
+//     failed hear meanwhile? backoff.go: one back-off policy per RetryKey
+//     in Memory.Backoffs, shown as Action.NotBefore, woken for by
+//     NextDeadline; the pod's setup-failed, interface-conflict or
+//     netns-refused status (testdata/failure_setup.txt). The executor
+//     only holds an action until its NotBefore.
 //   - What does an action do to the world? effect.go (one function per
 //     kind, shared by the agent's cache, the test world and the
 //     no-datapath mode; Before, Apply, and Failed for a failed one).

@@ -440,7 +440,8 @@ func token(kind string, parts ...string) string {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// finish completes the plan: statuses sorted, memory pruned.
+// finish completes the plan: statuses sorted, backed-off actions held
+// (holdBackedOff), memory pruned.
 func (b *builder) finish() Plan {
 	for ip := range b.mem.Unseen {
 		if !b.unseenNow[ip] {
@@ -448,6 +449,7 @@ func (b *builder) finish() Plan {
 		}
 	}
 	slices.SortFunc(b.plan.Statuses, func(x, y PodStatus) int { return cmpKey(x.Key, y.Key) })
+	b.holdBackedOff()
 	b.mem.prune(b.now)
 	b.mem.Version = MemoryVersion
 	for _, a := range b.plan.Actions {

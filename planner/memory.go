@@ -76,6 +76,13 @@ type Memory struct {
 	// files no longer list the pod. Absent in memories of older agents:
 	// the listed pods are then taken as first seen at the files' time.
 	Admitted map[string]AdmittedRecord `json:"admitted,omitempty"`
+	// Backoffs maps a retry key to its back-off after failures in a row
+	// (backoff.go): its actions wait until the record's Until
+	// (Action.NotBefore), and a failed pod setup's status carries the
+	// error. Learned from the executor's outcomes (Learn); kept across
+	// restarts, so that a restarting agent does not retry at once what
+	// just failed, and `enid plan` shows what the agent waits for.
+	Backoffs map[RetryKey]Backoff `json:"backoffs,omitempty"`
 }
 
 // DefaultFragmentedFor is how long a vSwitch that refused an IPv4 prefix
@@ -135,7 +142,7 @@ type Reservation struct {
 }
 
 // MarkExhausted returns a copy of m that skips vSwitch id until the given
-// time: the executor calls it when the cloud answers IpNotEnough, so the next
+// time: Learn calls it when the executor reports IpNotEnough, so the next
 // pass picks another vSwitch.
 func (m Memory) MarkExhausted(id string, until time.Time) Memory {
 	n := m.clone()
@@ -145,7 +152,7 @@ func (m Memory) MarkExhausted(id string, until time.Time) Memory {
 }
 
 // MarkFragmented returns a copy of m that asks vSwitch id for no IPv4
-// prefix until the given time: the executor calls it when a prefix request
+// prefix until the given time: Learn calls it when a prefix request
 // (AssignIPs or CreateENI with IPv4PrefixCount) is answered IpNotEnough.
 func (m Memory) MarkFragmented(id string, until time.Time) Memory {
 	n := m.clone()
@@ -154,8 +161,8 @@ func (m Memory) MarkFragmented(id string, until time.Time) Memory {
 }
 
 // MarkRefusedGroups returns a copy of m that creates no ENI with the
-// security groups key ("sg-a,sg-b", sorted) until the given time: the
-// executor calls it when the cloud refuses a CreateENI or UpdateENI for
+// security groups key ("sg-a,sg-b", sorted) until the given time: Learn
+// calls it when the cloud refuses a CreateENI or UpdateENI for
 // its groups (a group that does not exist, is of another VPC, or is full).
 // Meanwhile the set's waiting pods fail with ReasonSecurityGroupsRefused,
 // its create takes no ENI slot another set's pods may need, and no pod is
@@ -168,8 +175,8 @@ func (m Memory) MarkRefusedGroups(key string, until time.Time) Memory {
 
 // TokenFailed returns a copy of m in which the call whose ClientToken is
 // token has failed definitely (the cloud answered a non-5xx error, so the
-// token is burnt): the next pass plans it with a new token. The executor
-// calls it; a token m does not know is taken as a call's first token.
+// token is burnt): the next pass plans it with a new token. Learn calls
+// it; a token m does not know is taken as a call's first token.
 func (m Memory) TokenFailed(token string) Memory {
 	n := m.clone()
 	if n.Tokens == nil {
@@ -220,6 +227,7 @@ func (m Memory) clone() Memory {
 	n.RefusedGroups = maps.Clone(m.RefusedGroups)
 	n.NetNSGone = maps.Clone(m.NetNSGone)
 	n.Admitted = maps.Clone(m.Admitted)
+	n.Backoffs = maps.Clone(m.Backoffs)
 	return n
 }
 
@@ -268,6 +276,9 @@ func (m *Memory) prune(now time.Time) {
 	}
 	if len(m.NetNSGone) == 0 {
 		m.NetNSGone = nil
+	}
+	if len(m.Backoffs) == 0 {
+		m.Backoffs = nil
 	}
 }
 

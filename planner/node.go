@@ -114,40 +114,26 @@ func (b *builder) podActions() {
 		pn := p.kn
 		good := pn != nil && pn.Healthy && pn.Exclusive == exclusive && pn.IPv4 == p.ipv4 &&
 			pn.IPv6 == p.ipv6 && pn.ENIMAC == e.eni.MAC
-		var deps []int
-		if !good {
-			reason := Reason{p.source, sourceText(p.source)}
-			if pn != nil {
-				reason = Reason{ReasonKernelDiffers, kernelDiff(pn, p, exclusive)}
-			}
-			kind := SetupPod
-			if exclusive {
-				kind = MoveENI
-			}
-			a := Action{
-				Kind: kind, Target: p.key.String(), Reason: reason, DependsOn: p.deps,
-				ENIID: e.eni.ID, MAC: e.eni.MAC, Gateway: gw, GatewayV6: gw6,
-				Pod: &PodTarget{
-					Key: p.key, Revision: p.entry.Revision, Namespace: p.entry.PodNamespace, Name: p.entry.PodName,
-					NetNS: p.entry.NetNS, IfName: p.key.IfName, IPv4: p.ipv4, IPv6: p.ipv6,
-					ENIID: e.eni.ID, ENIMAC: e.eni.MAC, Bandwidth: p.entry.Bandwidth, MTU: b.podMTU(e.eni.MAC),
-				},
-			}
-			if exclusive {
-				a.Prefix = prefixOf(p, e)
-				if gw6.IsValid() {
-					a.PrefixV6 = prefixV6Of(p, e)
-				}
-			} else {
-				a.Pod.Table = e.table()
-				if e.configureID >= 0 {
-					a.DependsOn = append(a.DependsOn, e.configureID)
-				}
-			}
-			a.Urgent = true
-			deps = append(deps, b.add(a))
+		if good {
+			b.publish(st, p.pub, nil, true)
+			continue
 		}
-		b.publish(st, p.pub, deps, true)
+		a := b.setupAction(p, gw, gw6)
+		fs := b.failureStatus(p, a.Kind)
+		if fs != nil {
+			// While the setup backs off, the failure is the pod's answer:
+			// written first, then the retry, whose Ready status follows
+			// (never the other way round).
+			if id := b.publish(*fs, p.pub, nil, true); id >= 0 {
+				a.DependsOn = append(slices.Clip(a.DependsOn), id)
+			}
+		}
+		deps := []int{b.add(a)}
+		if fs != nil {
+			b.planPublish(st, p.pub, deps, true)
+		} else {
+			b.publish(st, p.pub, deps, true)
+		}
 	}
 	b.urgentPodPath()
 	b.publishGone()
@@ -166,6 +152,42 @@ func (b *builder) podActions() {
 		}
 		b.publish(PodStatus{Key: k, Phase: PhaseFailed, ReasonCode: code, Reason: "entry " + ep.File + ": " + ep.Err, IfName: ep.IfName}, pub, nil, false)
 	}
+}
+
+// setupAction is the SetupPod (exclusive mode: MoveENI) that sets bound
+// pod p up on its ENI, with the datapath's gateways gw and gw6; urgent (a
+// CNI ADD waits on it).
+func (b *builder) setupAction(p *podState, gw, gw6 netip.Addr) Action {
+	e, pn, exclusive := p.eni, p.kn, b.excl
+	reason := Reason{p.source, sourceText(p.source)}
+	if pn != nil {
+		reason = Reason{ReasonKernelDiffers, kernelDiff(pn, p, exclusive)}
+	}
+	kind := SetupPod
+	if exclusive {
+		kind = MoveENI
+	}
+	a := Action{
+		Kind: kind, Target: p.key.String(), Reason: reason, DependsOn: p.deps,
+		ENIID: e.eni.ID, MAC: e.eni.MAC, Gateway: gw, GatewayV6: gw6, Urgent: true,
+		Pod: &PodTarget{
+			Key: p.key, Revision: p.entry.Revision, Namespace: p.entry.PodNamespace, Name: p.entry.PodName,
+			NetNS: p.entry.NetNS, IfName: p.key.IfName, IPv4: p.ipv4, IPv6: p.ipv6,
+			ENIID: e.eni.ID, ENIMAC: e.eni.MAC, Bandwidth: p.entry.Bandwidth, MTU: b.podMTU(e.eni.MAC),
+		},
+	}
+	if exclusive {
+		a.Prefix = prefixOf(p, e)
+		if gw6.IsValid() {
+			a.PrefixV6 = prefixV6Of(p, e)
+		}
+	} else {
+		a.Pod.Table = e.table()
+		if e.configureID >= 0 {
+			a.DependsOn = append(slices.Clip(a.DependsOn), e.configureID)
+		}
+	}
+	return a
 }
 
 // urgentPodPath marks urgent every ConfigureENI (an ENI's device is on
@@ -193,17 +215,25 @@ func (b *builder) urgentPodPath() {
 }
 
 // publish records st as the attachment's answer and plans PublishStatus
-// when the published one (pb, nil when none) differs; urgent when a live
-// pod's CNI ADD waits on it (whatever the phase: a Pending or Failed
-// status tells it why), not for the entries that cannot be served.
-func (b *builder) publish(st PodStatus, pb *observed.Binding, deps []int, urgent bool) {
+// when the published one (pb, nil when none) differs (planPublish).
+func (b *builder) publish(st PodStatus, pb *observed.Binding, deps []int, urgent bool) int {
 	b.plan.Statuses = append(b.plan.Statuses, st)
+	return b.planPublish(st, pb, deps, urgent)
+}
+
+// planPublish plans PublishStatus of st when the published one (pb, nil
+// when none) differs, and returns its ID (-1: none planned); urgent when a
+// live pod's CNI ADD waits on it (whatever the phase: a Pending or Failed
+// status tells it why), not for the entries that cannot be served. A
+// status planned to follow another (Ready after a retried setup) is not
+// the attachment's answer now: it is planned, not recorded.
+func (b *builder) planPublish(st PodStatus, pb *observed.Binding, deps []int, urgent bool) int {
 	if pb != nil && pb.Revision == st.Revision && pb.Phase == st.Phase &&
 		pb.Reason == st.Reason && pb.IPv4 == st.IPv4 && pb.IPv6 == st.IPv6 && pb.ENIID == st.ENIID {
-		return
+		return -1
 	}
 	s := st
-	b.add(Action{Kind: PublishStatus, Target: st.Key.String(), Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: &s, Urgent: urgent})
+	return b.add(Action{Kind: PublishStatus, Target: st.Key.String(), Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: &s, Urgent: urgent})
 }
 
 func sourceText(c ReasonCode) string {

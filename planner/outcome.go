@@ -13,6 +13,13 @@ type Outcome struct {
 	Action Action
 	// Err is the error's text ("" when the action succeeded).
 	Err string
+	// Class is the kind of failure ("" when the action succeeded): what
+	// Memory.Learn backs the action off by, and what a failed pod setup's
+	// status says (FailureClass).
+	Class FailureClass
+	// At is when the action ended (zero: at Learn's now). Its back-off
+	// runs from then.
+	At time.Time
 	// VSwitchID is the vSwitch the action drew addresses from: the
 	// action's own, or, for an assign, its ENI's.
 	VSwitchID string
@@ -56,10 +63,17 @@ const (
 	// LessonTokenBurnt: the call whose ClientToken is Key is planned with
 	// a new token (TokenFailed).
 	LessonTokenBurnt = "token-burnt"
+	// LessonBackoff: the actions of the retry key Key (RetryKey.String)
+	// wait until Until (Memory.Backoffs; the plan shows it as the
+	// actions' NotBefore).
+	LessonBackoff = "backoff"
 )
 
 // Learn returns a copy of m that has learned from the outcomes of actions
 // that ended at now, and what it learned:
+//   - every failure backs its retry key off (RetryKeyOf, BackoffDelay:
+//     briefly when its class is retryable, long when not), from when the
+//     action ended; a success ends its key's back-off;
 //   - an action refused for want of addresses marks its vSwitch: as
 //     fragmented when it asked for IPv4 prefixes (no free aligned /28; the
 //     vSwitch may well have single addresses), else as exhausted;
@@ -68,33 +82,58 @@ const (
 //   - a CreateENI or AssignIPs with a ClientToken that failed definitely
 //     burns the token.
 //
-// Successes teach nothing yet; m is returned as is when nothing is learned.
+// The outcomes are taken in the order the actions ended. m is returned as
+// is when nothing is learned.
 func (m Memory) Learn(outs []Outcome, now time.Time) (Memory, []Lesson) {
 	var lessons []Lesson
+	cloned := false
 	for _, o := range outs {
+		key := RetryKeyOf(o.Action)
 		if !o.Failed() {
+			if _, ok := m.Backoffs[key]; ok {
+				if !cloned {
+					m, cloned = m.clone(), true
+				}
+				delete(m.Backoffs, key)
+			}
 			continue
 		}
-		a := o.Action
-		switch {
-		case o.NoAddresses && o.VSwitchID != "" && askedPrefixes(a):
-			until := now.Add(DefaultFragmentedFor)
-			m = m.MarkFragmented(o.VSwitchID, until)
-			lessons = append(lessons, Lesson{Kind: LessonFragmented, Key: o.VSwitchID, Until: until})
-		case o.NoAddresses && o.VSwitchID != "":
-			until := now.Add(DefaultExhaustedFor)
-			m = m.MarkExhausted(o.VSwitchID, until)
-			lessons = append(lessons, Lesson{Kind: LessonExhausted, Key: o.VSwitchID, Until: until})
+		if !cloned {
+			m, cloned = m.clone(), true
 		}
-		if o.GroupsRefused && (a.Kind == CreateENI || a.Kind == UpdateENI) {
-			until, key := now.Add(DefaultRefusedFor), GroupsKey(a.SecurityGroups)
-			m = m.MarkRefusedGroups(key, until)
-			lessons = append(lessons, Lesson{Kind: LessonRefusedGroups, Key: key, Until: until})
+		at := o.At
+		if at.IsZero() {
+			at = now
 		}
-		if o.Definite && a.ClientToken != "" && (a.Kind == CreateENI || a.Kind == AssignIPs) {
-			m = m.TokenFailed(a.ClientToken)
-			lessons = append(lessons, Lesson{Kind: LessonTokenBurnt, Key: a.ClientToken})
-		}
+		b := m.backoffAfter(key, o, at)
+		lessons = append(lessons, Lesson{Kind: LessonBackoff, Key: key.String(), Until: b.Until})
+		m, lessons = m.learnRefusal(o, now, lessons)
+	}
+	return m, lessons
+}
+
+// learnRefusal is what one failed outcome teaches beyond its back-off (see
+// Learn): marks and burnt tokens.
+func (m Memory) learnRefusal(o Outcome, now time.Time, lessons []Lesson) (Memory, []Lesson) {
+	a := o.Action
+	switch {
+	case o.NoAddresses && o.VSwitchID != "" && askedPrefixes(a):
+		until := now.Add(DefaultFragmentedFor)
+		m = m.MarkFragmented(o.VSwitchID, until)
+		lessons = append(lessons, Lesson{Kind: LessonFragmented, Key: o.VSwitchID, Until: until})
+	case o.NoAddresses && o.VSwitchID != "":
+		until := now.Add(DefaultExhaustedFor)
+		m = m.MarkExhausted(o.VSwitchID, until)
+		lessons = append(lessons, Lesson{Kind: LessonExhausted, Key: o.VSwitchID, Until: until})
+	}
+	if o.GroupsRefused && (a.Kind == CreateENI || a.Kind == UpdateENI) {
+		until, key := now.Add(DefaultRefusedFor), GroupsKey(a.SecurityGroups)
+		m = m.MarkRefusedGroups(key, until)
+		lessons = append(lessons, Lesson{Kind: LessonRefusedGroups, Key: key, Until: until})
+	}
+	if o.Definite && a.ClientToken != "" && (a.Kind == CreateENI || a.Kind == AssignIPs) {
+		m = m.TokenFailed(a.ClientToken)
+		lessons = append(lessons, Lesson{Kind: LessonTokenBurnt, Key: a.ClientToken})
 	}
 	return m, lessons
 }

@@ -277,6 +277,11 @@ type Action struct {
 	// the rest (topping up the idle pool, releasing surplus), which the
 	// next pass plans again.
 	Urgent bool `json:"urgent,omitempty"`
+	// NotBefore, when set, is the earliest time the action may start: its
+	// retry key backs off after failures (Memory.Backoffs, backoff.go).
+	// The executor holds it, and what depends on it, until then; the
+	// agent's next pass at that time (NextDeadline) plans it again.
+	NotBefore time.Time `json:"notBefore,omitzero"`
 
 	// ENIID is the ENI acted on, when it exists already.
 	ENIID string `json:"eniID,omitempty"`

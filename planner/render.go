@@ -69,6 +69,9 @@ func (p Plan) Render() string {
 					}
 				}
 				w.WriteString("\n")
+				if !a.NotBefore.IsZero() {
+					w.WriteString(renderWait(a, p.Memory))
+				}
 			}
 		}
 		w.WriteString("\nPlan: " + plural(p.CloudCalls(), "cloud call") + ", " + plural(p.NodeChanges(), "node change") + ".\n")
@@ -97,6 +100,22 @@ func (p Plan) Render() string {
 			t.UTC().Format(time.RFC3339) + " (pool.spreadWindow); waiting pods are served now.\n")
 	}
 	return w.String()
+}
+
+// renderWait is the line under an action held by a back-off: until when,
+// and after which failures (Memory.Backoffs).
+func renderWait(a Action, m Memory) string {
+	line := "      waits until " + a.NotBefore.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	if b, ok := m.Backoffs[RetryKeyOf(a)]; ok {
+		line += ": backing off " + RetryKeyOf(a).String() + " after " + plural(b.Failures, "failure")
+		if b.Class != "" {
+			line += " (" + string(b.Class) + ")"
+		}
+		if b.Err != "" {
+			line += ": " + b.Err
+		}
+	}
+	return line + "\n"
 }
 
 // renderSet is one security-group set's line: its name and groups, its

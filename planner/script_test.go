@@ -3,6 +3,7 @@ package planner_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,13 +77,10 @@ func run(t *testing.T, w *plannertest.World, last *planner.Plan, d *datadriven.T
 		w.Memory = last.Memory
 		out.WriteString(last.Render())
 		if d.HasArg("statuses") {
-			for _, s := range last.Statuses {
-				fmt.Fprintf(&out, "status %s %s %s", s.Key, s.Phase, s.ReasonCode)
-				if s.Reason != "" {
-					out.WriteString(": " + s.Reason)
-				}
-				out.WriteString("\n")
-			}
+			out.WriteString(statusLines(last.Statuses))
+		}
+		if d.HasArg("backoffs") {
+			out.WriteString(backoffLines(last.Memory))
 		}
 		if d.HasArg("prefixes") {
 			for _, a := range last.Actions {
@@ -152,10 +150,78 @@ func run(t *testing.T, w *plannertest.World, last *planner.Plan, d *datadriven.T
 			out.WriteString(p.Render())
 		}
 		out.WriteString(w.Dump())
+	case "outcome":
+		out.WriteString(outcome(t, w, *last, d))
 	case "state":
 		out.WriteString(w.Dump())
 	default:
 		d.Fatalf(t, "unknown command %q", d.Cmd)
 	}
 	return out.String()
+}
+
+// outcome reports how action id of the last plan ended, as the executor
+// reports it, and has the world's memory learn from it
+// (planner.Memory.Learn), at the world's time:
+//
+//	outcome id=N [class=C] [vswitch=ID] [no-addresses] [groups-refused] [definite]
+//
+// with the error's text as input (none: the action succeeded). vswitch
+// defaults to the action's own (the executor names an assign's ENI's). It
+// prints what the memory learned.
+func outcome(t *testing.T, w *plannertest.World, last planner.Plan, d *datadriven.TestData) string {
+	t.Helper()
+	var id int
+	d.ScanArgs(t, "id", &id)
+	if id < 0 || id >= len(last.Actions) {
+		d.Fatalf(t, "no action %d in the last plan (%d actions)", id, len(last.Actions))
+	}
+	o := planner.Outcome{Action: last.Actions[id], Err: strings.TrimSpace(d.Input), At: w.Now, VSwitchID: last.Actions[id].VSwitchID}
+	if o.Failed() {
+		var class string
+		d.ScanArgs(t, "class", &class)
+		o.Class = planner.FailureClass(class)
+	}
+	d.MaybeScanArgs(t, "vswitch", &o.VSwitchID)
+	o.NoAddresses, o.GroupsRefused, o.Definite = d.HasArg("no-addresses"), d.HasArg("groups-refused"), d.HasArg("definite")
+	var ls []planner.Lesson
+	w.Memory, ls = w.Memory.Learn([]planner.Outcome{o}, w.Now)
+	if len(ls) == 0 {
+		return "learned nothing\n"
+	}
+	var out strings.Builder
+	for _, l := range ls {
+		fmt.Fprintf(&out, "learned %s %s", l.Kind, l.Key)
+		if !l.Until.IsZero() {
+			out.WriteString(" until " + l.Until.UTC().Format("15:04:05.000"))
+		}
+		out.WriteString("\n")
+	}
+	return out.String()
+}
+
+// statusLines renders a plan's statuses, one a line.
+func statusLines(l []planner.PodStatus) string {
+	var out strings.Builder
+	for _, s := range l {
+		fmt.Fprintf(&out, "status %s %s %s", s.Key, s.Phase, s.ReasonCode)
+		if s.Reason != "" {
+			out.WriteString(": " + s.Reason)
+		}
+		out.WriteString("\n")
+	}
+	return out.String()
+}
+
+// backoffLines renders what the memory backs off (Memory.Backoffs), by key.
+func backoffLines(m planner.Memory) string {
+	var lines []string
+	for k, b := range m.Backoffs {
+		lines = append(lines, fmt.Sprintf("backoff %s failures=%d until=%s class=%s\n", k, b.Failures, b.Until.UTC().Format("15:04:05.000"), b.Class))
+	}
+	slices.Sort(lines)
+	if len(lines) == 0 {
+		return "no backoffs\n"
+	}
+	return strings.Join(lines, "")
 }

@@ -11,10 +11,11 @@ import (
 // hold ends, idle has been above maxIdle for releaseDelay, a vSwitch stops
 // being skipped (exhausted, or fragmented: no prefix asked of it), a
 // security-group set the cloud refused may be created again, a leaked
-// ENI's grace ends, an entry whose netns is gone is given up, an admitted
-// pod without an entry stops counting as demand, an unschedulable node's
-// pool is to shrink (pool.unschedulableRelease). The agent plans again
-// then. It reports false when no such time is pending.
+// ENI's grace ends, a backed-off action may run again (Backoffs: the
+// actions' NotBefore), an entry whose netns is gone is given up, an
+// admitted pod without an entry stops counting as demand, an
+// unschedulable node's pool is to shrink (pool.unschedulableRelease). The
+// agent plans again then. It reports false when no such time is pending.
 func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) {
 	var next time.Time
 	consider := func(t time.Time) {
@@ -44,6 +45,9 @@ func (m Memory) NextDeadline(cfg desired.Config, opt Options) (time.Time, bool) 
 	}
 	for _, t := range m.RefusedGroups {
 		consider(t)
+	}
+	for _, b := range m.Backoffs {
+		consider(b.Until)
 	}
 	if !m.SpreadUntil.IsZero() {
 		consider(m.SpreadUntil)

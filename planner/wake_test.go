@@ -45,6 +45,13 @@ func TestNextDeadline(t *testing.T) {
 	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(2 * time.Second)) {
 		t.Fatalf("NextDeadline = %v, want the refused set's mark end", got)
 	}
+	// A backed-off action may run again when its back-off ends (an ended
+	// one wakes nobody).
+	m.Backoffs = map[RetryKey]Backoff{{Scope: RetryENI, ID: "eni-1"}: {Failures: 1, Until: now.Add(1500 * time.Millisecond)},
+		{Scope: RetryENI, ID: "eni-2"}: {Failures: 3, Until: now.Add(-time.Second)}}
+	if got, _ := m.NextDeadline(cfg, opt); !got.Equal(now.Add(1500 * time.Millisecond)) {
+		t.Fatalf("NextDeadline = %v, want the back-off's end", got)
+	}
 	// An entry whose netns is gone is given up at staleEntryTimeout.
 	cfg.StaleEntryTimeout = desired.Duration(time.Minute)
 	m.NetNSGone = map[string]time.Time{"c1_eth0": now.Add(-59 * time.Second)}

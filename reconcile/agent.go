@@ -385,17 +385,16 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // nextWake is the earliest time something the last pass waited for can
-// change: a backed-off action's retry, the time at which the plan changes
-// by time alone (planner.Memory.NextDeadline), the end of a burst, the
-// time the cloud client lets optional work go that dispatch held back, and
-// the next try to describe the instance. Each was after the start of the
-// pass that set it, so a pass at that time finds it passed and sets the
-// next: the loop never wakes twice for one time.
+// change: the time at which the plan changes by time alone
+// (planner.Memory.NextDeadline, a backed-off action's retry among them),
+// the end of a burst, the time the cloud client lets optional work go that
+// dispatch held back, and the next try to describe the instance. Each was
+// after the start of the pass that set it, so a pass at that time finds it
+// passed and sets the next: the loop never wakes twice for one time.
 func (a *Agent) nextWake() (time.Time, bool) {
 	var t time.Time
-	retry, _ := a.exec.nextRetry(a.passAt)
 	paced, _ := a.exec.deferredUntil()
-	for _, d := range []time.Time{retry, a.deadline, a.burstUntil, paced, a.instanceRetry} {
+	for _, d := range []time.Time{a.deadline, a.burstUntil, paced, a.instanceRetry} {
 		// A time no later than the last pass's start is one that pass
 		// already saw (it returned before refreshing it, or could not act
 		// on it): waking for it again would only repeat the pass.
@@ -462,9 +461,10 @@ func (a *Agent) pass(ctx context.Context) {
 	a.readHints(d, o, entries, now)
 	d.Hints = a.hints
 	hintsChanged := a.noteHints(d)
-	// What the cloud's answers to failed actions mean for later plans (a
-	// vSwitch to skip, a token to change, a set of groups not to create)
-	// is the planner's to decide.
+	// What the actions' outcomes mean for later plans (a vSwitch to skip,
+	// a token to change, a set of groups not to create, how long an action
+	// backs off, what a pod whose setup failed hears) is the planner's to
+	// decide.
 	var lessons []planner.Lesson
 	a.memory, lessons = a.memory.Learn(a.exec.drainOutcomes(), now)
 	a.logLessons(lessons)
@@ -802,6 +802,9 @@ func (a *Agent) logLessons(lessons []planner.Lesson) {
 		case planner.LessonTokenBurnt:
 			// ECS refuses every resend of a token whose call failed.
 			a.log.Debug("client token burnt: the call is planned with a new one", "token", l.Key)
+		case planner.LessonBackoff:
+			// The executor logged the failure; this is when it is retried.
+			a.log.Debug("backing off", "key", l.Key, "until", l.Until)
 		}
 	}
 }

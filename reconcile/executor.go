@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"time"
@@ -60,10 +59,10 @@ type executor struct {
 	// snapshot did not see what it did, and its twin there is not started
 	// (dispatch).
 	endedAt    map[opKey]uint64
-	retry      map[opKey]retryState
 	lastErrors []string
-	// outcomes holds the failed actions' outcomes since the loop last
-	// drained them: the planner learns from them (planner.Memory.Learn).
+	// outcomes holds the outcomes of the actions that ended since the loop
+	// last drained them, in the order they ended: the planner learns from
+	// them (planner.Memory.Learn: marks, burnt tokens, back-offs).
 	outcomes []planner.Outcome
 	// deferredTo is when optional cloud work that the last dispatch held
 	// back may go (zero: none held back); the loop wakes then.
@@ -98,32 +97,24 @@ func (x *executor) deferredUntil() (time.Time, bool) {
 	return x.deferredTo, !x.deferredTo.IsZero()
 }
 
-// retryState is the back-off of one action key after a failure.
-type retryState struct {
-	failures int
-	until    time.Time
-	err      string
-}
-
 const maxLastErrors = 10
 
 func newExecutor(c Cloud, dp Datapath, st *status.Store, ch *cache, instanceID string, log *slog.Logger, m *Metrics, now func() time.Time, wake func(), parallel int, waitDevice time.Duration) *executor {
 	return &executor{
 		cloud: c, dp: dp, statuses: st, cache: ch, instanceID: instanceID, log: log, metrics: m,
 		now: now, wake: wake, waitDevice: waitDevice, nodeLane: newLane(parallel), cloudLane: newLane(parallel),
-		inflight: map[opKey]int{}, retry: map[opKey]retryState{}, endedAt: map[opKey]uint64{},
+		inflight: map[opKey]int{}, endedAt: map[opKey]uint64{},
 	}
 }
 
-// opKey identifies an action across passes (actionKey) or its back-off
-// (retryKey).
+// opKey identifies an action across passes (actionKey). Back-offs are
+// the planner's, keyed by planner.RetryKey.
 type opKey struct {
 	scope keyScope
 	// kind is a node action's kind.
 	kind planner.ActionKind
-	// id is the ClientToken, ENI ID, vSwitch ID or node target, as scope
-	// says; groups is a security-group set (planner.GroupsKey).
-	id, groups string
+	// id is the ClientToken, ENI ID or target, as scope says.
+	id string
 }
 
 // keyScope says what an opKey names.
@@ -136,17 +127,10 @@ const (
 	keyToken
 	// keyENI: any cloud action on one ENI.
 	keyENI
-	// keyCreateIn: the creates in one vSwitch with one set of groups.
-	keyCreateIn
-	// keyUpdate: the updates of one ENI to one set of groups.
-	keyUpdate
 	// keyCloud: a cloud action that names no ENI yet (it acts on the ENI
 	// a create of the same plan makes), by kind and target.
 	keyCloud
 )
-
-// cloud reports whether the key names cloud work.
-func (k opKey) cloud() bool { return k.scope != keyNode }
 
 // acrossPasses reports whether the key names the same work in every plan.
 // An action on the ENI a create of its plan makes (keyCloud: "new#0") is
@@ -162,10 +146,6 @@ func (k opKey) String() string {
 		return "create/" + k.id
 	case keyENI:
 		return "eni/" + k.id
-	case keyCreateIn:
-		return "create-in/" + k.id + "/" + k.groups
-	case keyUpdate:
-		return "update/" + k.id + "/" + k.groups
 	}
 	return string(k.kind) + "/" + k.id
 }
@@ -206,26 +186,6 @@ func (x *executor) nodeActivity() (busy bool, last time.Time) {
 		n += c
 	}
 	return n > x.cloudRunning, x.nodeDoneAt
-}
-
-// nextRetry returns the earliest time after after (the last pass's start)
-// a backed-off action may run again.
-func (x *executor) nextRetry(after time.Time) (time.Time, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	var first time.Time
-	for _, r := range x.retry {
-		if !r.until.After(after) {
-			// Due already: the pass it was due for ran, and the action was
-			// held back (by a running cloud action, whose end wakes the
-			// loop). A timer for the past would spin the loop meanwhile.
-			continue
-		}
-		if first.IsZero() || r.until.Before(first) {
-			first = r.until
-		}
-	}
-	return first, !first.IsZero()
 }
 
 // drainOutcomes returns and clears the outcomes recorded since the last
@@ -317,10 +277,8 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 	defer x.mu.Unlock()
 	g := x.gate(now, holdCloud, seen)
 	x.deferredTo = time.Time{}
-	planned := make(map[opKey]bool, n)
 	for i, a := range p.Actions {
-		key, rkey := actionKey(a), retryKey(a)
-		planned[rkey] = true
+		key := actionKey(a)
 		skip := false
 		for _, d := range a.DependsOn {
 			if d >= 0 && d < n && skipped[d] {
@@ -330,14 +288,14 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 		// holds is asked even of an action whose dependency waits: an
 		// optional cloud action deferred by the client still names the
 		// time the loop is to wake.
-		if hold := x.holds(g, a, key, rkey); skip || hold {
+		if hold := x.holds(g, a, key); skip || hold {
 			skipped[i] = true
 			continue
 		}
 		r.steps[i] = x.begin(a, key)
 	}
 	x.startReady(ctx, r)
-	x.forget(planned, now, seen)
+	x.forget(seen)
 }
 
 // gate is what holds a plan's actions back in one dispatch (holds).
@@ -379,9 +337,10 @@ func (x *executor) gate(now time.Time, holdCloud bool, seen uint64) gate {
 // holds reports, with x.mu held, whether action a waits for a later pass:
 // its twin still runs or ended after the plan's snapshot, the cloud round
 // is busy, optional cloud work is deferred (recorded in deferredTo for the
-// loop's timer), or it backs off after a failure. key and rkey are its
-// actionKey and retryKey.
-func (x *executor) holds(g gate, a planner.Action, key, rkey opKey) bool {
+// loop's timer), or the plan says it backs off after a failure (NotBefore,
+// the planner's decision; the loop wakes then, planner.NextDeadline). key
+// is its actionKey.
+func (x *executor) holds(g gate, a planner.Action, key opKey) bool {
 	hold := (g.earlier[key] && key.acrossPasses()) || (g.cloudBusy && a.Kind.Cloud())
 	// Its twin ended after the snapshot was taken: the plan asks again for
 	// what is already done (a second update of an ENI's groups, a second
@@ -393,7 +352,7 @@ func (x *executor) holds(g gate, a planner.Action, key, rkey opKey) bool {
 	if a.Kind.Cloud() && !a.Urgent && g.now.Before(g.pacedUntil) {
 		hold, x.deferredTo = true, g.pacedUntil
 	}
-	if rs, ok := x.retry[rkey]; ok && g.now.Before(rs.until) {
+	if g.now.Before(a.NotBefore) {
 		hold = true
 	}
 	return hold
@@ -438,33 +397,15 @@ func (x *executor) startReady(ctx context.Context, r *run) {
 	}
 }
 
-// forget drops, with x.mu held, what no later dispatch needs: the ends
-// every later plan will have seen (later plans are made from later
-// snapshots), and the back-off of a node action this plan no longer asks
-// for (its pod was deleted), which would stay for ever and keep waking the
-// loop; a cloud action's is kept until it has run out.
-func (x *executor) forget(planned map[opKey]bool, now time.Time, seen uint64) {
+// forget drops, with x.mu held, the ends every later plan will have seen
+// (later plans are made from later snapshots): no later dispatch needs
+// them.
+func (x *executor) forget(seen uint64) {
 	for k, g := range x.endedAt {
 		if g <= seen {
 			delete(x.endedAt, k)
 		}
 	}
-	for k, rs := range x.retry {
-		if !planned[k] && (!k.cloud() || !now.Before(rs.until)) {
-			delete(x.retry, k)
-		}
-	}
-}
-
-// retries returns the keys of the actions backing off, for tests.
-func (x *executor) retries() []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := make([]string, 0, len(x.retry))
-	for k := range x.retry {
-		out = append(out, k.String())
-	}
-	return out
 }
 
 // start runs step i of r in its lane (cloud or node), urgent first.
@@ -522,8 +463,9 @@ func (x *executor) stepDone(ctx context.Context, r *run, i int) {
 	x.wg.Done()
 }
 
-// perform executes step i and records its outcome: metrics, the back-off
-// cleared or set, the failure handled. It reports success.
+// perform executes step i and records its outcome (for the planner to
+// learn from), its metrics, and a failure's effect on the cache. It
+// reports success.
 func (x *executor) perform(ctx context.Context, r *run, i int) bool {
 	a := r.steps[i].a
 	start := x.now()
@@ -537,8 +479,9 @@ func (x *executor) perform(ctx context.Context, r *run, i int) bool {
 	elapsed := x.now().Sub(start)
 	x.metrics.execSeconds.WithLabelValues(string(a.Kind)).Observe(elapsed.Seconds())
 	if err == nil {
+		// A success ends its key's back-off (planner.Memory.Learn).
 		x.mu.Lock()
-		delete(x.retry, retryKey(a))
+		x.outcomes = append(x.outcomes, planner.Outcome{Action: a, At: x.now()})
 		x.mu.Unlock()
 		x.metrics.actions.WithLabelValues(string(a.Kind), "ok").Inc()
 		x.log.Debug("action done", "kind", a.Kind, "target", a.Target, "took", elapsed)
@@ -550,53 +493,56 @@ func (x *executor) perform(ctx context.Context, r *run, i int) bool {
 	return false
 }
 
-// retryKey is the key of an action's back-off: its actionKey, except that
-// a CreateENI backs off per vSwitch and security-group set, since its
-// token (and so its actionKey) changes after a definite failure, and the
-// new token must not escape the back-off; and an UpdateENI backs off per
-// ENI and target groups. The groups are in both keys because a failure
-// can be the groups' own (a group the cloud does not know, named by a
-// pod's annotation or a typo in the config): it must hold back neither
-// another set's ENIs in the vSwitch nor the corrected update of the ENI.
-// What fails for every set in a vSwitch (no address left) reaches the
-// planner as an exhausted vSwitch, not through this key.
-func retryKey(a planner.Action) opKey {
-	switch a.Kind {
-	case planner.CreateENI:
-		return opKey{scope: keyCreateIn, id: a.VSwitchID, groups: planner.GroupsKey(a.SecurityGroups)}
-	case planner.UpdateENI:
-		return opKey{scope: keyUpdate, id: a.ENIID, groups: planner.GroupsKey(a.SecurityGroups)}
-	}
-	return actionKey(a)
-}
-
-// failed records a failure: the action backs off (exponentially, jittered,
-// longer for terminal errors), the observation is refreshed in full, and
-// the error is kept for `enid status`. Its outcome, the facts of the answer
-// (no addresses left, groups refused, a definite failure), is recorded for
-// the planner to learn from (drainOutcomes, planner.Memory.Learn). Datapath errors
-// are retryable except a conflict (linux.ErrConflict: something enid did
-// not create is in the way), which fails the pod with a typed reason.
+// failed records a failure: its outcome, the facts of the answer (its
+// class, no addresses left, groups refused, a definite failure, when it
+// ended), for the planner to learn from (drainOutcomes,
+// planner.Memory.Learn), which decides how long the action backs off and
+// what a pod whose setup failed hears (the next pass plans both, where
+// the planner's scripts show them); what the failure leaves in the cache
+// (effect.go's failure transition) and what must be observed again; and
+// the error, for `enid status`.
 func (x *executor) failed(a planner.Action, err error) {
-	key := retryKey(a)
-	conflict := !a.Kind.Cloud() && errors.Is(err, linux.ErrConflict)
-	retryable := cloud.Retryable(err) || !a.Kind.Cloud() && !conflict
+	class := failureClass(a, err)
 	outcome := "retry"
-	if !retryable {
+	if !class.Retryable(a.Kind) {
 		outcome = "error"
 	}
 	x.metrics.actions.WithLabelValues(string(a.Kind), outcome).Inc()
-	// A throttled call was refused before it did anything: nothing to
-	// observe again (observing would only add calls to a throttled account).
-	// A node action that found something missing (the pod's namespace, the
-	// ENI's device) asks for the node to be read again, and the pod's
-	// namespace to be checked again, never for the cloud (DESIGN.md
-	// invariant 11: a node-side failure costs no cloud call).
-	// What the throttled call gave up before it ran (the addresses of an
-	// unassign, a detaching ENI's status and device) comes back at once:
-	// left out, the cache would show them gone until the next resync, and
-	// the planner would not release them again (a surplus kept for
-	// minutes after one throttled unassign).
+	x.observeAgain(a, err)
+	o := planner.Outcome{Action: a, Err: err.Error(), Class: class, At: x.now(), VSwitchID: a.VSwitchID,
+		NoAddresses: errors.Is(err, cloud.ErrVSwitchExhausted), Definite: cloud.Definite(err),
+		GroupsRefused: cloud.SecurityGroupsRefused(err)}
+	if o.NoAddresses && o.VSwitchID == "" {
+		o.VSwitchID = x.cache.vSwitchOf(a.ENIID)
+	}
+	x.mu.Lock()
+	x.outcomes = append(x.outcomes, o)
+	msg := fmt.Sprintf("%s %s: %v", a.Kind, a.Target, err)
+	x.lastErrors = append(x.lastErrors, msg)
+	if len(x.lastErrors) > maxLastErrors {
+		x.lastErrors = x.lastErrors[len(x.lastErrors)-maxLastErrors:]
+	}
+	x.mu.Unlock()
+	x.log.Warn("action failed", "kind", a.Kind, "target", a.Target, "class", class, "err", err)
+	if a.Pod != nil && (a.Kind == planner.SetupPod || a.Kind == planner.MoveENI) {
+		// The claim recorded before it ran is withdrawn.
+		x.cache.failed(a, false)
+	}
+}
+
+// observeAgain marks in the cache what action a's failure (err) leaves to
+// observe again. A throttled call was refused before it did anything:
+// nothing to observe again (observing would only add calls to a throttled
+// account). A node action that found something missing (the pod's
+// namespace, the ENI's device) asks for the node to be read again, and
+// the pod's namespace to be checked again, never for the cloud (DESIGN.md
+// invariant 11: a node-side failure costs no cloud call). What the
+// throttled call gave up before it ran (the addresses of an unassign, a
+// detaching ENI's status and device) comes back at once: left out, the
+// cache would show them gone until the next resync, and the planner would
+// not release them again (a surplus kept for minutes after one throttled
+// unassign).
+func (x *executor) observeAgain(a planner.Action, err error) {
 	switch {
 	case a.Kind.Cloud() && errors.Is(err, cloud.ErrThrottled):
 		x.cache.failed(a, true)
@@ -605,59 +551,39 @@ func (x *executor) failed(a planner.Action, err error) {
 		}
 	case a.Kind.Cloud():
 		x.cache.markDirty()
-	case !a.Kind.Cloud() && errors.Is(err, linux.ErrNotFound):
+	case errors.Is(err, linux.ErrNotFound):
 		var k []observed.AttachmentKey
 		if a.Pod != nil {
 			k = append(k, a.Pod.Key)
 		}
 		x.cache.markNodeStale(k...)
 	}
+}
 
-	o := planner.Outcome{Action: a, Err: err.Error(), VSwitchID: a.VSwitchID,
-		NoAddresses: errors.Is(err, cloud.ErrVSwitchExhausted), Definite: cloud.Definite(err),
-		GroupsRefused: cloud.SecurityGroupsRefused(err)}
-	if o.NoAddresses && o.VSwitchID == "" {
-		o.VSwitchID = x.cache.vSwitchOf(a.ENIID)
-	}
-	x.mu.Lock()
-	x.outcomes = append(x.outcomes, o)
-	rs := x.retry[key]
-	rs.failures++
-	base, limit := 200*time.Millisecond, 30*time.Second
-	if !retryable {
-		base, limit = 5*time.Second, 2*time.Minute
-	}
-	d := min(limit, base<<min(rs.failures-1, 10))
-	d = d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-	rs.until, rs.err = x.now().Add(d), err.Error()
-	x.retry[key] = rs
-	msg := fmt.Sprintf("%s %s: %v", a.Kind, a.Target, err)
-	x.lastErrors = append(x.lastErrors, msg)
-	if len(x.lastErrors) > maxLastErrors {
-		x.lastErrors = x.lastErrors[len(x.lastErrors)-maxLastErrors:]
-	}
-	x.mu.Unlock()
-	x.log.Warn("action failed", "kind", a.Kind, "target", a.Target, "retryable", retryable, "retry_in", d, "err", err)
-	if a.Pod != nil && (a.Kind == planner.SetupPod || a.Kind == planner.MoveENI) {
-		// The claim recorded before it ran is withdrawn.
-		x.cache.failed(a, false)
-		st := planner.PodStatus{Key: a.Pod.Key, Revision: a.Pod.Revision, Phase: planner.PhasePending,
-			ReasonCode: planner.ReasonSetupFailed, Reason: fmt.Sprintf("setting up the pod network failed, retrying: %v", err), IfName: a.Pod.IfName}
-		if conflict {
-			// Retrying cannot help: the CNI ADD fails at once with the
-			// reason, and kubelet's DEL and new sandbox start afresh.
-			st.Phase, st.ReasonCode = planner.PhaseFailed, planner.ReasonInterfaceConflict
-			st.Reason = fmt.Sprintf("the pod's network namespace holds an interface enid did not create: %v", err)
+// failureClass is the class of action a's error as package cloud or
+// linux tells it (planner.FailureClass): a fact the planner's memory
+// learns from, no decision.
+func failureClass(a planner.Action, err error) planner.FailureClass {
+	if a.Kind.Cloud() {
+		switch {
+		case cloud.Retryable(err) && errors.Is(err, cloud.ErrThrottled):
+			return planner.FailThrottled
+		case cloud.Retryable(err):
+			return planner.FailTransient
+		case errors.Is(err, cloud.ErrNotFound):
+			return planner.FailNotFound
 		}
-		if errors.Is(err, linux.ErrNodeNetNS) || errors.Is(err, linux.ErrNotNetNS) {
-			// The netns changed into one enid refuses after the agent
-			// checked it: the ADD fails at once, as it would have then.
-			st.Phase, st.ReasonCode, st.Reason = planner.PhaseFailed, planner.ReasonNetNSRefused, err.Error()
-		}
-		// Otherwise the pod stays Pending with the reason, so a CNI ADD
-		// that times out reports it; a later pass retries.
-		x.publish(st, nil, nil)
+		return planner.FailTerminal
 	}
+	switch {
+	case errors.Is(err, linux.ErrConflict):
+		return planner.FailConflict
+	case errors.Is(err, linux.ErrNodeNetNS), errors.Is(err, linux.ErrNotNetNS):
+		return planner.FailNetNSRefused
+	case errors.Is(err, linux.ErrNotFound):
+		return planner.FailNotFound
+	}
+	return planner.FailTransient
 }
 
 // continues reports whether action i completes a cloud change this run

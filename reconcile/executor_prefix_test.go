@@ -204,8 +204,8 @@ func TestExecutorUpdateENI(t *testing.T) {
 	bad := a
 	bad.SecurityGroups = []string{"sg-nosuch"}
 	r.run(planner.Plan{Actions: []planner.Action{bad}})
-	if !slices.Contains(r.x.retries(), "update/"+e.ID+"/sg-nosuch") {
-		t.Errorf("backing off: %v, want update/%s/sg-nosuch", r.x.retries(), e.ID)
+	if ls := lessonKeys(r.learn(), planner.LessonBackoff); !slices.Contains(ls, "update/"+e.ID+"/sg-nosuch") {
+		t.Errorf("backing off: %v, want update/%s/sg-nosuch", ls, e.ID)
 	}
 	errs := r.x.errors()
 	if len(errs) != 1 || !strings.Contains(errs[0], "InvalidSecurityGroupId.NotFound") {

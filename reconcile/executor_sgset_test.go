@@ -10,7 +10,8 @@ import (
 
 // TestExecutorBackoffPerSet: a create or an update the cloud refuses for
 // its security groups (a group it does not know) backs off that set
-// alone. A create of another set in the same vSwitch, and the update of
+// alone (planner.RetryKeyOf; the rig holds actions as the plan would,
+// runHeld). A create of another set in the same vSwitch, and the update of
 // the same ENI to other groups (the config corrected), run at once; the
 // refused one does not reach the cloud again before its back-off ends.
 // (Found end to end: one pod annotated with a group that does not exist
@@ -40,7 +41,7 @@ func TestExecutorBackoffPerSet(t *testing.T) {
 	}
 	// The ghost set's next token is held back; the default set's create
 	// in the same vSwitch goes ahead.
-	r.run(planner.Plan{Actions: []planner.Action{create(0, "tok-ghost-2", "sg-ghost"), create(1, "tok-default", ecssim.DefaultSecurityGroup)}})
+	r.runHeld(planner.Plan{Actions: []planner.Action{create(0, "tok-ghost-2", "sg-ghost"), create(1, "tok-default", ecssim.DefaultSecurityGroup)}})
 	if n := calls("CreateNetworkInterface"); n != 2 {
 		t.Errorf("%d creates, want 2: the ghost set's second token must wait, the default set's create must not", n)
 	}
@@ -65,15 +66,15 @@ func TestExecutorBackoffPerSet(t *testing.T) {
 	update := func(groups ...string) planner.Action {
 		return planner.Action{ID: 0, Kind: planner.UpdateENI, Target: e.ID, ENIID: e.ID, SecurityGroups: groups}
 	}
-	r.run(planner.Plan{Actions: []planner.Action{update("sg-typo")}})
-	r.run(planner.Plan{Actions: []planner.Action{update("sg-typo")}})
-	if n := calls("ModifyNetworkInterfaceAttribute"); n != 1 {
-		t.Errorf("%d updates reached the cloud, want 1: the refused one backs off", n)
-	}
+	r.runHeld(planner.Plan{Actions: []planner.Action{update("sg-typo")}})
 	if got := lessonKeys(r.learn(), planner.LessonRefusedGroups); !slices.Equal(got, []string{"sg-typo"}) {
 		t.Errorf("refused sets %v after the refused update, want [sg-typo]", got)
 	}
-	r.run(planner.Plan{Actions: []planner.Action{update("sg-a")}})
+	r.runHeld(planner.Plan{Actions: []planner.Action{update("sg-typo")}})
+	if n := calls("ModifyNetworkInterfaceAttribute"); n != 1 {
+		t.Errorf("%d updates reached the cloud, want 1: the refused one backs off", n)
+	}
+	r.runHeld(planner.Plan{Actions: []planner.Action{update("sg-a")}})
 	if n := calls("ModifyNetworkInterfaceAttribute"); n != 2 {
 		t.Errorf("%d updates reached the cloud, want 2: the corrected update must not wait for the refused one's back-off", n)
 	}

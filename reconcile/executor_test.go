@@ -19,7 +19,6 @@ import (
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
-	"github.com/enidnet/enid/planner/plannertest"
 	"github.com/enidnet/enid/reconcile/status"
 )
 
@@ -33,6 +32,8 @@ type executorRig struct {
 	x    *executor
 	inst string
 	vsw  string
+	// mem is the planner's memory the rig's outcomes taught (learn).
+	mem planner.Memory
 }
 
 func newExecutorRig(t *testing.T) *executorRig {
@@ -93,11 +94,22 @@ func (r *executorRig) attached(t *testing.T) observed.ENI {
 	return e
 }
 
-// learn drains the executor's outcomes into a zero memory
+// learn drains the executor's outcomes into the rig's memory
 // (planner.Memory.Learn, as the loop does) and returns the lessons.
 func (r *executorRig) learn() []planner.Lesson {
-	_, ls := planner.Memory{}.Learn(r.x.drainOutcomes(), r.clk.Now())
+	var ls []planner.Lesson
+	r.mem, ls = r.mem.Learn(r.x.drainOutcomes(), r.clk.Now())
 	return ls
+}
+
+// runHeld runs a hand-made plan whose actions carry the NotBefore the
+// rig's memory gives them, as planner.Make sets it.
+func (r *executorRig) runHeld(p planner.Plan) {
+	p.Actions = slices.Clone(p.Actions)
+	for i := range p.Actions {
+		p.Actions[i].NotBefore = r.mem.NotBefore(p.Actions[i], r.clk.Now())
+	}
+	r.run(p)
 }
 
 // lessonKeys returns the keys of the lessons of that kind.
@@ -283,33 +295,44 @@ func TestExecutorThrottledReleaseComesBack(t *testing.T) {
 	}
 }
 
-// TestExecutorBackoff: a failed action backs off; a pass before the
-// backoff ends does not run it, one after it does (and backs off longer
-// when it fails again).
+// TestExecutorBackoff: the executor decides no back-off. It reports a
+// failure's class and when it ended (the planner's memory backs the key
+// off from that), and holds an action whose plan says it backs off
+// (NotBefore), and what depends on it, until then; at that time it runs.
 func TestExecutorBackoff(t *testing.T) {
 	r := newExecutorRig(t)
-	var calls atomic.Int32
-	r.sim.SetHooks(ecssim.Hooks{OnAssign: func(ecssim.ENIEvent) { calls.Add(1) }})
-	bad := planner.Plan{Actions: []planner.Action{{ID: 0, Kind: planner.AssignIPs, Target: "eni-missing", ENIID: "eni-missing", IPv4Count: 1, Urgent: true}}}
-	r.run(bad)
-	if !slices.Contains(r.x.retries(), "eni/eni-missing") {
-		t.Fatalf("backing off: %v, want eni/eni-missing", r.x.retries())
+	bad := planner.Action{ID: 0, Kind: planner.AssignIPs, Target: "eni-missing", ENIID: "eni-missing", IPv4Count: 1, Urgent: true}
+	r.run(planner.Plan{Actions: []planner.Action{bad}})
+	outs := r.x.drainOutcomes()
+	if len(outs) != 1 || outs[0].Class != planner.FailNotFound || !outs[0].At.Equal(r.clk.Now()) {
+		t.Fatalf("outcomes %+v: want one not-found failure that ended now", outs)
 	}
-	until, ok := r.x.nextRetry(r.clk.Now())
-	if !ok || !until.After(r.clk.Now()) {
-		t.Fatalf("nextRetry = %v, %v: want a time after now", until, ok)
+	m, _ := planner.Memory{}.Learn(outs, r.clk.Now())
+	b, ok := m.Backoffs[planner.RetryKeyOf(bad)]
+	if !ok || !b.Until.After(r.clk.Now()) {
+		t.Fatalf("back-offs %+v: want eni/eni-missing backing off", m.Backoffs)
 	}
-	first := r.x.retry[opKey{scope: keyENI, id: "eni-missing"}]
-	r.clk.advance(until.Sub(r.clk.Now()) - time.Millisecond)
-	r.run(bad)
-	if rs := r.x.retry[opKey{scope: keyENI, id: "eni-missing"}]; rs.failures != 1 {
-		t.Fatalf("before the backoff ended the action ran again (%d failures)", rs.failures)
+	held := bad
+	held.NotBefore = b.Until
+	// A node action that depends on it (a status removal of nothing: it
+	// succeeds, and so reports an outcome, when it runs).
+	dep := planner.Action{ID: 1, Kind: planner.PublishStatus, Target: "c9_eth0", DependsOn: []int{0}}
+	plan := planner.Plan{Actions: []planner.Action{held, dep}}
+	r.clk.advance(b.Until.Sub(r.clk.Now()) - time.Millisecond)
+	r.run(plan)
+	if outs := r.x.drainOutcomes(); len(outs) != 0 {
+		t.Fatalf("before its NotBefore the action (or its dependent) ran: %+v", outs)
 	}
 	r.clk.advance(time.Millisecond)
-	r.run(bad)
-	rs := r.x.retry[opKey{scope: keyENI, id: "eni-missing"}]
-	if rs.failures != 2 || !rs.until.After(first.until) {
-		t.Fatalf("after the backoff: %+v, want a second failure backing off past %v", rs, first.until)
+	r.run(plan)
+	outs = r.x.drainOutcomes()
+	if len(outs) != 1 || outs[0].Action.Kind != planner.AssignIPs || !outs[0].Failed() {
+		t.Fatalf("at its NotBefore: outcomes %+v, want the assign run (and failed again)", outs)
+	}
+	// A success is reported too: it ends the key's back-off.
+	r.run(planner.Plan{Actions: []planner.Action{{ID: 0, Kind: planner.PublishStatus, Target: "c9_eth0"}}})
+	if outs := r.x.drainOutcomes(); len(outs) != 1 || outs[0].Failed() {
+		t.Fatalf("outcomes %+v: want one success", outs)
 	}
 }
 
@@ -326,27 +349,28 @@ func TestExecutorHandlers(t *testing.T) {
 
 // TestExecutorStatuses: the executor writes a Ready status from what the
 // plan recorded alone (addresses, prefix lengths, gateways, routes), and
-// every reason code it publishes for a failed setup is in the plan schema.
+// writes none for a failed setup: it reports the failure's class, and the
+// planner plans what the pod hears (planner/testdata/failure_setup.txt).
 func TestExecutorStatuses(t *testing.T) {
 	r := newExecutorRig(t)
-	b, err := os.ReadFile("../docs/plan.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, err := plannertest.NewSchema(b)
-	if err != nil {
-		t.Fatal(err)
-	}
 	key := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
 	pod := &planner.PodTarget{Key: key, NetNS: "/var/run/netns/c1", IfName: "eth0", IPv4: netip.MustParseAddr("10.0.0.9")}
-	for _, err := range []error{errors.New("boom"), fmt.Errorf("veth: %w", linux.ErrConflict), fmt.Errorf("netns: %w", linux.ErrNodeNetNS)} {
-		r.x.failed(planner.Action{Kind: planner.SetupPod, Target: key.String(), Pod: pod}, err)
-		st, rerr := r.x.statuses.Read(key.ContainerID, key.IfName)
-		if rerr != nil {
-			t.Fatal(rerr)
+	for _, tc := range []struct {
+		err  error
+		want planner.FailureClass
+	}{
+		{errors.New("boom"), planner.FailTransient},
+		{fmt.Errorf("veth: %w", linux.ErrConflict), planner.FailConflict},
+		{fmt.Errorf("netns: %w", linux.ErrNodeNetNS), planner.FailNetNSRefused},
+		{fmt.Errorf("netns: %w", linux.ErrNotNetNS), planner.FailNetNSRefused},
+		{fmt.Errorf("netns: %w", linux.ErrNotFound), planner.FailNotFound},
+	} {
+		r.x.failed(planner.Action{Kind: planner.SetupPod, Target: key.String(), Pod: pod}, tc.err)
+		if outs := r.x.drainOutcomes(); len(outs) != 1 || outs[0].Class != tc.want {
+			t.Errorf("after %v: outcomes %+v, want one of class %s", tc.err, outs, tc.want)
 		}
-		if !slices.Contains(schema.ReasonCodes(), st.ReasonCode) {
-			t.Errorf("after %v: reason code %q is not in docs/plan.schema.json", err, st.ReasonCode)
+		if _, err := r.x.statuses.Read(key.ContainerID, key.IfName); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("after %v the executor wrote a status (read: %v): the planner decides it", tc.err, err)
 		}
 	}
 

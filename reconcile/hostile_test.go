@@ -148,7 +148,8 @@ func TestBadStatusWithoutEntryRemoved(t *testing.T) {
 }
 
 // TestRetryOfDeletedPodForgotten: a pod whose setup keeps failing backs
-// off; once its entry is gone, its retry state goes too.
+// off (the planner's memory, persisted, holds the back-off); once its
+// entry is gone, its back-off goes too.
 func TestRetryOfDeletedPodForgotten(t *testing.T) {
 	w := newWorld(t, ecssim.Config{}, "pool:\n  minIdle: 1\n  maxIdle: 4\n")
 	dp := &failingPods{NoDatapath: NewNoDatapathMust(t)}
@@ -158,19 +159,26 @@ func TestRetryOfDeletedPodForgotten(t *testing.T) {
 	w.waitFor("the setup to fail", 10*time.Second, func() bool {
 		return w.statuses()[k.String()].ReasonCode == "setup-failed"
 	})
-	if len(w.agent.exec.retries()) == 0 {
-		t.Fatal("no retry state recorded for the failing setup")
+	key := planner.RetryKey{Scope: planner.RetryNode, Kind: planner.SetupPod, ID: k.String()}
+	backingOff := func() bool {
+		m, err := ReadMemory(w.paths.StateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := m.Backoffs[key]
+		return ok
+	}
+	if !backingOff() {
+		t.Fatal("no back-off recorded for the failing setup")
 	}
 	if err := desired.NewEntryStore(w.paths.Entries).Remove(k); err != nil {
 		t.Fatal(err)
 	}
 	w.agent.Wake()
-	w.waitFor("the retry state forgotten", 10*time.Second, func() bool {
-		for _, r := range w.agent.exec.retries() {
-			if strings.Contains(r, k.String()) {
-				w.agent.Wake()
-				return false
-			}
+	w.waitFor("the back-off forgotten", 10*time.Second, func() bool {
+		if backingOff() {
+			w.agent.Wake()
+			return false
 		}
 		return true
 	})

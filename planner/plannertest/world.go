@@ -135,14 +135,17 @@ func (w *World) Apply(p planner.Plan) []error { return w.ApplyN(p, len(p.Actions
 
 // ApplyN persists the plan's memory (as reconcile does, before acting) and
 // executes only its first n actions, as if the agent crashed then. Actions
-// whose dependencies failed are skipped. It returns the errors.
+// whose dependencies failed, and actions whose NotBefore is after Now, are
+// skipped. It returns the errors.
 func (w *World) ApplyN(p planner.Plan, n int) []error {
 	w.Memory = p.Memory
 	var errs []error
 	failed := map[int]bool{}
 	created := map[int]string{} // CreateENI action ID -> ENI ID
 	for _, a := range p.Actions[:min(n, len(p.Actions))] {
-		if slices.ContainsFunc(a.DependsOn, func(d int) bool { return failed[d] }) {
+		// An action backing off is held, as the executor holds it, and so
+		// is what depends on it: a later plan asks for them again.
+		if a.NotBefore.After(w.Now) || slices.ContainsFunc(a.DependsOn, func(d int) bool { return failed[d] }) {
 			failed[a.ID] = true
 			continue
 		}
