@@ -65,7 +65,12 @@
 //     has: FragmentVSwitch (and POST /_sim/fragment) takes one address of
 //     every free /28 for an outside holder to make that so, DefragmentVSwitch
 //     (POST /_sim/defragment) gives them back; Dump shows them (Held) and
-//     the free /28s (FreePrefixes) per vSwitch.
+//     the free /28s (FreePrefixes) per vSwitch. OccupyVSwitch holds every
+//     free address of a vSwitch but a few for the same outside holder, as
+//     other products in a vSwitch take its addresses (load balancers,
+//     databases, other clusters): the exhausted vSwitch of a real account,
+//     with AvailableIpAddressCount as low; DefragmentVSwitch gives them
+//     back too.
 //   - ModifyNetworkInterfaceAttribute: SecurityGroupId.N replaces the ENI's
 //     groups (1..10 distinct, each must exist: InvalidSecurityGroupId.NotFound;
 //     more or repeated: InvalidParameter); the ENI must be Available or InUse;

@@ -265,6 +265,32 @@ func (s *Server) DefragmentVSwitch(id string) (int, error) {
 	return n, nil
 }
 
+// OccupyVSwitch takes every free IPv4 address of a vSwitch but leave for
+// something outside the model, as other products in a vSwitch do (load
+// balancers, databases, another cluster's nodes): AvailableIpAddressCount
+// drops to leave, and what enid asks for beyond it is refused with
+// InvalidVSwitchId.IpNotEnough. It returns how many addresses it took;
+// DefragmentVSwitch gives them back.
+func (s *Server) OccupyVSwitch(id string, leave int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pl := s.m.pools[id]
+	if pl == nil {
+		return 0, fmt.Errorf("occupy: no vswitch %q", id)
+	}
+	n := max(0, pl.available()-leave)
+	got, ok := pl.take4(outsideHolder, n)
+	if !ok {
+		return 0, fmt.Errorf("occupy %s: %d addresses are not free", id, n)
+	}
+	for _, a := range got {
+		pl.outside[a] = true
+	}
+	s.m.syncAvailable(id)
+	s.saveLocked()
+	return len(got), nil
+}
+
 // SetHooks replaces the hooks.
 func (s *Server) SetHooks(h Hooks) {
 	s.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,14 @@ import (
 // startupTaint is what docs/deploy.md tells operators to register nodes
 // with; the agent removes it once it serves.
 const startupTaint = "enid.dev/agent-not-ready=:NoSchedule"
+
+// The node's zone and its two vSwitches: the config names vswMain only
+// until the exhausted step adds vswExtra.
+const (
+	zone     = "cn-hangzhou-h"
+	vswMain  = "vsw-main"
+	vswExtra = "vsw-extra"
+)
 
 // day is the cluster and what the steps share.
 type day struct {
@@ -50,13 +59,23 @@ func TestOperatorsDay(t *testing.T) {
 	tarball, image := cluster.EnidImage(t, d.root, "", d.dir)
 	d.image = image
 	d.c = cluster.Start(t, cluster.Options{Images: []string{tarball}, Taints: []string{startupTaint},
-		Sim: ecssim.Config{}})
+		Sim: ecssim.Config{VSwitches: []ecssim.VSwitchConfig{
+			{ID: vswMain, Zone: zone, CIDR: netip.MustParsePrefix("192.168.0.0/24")},
+			{ID: vswExtra, Zone: zone, CIDR: netip.MustParsePrefix("192.168.1.0/24")},
+		}}})
 	steps := []struct {
 		name string
 		fn   func(t *testing.T)
 	}{
 		{"apply", d.apply},
 		{"deployment", d.deployment},
+		{"exhausted", d.exhausted},
+		{"statefulset", d.statefulSet},
+		{"restarts", d.restarts},
+		{"upgrade", d.upgrade},
+		{"hints", d.hints},
+		{"drain", d.drain},
+		{"startup", d.startup},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, s.fn) {
@@ -100,21 +119,8 @@ func (d *day) overlay() string {
 			write(d.t, filepath.Join(base, e.Name()), string(b))
 		}
 	}
-	sim := d.c.Sim
-	env := sim.Env()
-	cfg := sim.ConfigYAML() + fmt.Sprintf(`pool:
-  minIdle: 2
-  maxIdle: 10
-  batch: 5
-  releaseDelay: 2s
-  cooldown: 1s
-cloud:
-  endpoint: %s
-  metadataEndpoint: %s
-  credentials:
-    source: env
-`, env["ENID_ECS_ENDPOINT"], env["ENID_METADATA_ENDPOINT"])
-	write(d.t, filepath.Join(over, "config.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: enid-config\n  namespace: enid-system\ndata:\n  config.yaml: |\n"+indent(cfg, "    "))
+	env := d.c.Sim.Env()
+	write(d.t, filepath.Join(over, "config.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: enid-config\n  namespace: enid-system\ndata:\n  config.yaml: |\n"+indent(d.config(vswMain), "    "))
 	write(d.t, filepath.Join(over, "secret.yaml"), fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata:
@@ -133,6 +139,32 @@ patches:
   - path: config.yaml
 `)
 	return over
+}
+
+// config is the agent's config.yaml for the simulated cloud with the
+// zone's vSwitches vsws: the endpoints an operator would leave out on
+// Alibaba Cloud point at the simulator, in the node's namespace.
+func (d *day) config(vsws ...string) string {
+	env := d.c.Sim.Env()
+	return fmt.Sprintf(`apiVersion: enid.dev/v1alpha1
+kind: AgentConfig
+mode: shared-eni
+pool:
+  minIdle: 2
+  maxIdle: 10
+  batch: 5
+  releaseDelay: 2s
+  cooldown: 1s
+eni:
+  vSwitches:
+    %s: [%s]
+  securityGroups: [%s]
+cloud:
+  endpoint: %s
+  metadataEndpoint: %s
+  credentials:
+    source: env
+`, zone, strings.Join(vsws, ", "), ecssim.DefaultSecurityGroup, env["ENID_ECS_ENDPOINT"], env["ENID_METADATA_ENDPOINT"])
 }
 
 // apply is the install: kubectl apply -k, the DaemonSet's pod running,
@@ -288,7 +320,8 @@ func (d *day) checkTraffic(t *testing.T, pods []corev1.Pod) {
 }
 
 // waitPoolSettled waits until the agent's pool has no used addresses and
-// at most maxIdle idle ones (released ones may cool down meanwhile).
+// at most maxIdle idle ones, besides those held for sticky pods that may
+// come back (released ones may cool down meanwhile).
 func (d *day) waitPoolSettled(t *testing.T, maxIdle int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -296,7 +329,7 @@ func (d *day) waitPoolSettled(t *testing.T, maxIdle int, timeout time.Duration) 
 	var err error
 	for {
 		a, err = status.ReadAgent(d.c.Root("/run/enid/agent.json"))
-		if err == nil && a.Pool.Used == 0 && a.Pool.Total <= maxIdle && a.Pool.Idle <= maxIdle {
+		if err == nil && a.Pool.Used == 0 && a.Pool.Total-a.Pool.Sticky <= maxIdle && a.Pool.Idle <= maxIdle {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -232,6 +232,15 @@ func (c *Cluster) Client() kubernetes.Interface {
 	return cs
 }
 
+// Pid is the process ID of a cluster program ("kubelet", "containerd",
+// ...; 0 if it never started).
+func (c *Cluster) Pid(name string) int {
+	if p := c.procs[name]; p != nil && !p.Exited() {
+		return p.Pid()
+	}
+	return 0
+}
+
 // Logs returns the tail of a cluster program's log ("kubelet", ...).
 func (c *Cluster) Logs(name string, lines int) string {
 	p := c.procs[name]
