@@ -287,6 +287,16 @@ func WaitHTTP(t testing.TB, c *http.Client, url string, hdr map[string]string, t
 // Kubeconfig writes a kubeconfig for token and returns its path.
 func (s *Server) Kubeconfig(name, token string) string {
 	s.t.Helper()
+	p := filepath.Join(s.dir, name+".kubeconfig")
+	if err := WriteKubeconfig(p, s.URL, s.CAFile, name, token); err != nil {
+		s.t.Fatal(err)
+	}
+	return p
+}
+
+// WriteKubeconfig writes a kubeconfig to path for a bearer token of user
+// at server, trusting the CA in caFile.
+func WriteKubeconfig(path, server, caFile, user, token string) error {
 	cfg := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -302,12 +312,8 @@ contexts:
 - name: kubetest
   context: {cluster: kubetest, user: %s}
 current-context: kubetest
-`, s.URL, s.CAFile, name, token, name)
-	p := filepath.Join(s.dir, name+".kubeconfig")
-	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-		s.t.Fatal(err)
-	}
-	return p
+`, server, caFile, user, token, user)
+	return os.WriteFile(path, []byte(cfg), 0o600)
 }
 
 // Client returns a clientset authenticated with token.

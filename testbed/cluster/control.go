@@ -87,24 +87,8 @@ func (c *Cluster) startControlPlane() {
 // kubeconfig writes a kubeconfig for a token and returns its path.
 func (c *Cluster) kubeconfig(name, token string) string {
 	c.t.Helper()
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: node
-  cluster:
-    server: https://%s:%s
-    certificate-authority: %s
-users:
-- name: %s
-  user:
-    token: %s
-contexts:
-- name: node
-  context: {cluster: node, user: %s}
-current-context: node
-`, c.NodeIP, apiPort, c.caFile(), name, token, name)
 	p := filepath.Join(c.Dir, name+".kubeconfig")
-	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+	if err := kubetest.WriteKubeconfig(p, "https://"+c.NodeIP.String()+":"+apiPort, c.caFile(), name, token); err != nil {
 		c.t.Fatal(err)
 	}
 	return p
