@@ -476,9 +476,9 @@ func (a *Agent) pass(ctx context.Context) {
 	if len(p.Actions) > 0 {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
 	}
-	a.exec.dispatch(ctx, p, entries, holdCloud, seen)
+	sent := a.exec.dispatch(ctx, p, entries, holdCloud, seen)
 	a.forgetDeletions(d, o, entries)
-	a.rememberSent()
+	a.rememberSent(sent)
 	a.updateMetrics(p)
 	a.summarize(p, prev, hintsChanged)
 	a.noteDegraded(o, p)
@@ -600,13 +600,13 @@ func (a *Agent) plan(d desired.State, o observed.State, entries map[observed.Att
 	return p
 }
 
-// rememberSent records the creates the dispatch started: one planned
-// again with one of their tokens (after a crash, while describes do not
-// show its ENI) must send the same parameters. A crash before this write
+// rememberSent records the creates the dispatch started (the tokens
+// dispatch returns): one planned again with one of their tokens (after a
+// crash, while describes do not show its ENI) must send the same
+// parameters. A crash before this write
 // costs at most an extra ENI (IdempotentParameterMismatch, then a new
 // token).
-func (a *Agent) rememberSent() {
-	sent := a.exec.drainSent()
+func (a *Agent) rememberSent(sent []string) {
 	if len(sent) == 0 {
 		return
 	}

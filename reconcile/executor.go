@@ -67,9 +67,6 @@ type executor struct {
 	// deferredTo is when optional cloud work that the last dispatch held
 	// back may go (zero: none held back); the loop wakes then.
 	deferredTo time.Time
-	// sent lists the ClientTokens of the creates dispatch started since the
-	// loop last drained it (planner.Memory.TokenSent).
-	sent []string
 }
 
 // pacedCloud is a cloud client that paces its calls (*cloud.Client):
@@ -209,15 +206,6 @@ func (x *executor) note(msg string) {
 	}
 }
 
-// drainSent returns and forgets the ClientTokens of the creates started.
-func (x *executor) drainSent() []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	out := x.sent
-	x.sent = nil
-	return out
-}
-
 func (x *executor) errors() []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -268,7 +256,7 @@ func (r *run) dep(d int) *step {
 // seen is the cache generation of the snapshot the plan was made from
 // (cache.view). With holdCloud, the plan's cloud actions (and what depends
 // on them) wait for a later pass.
-func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[observed.AttachmentKey]desired.Entry, holdCloud bool, seen uint64) {
+func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[observed.AttachmentKey]desired.Entry, holdCloud bool, seen uint64) (sent []string) {
 	n := len(p.Actions)
 	r := &run{entries: entries, steps: make([]*step, n)}
 	skipped := make([]bool, n)
@@ -293,9 +281,13 @@ func (x *executor) dispatch(ctx context.Context, p planner.Plan, entries map[obs
 			continue
 		}
 		r.steps[i] = x.begin(a, key)
+		if a.Kind == planner.CreateENI && a.ClientToken != "" {
+			sent = append(sent, a.ClientToken)
+		}
 	}
 	x.startReady(ctx, r)
 	x.forget(seen)
+	return sent
 }
 
 // gate is what holds a plan's actions back in one dispatch (holds).
@@ -365,9 +357,6 @@ func (x *executor) begin(a planner.Action, key opKey) *step {
 	x.inflight[key]++
 	if a.Kind.Cloud() {
 		x.cloudRunning++
-	}
-	if a.Kind == planner.CreateENI && a.ClientToken != "" {
-		x.sent = append(x.sent, a.ClientToken)
 	}
 	x.cache.before(a)
 	x.wg.Add(1)

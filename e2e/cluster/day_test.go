@@ -58,7 +58,7 @@ func TestOperatorsDay(t *testing.T) {
 	d.root = cluster.ModuleRoot(t)
 	tarball, image := cluster.EnidImage(t, d.root, "", d.dir)
 	d.image = image
-	d.c = cluster.Start(t, cluster.Options{Images: []string{tarball}, Taints: []string{startupTaint},
+	d.c = cluster.Start(t, cluster.Options{Images: []string{tarball}, Taints: []string{startupTaint}, VSwitchID: vswMain,
 		Sim: ecssim.Config{VSwitches: []ecssim.VSwitchConfig{
 			{ID: vswMain, Zone: zone, CIDR: netip.MustParsePrefix("192.168.0.0/24")},
 			{ID: vswExtra, Zone: zone, CIDR: netip.MustParsePrefix("192.168.1.0/24")},

@@ -37,6 +37,12 @@ const agentSelector = "app.kubernetes.io/name=enid,app.kubernetes.io/component=a
 func (d *day) exhausted(t *testing.T) {
 	c := d.c
 	d.waitPoolSettled(t, 10, time.Minute)
+	// The agent counts a release before its unassign returns: wait until
+	// the simulator holds what the agent counts, or an address freed after
+	// the vSwitch is occupied would serve a pod.
+	a := d.waitPool(t, "the simulator's", func(p status.PoolSummary) bool {
+		return p.Cooldown == 0 && p.Used == 0 && d.secondaries() == p.Total
+	})
 	if _, err := c.Sim.Sim.OccupyVSwitch(vswMain, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +52,6 @@ func (d *day) exhausted(t *testing.T) {
 			t.Fatalf("%s still has %d free addresses", vswMain, v.AvailableIPs)
 		}
 	}
-	a := d.waitPool(t, "no address cooling down", func(p status.PoolSummary) bool { return p.Cooldown == 0 && p.Used == 0 })
 	// More pods than the node holds addresses for: at least one waits.
 	n := a.Pool.Total - a.Pool.Used + 2
 	t.Logf("pool %+v: %d pods", a.Pool, n)
@@ -92,6 +97,18 @@ func (d *day) exhausted(t *testing.T) {
 	}
 	c.MustKubectl("delete", "deployment", "wait")
 	d.waitPods(t, "app=wait", 0, 2*time.Minute)
+}
+
+// secondaries counts the secondary addresses the node's ENIs hold in the
+// simulator.
+func (d *day) secondaries() int {
+	n := 0
+	for _, e := range d.c.Sim.Sim.Dump().ENIs {
+		if e.InstanceID == d.c.Sim.Instance.ID {
+			n += len(e.IPv4)
+		}
+	}
+	return n
 }
 
 // statefulSet: a StatefulSet pod deleted and recreated (same name, new

@@ -68,6 +68,9 @@ type Options struct {
 	// Sim configures the simulator; InstanceType the node's instance.
 	Sim          ecssim.Config
 	InstanceType string
+	// VSwitchID is the vSwitch of the node's primary ENI (default: the
+	// simulator's first).
+	VSwitchID string
 	// Images are docker-archive tarballs imported into containerd's k8s.io
 	// namespace at start (the pause image is always imported).
 	Images []string
@@ -127,7 +130,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		cgroup: filepath.Base(dir), sock: filepath.Join(dir, "c.sock"),
 		adminToken: kubetest.Token(), nodeToken: kubetest.Token()}
 	t.Cleanup(c.Close)
-	sn, err := simnode.Start(simnode.Options{Sim: o.Sim, InstanceType: o.InstanceType, Datapath: true,
+	sn, err := simnode.Start(simnode.Options{Sim: o.Sim, InstanceType: o.InstanceType, VSwitchID: o.VSwitchID, Datapath: true,
 		ListenInNode: true, Name: o.Name, Logger: o.Logger})
 	if err != nil {
 		t.Fatalf("start the simulated node: %v", err)

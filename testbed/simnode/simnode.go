@@ -24,6 +24,9 @@ type Options struct {
 	Sim ecssim.Config
 	// InstanceType of the node (default ecssim.DefaultInstanceType).
 	InstanceType string
+	// VSwitchID is the vSwitch of the node's primary ENI (default: the
+	// simulator's first).
+	VSwitchID string
 	// Datapath, when true, builds the namespaces and plugs ENIs (root).
 	Datapath bool
 	// Name prefixes the namespaces (default "enid").
@@ -78,7 +81,7 @@ func Start(o Options) (*Node, error) {
 		n.Topology = tp
 		sim.SetHooks(ecssim.Hooks{OnAttach: n.onAttach, OnDetach: n.onDetach, OnAssign: n.onAssign, OnUnassign: n.onUnassign})
 	}
-	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: o.InstanceType})
+	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: o.InstanceType, VSwitchID: o.VSwitchID})
 	if err != nil {
 		n.Close()
 		return nil, fmt.Errorf("add instance: %w", err)
