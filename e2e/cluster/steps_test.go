@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/reconcile/status"
 	"github.com/enidnet/enid/testbed/cluster"
 )
@@ -37,11 +38,13 @@ const agentSelector = "app.kubernetes.io/name=enid,app.kubernetes.io/component=a
 func (d *day) exhausted(t *testing.T) {
 	c := d.c
 	d.waitPoolSettled(t, 10, time.Minute)
-	// The agent counts a release before its unassign returns: wait until
-	// the simulator holds what the agent counts, or an address freed after
-	// the vSwitch is occupied would serve a pod.
+	// The agent counts a release before its unassign returns, and an ENI
+	// it no longer counts frees its addresses only once deleted: wait until
+	// the simulator holds what the agent counts and every ENI the node owns
+	// is attached to it, or an address freed after the vSwitch is occupied
+	// would serve a pod.
 	a := d.waitPool(t, "the simulator's", func(p status.PoolSummary) bool {
-		return p.Cooldown == 0 && p.Used == 0 && d.secondaries() == p.Total
+		return p.Cooldown == 0 && p.Used == 0 && d.secondaries() == p.Total && d.ownedAttached()
 	})
 	if _, err := c.Sim.Sim.OccupyVSwitch(vswMain, 0); err != nil {
 		t.Fatal(err)
@@ -66,7 +69,11 @@ func (d *day) exhausted(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		if len(d.pods(t, "app=wait")) >= n {
-			t.Fatalf("all %d pods started with %s exhausted", n, vswMain)
+			var enis []string
+			for _, e := range c.Sim.Sim.Dump().ENIs {
+				enis = append(enis, fmt.Sprintf("%s %s on %q in %s: %d secondaries", e.ID, e.Status, e.InstanceID, e.VSwitchID, len(e.IPv4)))
+			}
+			t.Fatalf("all %d pods started with %s exhausted; the simulator's ENIs:\n%s", n, vswMain, strings.Join(enis, "\n"))
 		}
 		for _, p := range d.allPods(t, "app=wait") {
 			if p.Status.Phase != corev1.PodRunning && strings.Contains(c.MustKubectl("describe", "pod", p.Name), "exhausted") {
@@ -109,6 +116,17 @@ func (d *day) secondaries() int {
 		}
 	}
 	return n
+}
+
+// ownedAttached reports whether every ENI the node owns (by enid's owner
+// tag) is InUse on it: none is being detached or deleted.
+func (d *day) ownedAttached() bool {
+	for _, e := range d.c.Sim.Sim.Dump().ENIs {
+		if e.Tags[observed.TagOwner] == d.c.Sim.Instance.ID && (e.Status != "InUse" || e.InstanceID != d.c.Sim.Instance.ID) {
+			return false
+		}
+	}
+	return true
 }
 
 // statefulSet: a StatefulSet pod deleted and recreated (same name, new
