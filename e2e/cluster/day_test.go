@@ -324,19 +324,9 @@ func (d *day) checkTraffic(t *testing.T, pods []corev1.Pod) {
 // come back (released ones may cool down meanwhile).
 func (d *day) waitPoolSettled(t *testing.T, maxIdle int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var a status.Agent
-	var err error
-	for {
-		a, err = status.ReadAgent(d.c.Root("/run/enid/agent.json"))
-		if err == nil && a.Pool.Used == 0 && a.Pool.Total-a.Pool.Sticky <= maxIdle && a.Pool.Idle <= maxIdle {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pool not settled after %s: %+v (err %v)", timeout, a.Pool, err)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	d.waitPool(t, "settled", timeout, func(p status.PoolSummary) bool {
+		return p.Used == 0 && p.Total-p.Sticky <= maxIdle && p.Idle <= maxIdle
+	})
 }
 
 func podServerDeployment(name string, replicas int) string {

@@ -43,7 +43,7 @@ func (d *day) exhausted(t *testing.T) {
 	// the simulator holds what the agent counts and every ENI the node owns
 	// is attached to it, or an address freed after the vSwitch is occupied
 	// would serve a pod.
-	a := d.waitPool(t, "the simulator's", func(p status.PoolSummary) bool {
+	a := d.waitPool(t, "the simulator's", time.Minute, func(p status.PoolSummary) bool {
 		return p.Cooldown == 0 && p.Used == 0 && d.secondaries() == p.Total && d.ownedAttached()
 	})
 	if _, err := c.Sim.Sim.OccupyVSwitch(vswMain, 0); err != nil {
@@ -248,7 +248,7 @@ func (d *day) hints(t *testing.T) {
 		t.Error("a device-manager checkpoint exists with no device plugin registered")
 	}
 	pods := d.pods(t, "app=keep")
-	total := d.waitPool(t, "settled", func(status.PoolSummary) bool { return true }).Pool.Total
+	total := d.waitPool(t, "settled", time.Minute, func(status.PoolSummary) bool { return true }).Pool.Total
 	c.MustKubectl("scale", "deployment/keep", "--replicas=2")
 	d.waitPods(t, "app=keep", 2, 2*time.Minute)
 	var gone []string
@@ -491,17 +491,17 @@ func (d *day) waitAgent(t *testing.T, ok func(corev1.Pod) bool) {
 	}
 }
 
-// waitPool waits up to a minute for the agent's pool to satisfy ok.
-func (d *day) waitPool(t *testing.T, what string, ok func(status.PoolSummary) bool) status.Agent {
+// waitPool waits up to timeout for the agent's pool to satisfy ok.
+func (d *day) waitPool(t *testing.T, what string, timeout time.Duration, ok func(status.PoolSummary) bool) status.Agent {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(timeout)
 	for {
 		a, err := status.ReadAgent(d.c.Root("/run/enid/agent.json"))
 		if err == nil && ok(a.Pool) {
 			return a
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pool not %s after 1m: %+v (err %v)", what, a.Pool, err)
+			t.Fatalf("pool not %s after %s: %+v (err %v)", what, timeout, a.Pool, err)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}

@@ -71,7 +71,7 @@ var rules = map[string]rule{
 	"linux/linuxtest":   {enid: []string{"testbed/simvpc"}, why: "test helpers over simvpc"},
 	"kube/kubetest":     {ext: k8s, why: "test helper: a real kube-apiserver for tests"},
 	"testbed/cluster": {enid: []string{"cloud/ecssim", "kube/kubetest", "testbed/simnode", "testbed/simvpc", "testbed/ctrtest", "internal/ociimage"},
-		ext: append(append(slices.Clone(k8s), netlink...), "github.com/google/go-containerregistry/"), why: "a real single-node cluster on the simulated VPC for the operator's-day tests (e2e/cluster)"},
+		ext: append(slices.Clone(k8s), "github.com/google/go-containerregistry/"), why: "a real single-node cluster on the simulated VPC for the operator's-day tests (e2e/cluster)"},
 	"testbed/podserver": {why: "the cluster tests' workload: a static HTTP server, stdlib only"},
 	"internal/ociimage": {ext: []string{"github.com/google/go-containerregistry/"}, why: "one-layer OCI images and docker-archive tarballs (./image, the cluster's test images): a leaf"},
 	"bench": {enid: []string{"cloud", "cloud/ecssim", "desired", "observed", "linux", "reconcile", "reconcile/status", "testbed/cnirun", "testbed/simnode", "internal/clock", "internal/poll"},

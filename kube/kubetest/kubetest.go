@@ -342,9 +342,6 @@ func token() string {
 	return hex.EncodeToString(b)
 }
 
-// FreePort returns a TCP port free on 127.0.0.1 now.
-func FreePort(t testing.TB) int { return freePort(t) }
-
 func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -72,7 +72,7 @@ type Options struct {
 	// simulator's first).
 	VSwitchID string
 	// Images are docker-archive tarballs imported into containerd's k8s.io
-	// namespace at start (the pause image is always imported).
+	// namespace at start (the pause and podserver images always are).
 	Images []string
 	// Taints registers the node with these (kubelet --register-with-taints).
 	Taints []string
@@ -101,7 +101,6 @@ type Cluster struct {
 	procs      map[string]*kubetest.Process
 	adminToken string
 	nodeToken  string
-	pause      string
 	closed     bool
 }
 
@@ -137,11 +136,11 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	c.Sim = sn
 	c.NodeIP = sn.Instance.PrimaryIP
-	c.pause = c.buildPodImages()
+	pods := c.buildPodImages()
 	c.startNode()
 	c.startControlPlane()
 	c.startContainerd()
-	for _, img := range append([]string{c.pause}, c.o.Images...) {
+	for _, img := range append(pods, o.Images...) {
 		c.ImportImage(img)
 	}
 	c.StartKubelet()

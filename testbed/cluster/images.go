@@ -41,9 +41,8 @@ func ModuleRoot(t testing.TB) string {
 func goTool() string { return filepath.Join(runtime.GOROOT(), "bin", "go") }
 
 // buildPodImages builds podserver static and writes the pause and
-// podserver images; it returns the pause tarball and adds the podserver
-// one to the images to import.
-func (c *Cluster) buildPodImages() string {
+// podserver images, and returns their tarballs.
+func (c *Cluster) buildPodImages() []string {
 	c.t.Helper()
 	dir := filepath.Join(c.Dir, "images")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -67,8 +66,7 @@ func (c *Cluster) buildPodImages() string {
 			c.t.Fatal(err)
 		}
 	}
-	c.o.Images = append([]string{server}, c.o.Images...)
-	return pause
+	return []string{pause, server}
 }
 
 // writeImage writes a one-file image of podserver running in mode.

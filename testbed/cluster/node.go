@@ -3,7 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/enidnet/enid/kube/kubetest"
@@ -51,7 +49,7 @@ func (c *Cluster) node(parts ...string) string {
 // directories it covers, and the cgroup parent.
 func (c *Cluster) startNode() {
 	c.t.Helper()
-	if err := addServiceIP(c.Sim.NodeNS()); err != nil {
+	if err := c.Sim.Topology.AddNodeLoopback(netip.MustParseAddr(ServiceIP)); err != nil {
 		c.t.Fatal(err)
 	}
 	for _, d := range []string{"var/lib/kubelet", "var/lib/cni", "var/lib/enid", "var/log", "opt/cni/bin", "etc/upper", "etc/work", "sysctl", "logs"} {
@@ -268,29 +266,6 @@ func (c *Cluster) waitNode(timeout time.Duration) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// addServiceIP puts the kubernetes Service's address on the node's lo.
-func addServiceIP(nsPath string) error {
-	fd, err := netns.GetFromPath(nsPath)
-	if err != nil {
-		return err
-	}
-	defer fd.Close() //nolint:errcheck // read-only descriptor
-	h, err := netlink.NewHandleAt(fd)
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err != nil {
-		return err
-	}
-	a := &netlink.Addr{IPNet: &net.IPNet{IP: net.ParseIP(ServiceIP), Mask: net.CIDRMask(32, 32)}}
-	if err := h.AddrAdd(lo, a); err != nil {
-		return fmt.Errorf("add %s to the node's lo: %w", ServiceIP, err)
-	}
-	return nil
 }
 
 // copyPlugins copies the host's CNI plugins into the node's bin dir.

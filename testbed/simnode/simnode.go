@@ -87,28 +87,31 @@ func Start(o Options) (*Node, error) {
 		return nil, fmt.Errorf("add instance: %w", err)
 	}
 	n.Instance = inst
-	start := func() error { return sim.Start(o.ECSAddr, o.MetadataAddr) }
-	if o.ListenInNode && n.Topology != nil {
-		start = func() error {
-			// The primary ENI is attached at creation: no hook plugs it.
-			ev, ok := sim.Event(inst.PrimaryENI)
-			if !ok {
-				return fmt.Errorf("the primary ENI %s of %s is not in the simulator", inst.PrimaryENI, inst.ID)
-			}
-			if err := n.Topology.PlugENI(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, ev.IPv4...); err != nil {
-				return err
-			}
-			if err := n.Topology.AddressPrimary(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway); err != nil {
-				return err
-			}
-			return simvpc.InNS(n.Topology.NodeNS, func() error { return sim.Start(o.ECSAddr, o.MetadataAddr) })
-		}
-	}
-	if err := start(); err != nil {
+	if err := n.startSim(o); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("start simulator: %w", err)
 	}
 	return n, nil
+}
+
+// startSim opens the simulator's listeners: here, or, with ListenInNode,
+// in the node namespace once the primary ENI is plugged and addressed
+// there (it is attached at creation: no hook plugs it).
+func (n *Node) startSim(o Options) error {
+	if !o.ListenInNode || n.Topology == nil {
+		return n.Sim.Start(o.ECSAddr, o.MetadataAddr)
+	}
+	ev, ok := n.Sim.Event(n.Instance.PrimaryENI)
+	if !ok {
+		return fmt.Errorf("the primary ENI %s of %s is not in the simulator", n.Instance.PrimaryENI, n.Instance.ID)
+	}
+	if err := n.Topology.PlugENI(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, ev.IPv4...); err != nil {
+		return err
+	}
+	if err := n.Topology.AddressPrimary(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway); err != nil {
+		return err
+	}
+	return simvpc.InNS(n.Topology.NodeNS, func() error { return n.Sim.Start(o.ECSAddr, o.MetadataAddr) })
 }
 
 func (n *Node) logHook(what string, ev ecssim.ENIEvent, err error) {

@@ -245,6 +245,23 @@ func (tp *Topology) AddressPrimary(mac string, ip netip.Addr, cidr netip.Prefix,
 	})
 }
 
+// AddNodeLoopback adds an address (a /32 or /128) to the node
+// namespace's lo: an address the node itself answers on, such as a
+// Service address a kube-proxy would otherwise translate.
+func (tp *Topology) AddNodeLoopback(ip netip.Addr) error {
+	return withHandle(tp.NodeNS, func(h *netlink.Handle) error {
+		lo, err := h.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}}
+		if err := h.AddrAdd(lo, a); err != nil {
+			return fmt.Errorf("add %s to the node's lo: %w", ip, err)
+		}
+		return nil
+	})
+}
+
 // plugOf returns the plug of a MAC.
 func (tp *Topology) plugOf(mac string) (*plug, error) {
 	hw, err := net.ParseMAC(mac)
