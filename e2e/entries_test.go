@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,9 +39,13 @@ func TestBadEntryIsolated(t *testing.T) {
 		t.Errorf("the damaged entry's status reason %q does not name its file", st.Reason)
 	}
 	t.Logf("status of the damaged entry: %s (%s)", st.Reason, st.ReasonCode)
-	if a := n.waitReady(5 * time.Second); a.Pods[status.Ready] != len(pods) || a.Pods[status.Failed] != 1 {
-		t.Errorf("agent.json counts pods %v, want %d Ready and 1 Failed", a.Pods, len(pods))
-	}
+	// The heartbeat counts the statuses the pass after their publication
+	// saw: an ADD returns as soon as its status is written, which may be a
+	// pass before agent.json says so.
+	waitFor(t, 5*time.Second, fmt.Sprintf("agent.json counting %d Ready pods and 1 Failed", len(pods)), func() (bool, string) {
+		a := n.waitReady(5 * time.Second)
+		return a.Pods[status.Ready] == len(pods) && a.Pods[status.Failed] == 1, fmt.Sprintf("agent.json counts pods %v", a.Pods)
+	})
 	n.checkBindings(pods)
 
 	if err := os.Remove(bad); err != nil {
