@@ -184,3 +184,37 @@ func TestConntrackExclusive(t *testing.T) {
 		t.Errorf("entries naming %s after DEL: %v", ip, got)
 	}
 }
+
+// TestConntrackEntriesCounted: the count that lets a flush skip the table
+// walk is the namespace's own: a new namespace has none, the entries made
+// in it count, and another namespace's do not.
+func TestConntrackEntriesCounted(t *testing.T) {
+	e := newEnv(t, 1)
+	h := ctHandle(t, e.tp.NodeNS)
+	count := func(path string) uint32 {
+		t.Helper()
+		fd, err := netns.GetFromPath(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fd.Close()
+		n, err := linux.ConntrackEntries(fd)
+		if err != nil {
+			t.Fatalf("count in %s: %v", path, err)
+		}
+		return n
+	}
+	if n := count(e.tp.NodeNS); n != 0 {
+		t.Fatalf("a new node namespace counts %d entries", n)
+	}
+	client, vip := netip.MustParseAddr("10.200.0.7"), netip.MustParseAddr("10.96.0.10")
+	for i := range 3 {
+		addFlow(t, h, serviceFlow(client, vip, netip.MustParseAddr("10.0.1.50"), uint16(41000+i)))
+	}
+	if n := count(e.tp.NodeNS); n != 3 {
+		t.Errorf("node namespace counts %d entries after 3 were made", n)
+	}
+	if n := count(e.podSpec(t, 0, 20).NetNS); n != 0 {
+		t.Errorf("a pod namespace counts %d entries: the node's are not its", n)
+	}
+}
