@@ -235,11 +235,15 @@ func (g *chartGroup) render() ([]byte, error) {
 }
 
 // legendName is series i's legend entry: its name, and for a CDF how many
-// samples it holds (a p99 of 50 samples is not one of 5,000).
+// samples it holds (a p99 of 50 samples is not one of 5,000), for a
+// timeline how many pods were Ready and when the last was.
 func (g *chartGroup) legendName(i int) string {
 	s := g.series[i]
-	if g.kind == CDF {
+	switch g.kind {
+	case CDF:
 		return fmt.Sprintf("%s (n=%d)", s.Name, len(s.X))
+	case Timeline:
+		return fmt.Sprintf("%s: %d Ready, the last at %.2f %s", s.Name, len(s.X), slices.Max(s.X), g.unit)
 	}
 	return s.Name
 }
@@ -394,10 +398,17 @@ func (g *chartGroup) timeline(p *plot.Plot) ([]*plotter.Line, error) {
 		l.StepStyle = plotter.PostStep
 		lines = append(lines, l)
 	}
-	p.X.Min, p.Y.Min = 0, 0
-	for _, b := range g.bounds() {
-		p.X.Max = math.Max(p.X.Max, b)
+	// Room above the last pod and after it, so that the lines do not run
+	// along the frame; the bound stays in view when every pod beat it.
+	last, most := 0.0, 0
+	for _, s := range g.series {
+		last, most = math.Max(last, slices.Max(s.X)), max(most, len(s.X))
 	}
+	for _, b := range g.bounds() {
+		last = math.Max(last, b)
+	}
+	p.X.Min, p.X.Max = 0, last*1.04
+	p.Y.Min, p.Y.Max = 0, float64(most)*1.05
 	return lines, nil
 }
 

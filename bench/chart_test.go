@@ -85,7 +85,7 @@ func TestChartsOfEachKind(t *testing.T) {
 	want := map[string][]string{
 		"add-latency.svg":    {"ADD latency", "enid-cni (n=4)", "ptp+host-local (n=3)", "latency (ms, log scale)", "fraction of samples at or below"},
 		"del-latency.svg":    {"DEL latency", "enid-cni (n=3)", "ptp+host-local (n=2)", "latency (ms)", "fraction of samples at or below"},
-		"cold-burst.svg":     {"cold burst", "round 1", "round 2", "lower bound 1.3 s", "time since the start (s)", "pods Ready"},
+		"cold-burst.svg":     {"cold burst", "round 1: 4 Ready, the last at 1.60 s", "round 2: 2 Ready, the last at 1.70 s", "lower bound 1.3 s", "time since the start (s)", "pods Ready"},
 		"node-scale-ms.svg":  {"node scale", "ADD p50", "ADD p99", "pods on the node, log scale", "ms"},
 		"node-scale-mib.svg": {"node scale", "RSS", "pods on the node, log scale", "MiB"},
 	}
