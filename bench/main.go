@@ -243,7 +243,7 @@ func runAll(ctx context.Context, e env, picked []string, out string, charts bool
 		if charts {
 			files, err := writeCharts(chartsDir(out), rep.Results)
 			if len(files) > 0 {
-				e.progress("%d charts in %s", len(files), chartsDir(out))
+				e.progress("charts: %d SVG files in %s", len(files), chartsDir(out))
 			}
 			if err != nil {
 				return 1, fmt.Errorf("charts: %w", err)
