@@ -4,7 +4,9 @@
 // cost, agent memory, a fleet sharing one account's rate limit, the fast
 // path side by side with the reference plugins ptp and bridge, /28
 // prefix mode beside secondary addresses, and pods of two security-group
-// sets on one node) on the ECS simulator, prints one Markdown table and writes the figures as JSON.
+// sets on one node) on the ECS simulator, prints one Markdown table, writes
+// the figures as JSON and draws the samples behind them as SVG charts
+// beside it (chart.go).
 //
 // It sits outside desired -> observed -> plan -> execute: it drives the
 // real agent (in-process, or `enid run` as a subprocess) and the real CNI
