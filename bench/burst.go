@@ -69,6 +69,9 @@ func burstRoundsOf(ctx context.Context, e env, c burstCase) []Result {
 	r.add("cloud calls median", calls[len(calls)/2], "calls")
 	r.judge("ratio <= 1.3 (median)", ratio[len(ratio)/2] <= 1.3)
 	r.Notes = rs[0].Notes
+	for _, x := range rs {
+		r.Series = append(r.Series, x.Series...)
+	}
 	var each []string
 	for _, v := range ratio {
 		each = append(each, fmt.Sprintf("%.2fx", v))
@@ -153,6 +156,17 @@ func burstOnce(ctx context.Context, e env, round int, c burstCase) Result {
 	r.add("cloud calls", float64(calls.total), "calls")
 	r.judge("ratio <= 1.3", err == nil && ratio <= 1.3)
 	r.note("the bound is %s", why)
+	// Every pod's time to Ready, not only the last: whether the pods the
+	// warm pool holds come at once, and how far behind the bound the rest
+	// land.
+	var times []float64
+	for _, d := range readyAt {
+		if d > 0 {
+			times = append(times, float64(d.Milliseconds())/1000)
+		}
+	}
+	r.Series = []Series{{Name: fmt.Sprintf("round %d", round+1), Chart: c.scenario + ": pods Ready", Kind: Timeline, Unit: "s",
+		X: times, Bound: bound.Seconds()}}
 	return r
 }
 

@@ -4,7 +4,9 @@
 // cost, agent memory, a fleet sharing one account's rate limit, the fast
 // path side by side with the reference plugins ptp and bridge, /28
 // prefix mode beside secondary addresses, and pods of two security-group
-// sets on one node) on the ECS simulator, prints one Markdown table and writes the figures as JSON.
+// sets on one node) on the ECS simulator, prints one Markdown table, writes
+// the figures as JSON and draws the samples behind them as SVG charts
+// beside it (chart.go).
 //
 // It sits outside desired -> observed -> plan -> execute: it drives the
 // real agent (in-process, or `enid run` as a subprocess) and the real CNI
@@ -59,6 +61,7 @@ func main() {
 	var (
 		quick   = flag.Bool("quick", false, "small sizes, for CI (under 2 minutes)")
 		out     = flag.String("out", "bench-results.json", "write the results as JSON here")
+		charts  = flag.Bool("charts", true, "draw the results' samples as SVG charts beside the JSON (-out x.json: x.charts/)")
 		run     = flag.String("run", "all", "comma-separated scenarios: warm,burst,churn,planner,memory,fleet,reference,prefix,sets (or all)")
 		workDir = flag.String("work-dir", "", "scratch directory (default: a temporary one under /dev/shm or /tmp, removed at the end)")
 		verbose = flag.Bool("v", false, "log the agents' warnings to stderr")
@@ -133,7 +136,7 @@ func main() {
 		os.Exit(2)
 	}
 	code, err := runAll(ctx, env{log: log, progress: progress, quick: *quick, sizes: sz, root: os.Geteuid() == 0,
-		workDir: *workDir, model: model}, strings.Split(*run, ","), *out)
+		workDir: *workDir, model: model}, strings.Split(*run, ","), *out, *charts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 	}
@@ -179,7 +182,9 @@ func scenarios() []scenario {
 	}
 }
 
-func runAll(ctx context.Context, e env, picked []string, out string) (int, error) {
+// runAll runs the picked scenarios, prints the table and writes the JSON
+// to out (and, with charts, the charts beside it; none without out).
+func runAll(ctx context.Context, e env, picked []string, out string, charts bool) (int, error) {
 	want := map[string]bool{}
 	for _, p := range picked {
 		want[strings.TrimSpace(p)] = true
@@ -236,6 +241,15 @@ func runAll(ctx context.Context, e env, picked []string, out string) (int, error
 	if out != "" {
 		if err := writeJSON(out, rep); err != nil {
 			return 1, fmt.Errorf("write %s: %w", out, err)
+		}
+		if charts {
+			files, err := writeCharts(chartsDir(out), rep.Results)
+			if len(files) > 0 {
+				e.progress("charts: %d SVG files in %s", len(files), chartsDir(out))
+			}
+			if err != nil {
+				return 1, fmt.Errorf("charts: %w", err)
+			}
 		}
 	}
 	if ctx.Err() != nil {

@@ -287,7 +287,6 @@ func (g *refRig) rounds(ctx context.Context, rounds int) error {
 // refRows makes one result row per plugin from r (its setup and
 // problems), enid-cni's first with the verdict.
 func refRows(r Result, plugins []*refPlugin, start time.Time) []Result {
-	msOf := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	enid := plugins[0]
 	for _, p := range plugins {
 		slices.Sort(p.adds)
@@ -300,6 +299,12 @@ func refRows(r Result, plugins []*refPlugin, start time.Time) []Result {
 		row.add("ADD p99", msOf(pct(p.adds, 99)), "ms")
 		row.add("DEL p50", msOf(pct(p.dels, 50)), "ms")
 		row.add("DEL p99", msOf(pct(p.dels, 99)), "ms")
+		// One ADD chart and one DEL chart, a line per plugin: the rows'
+		// series meet there by their Chart.
+		row.Series = []Series{
+			{Name: p.name, Chart: "vs reference plugins: ADD", Kind: CDF, Unit: "ms", X: millis(p.adds)},
+			{Name: p.name, Chart: "vs reference plugins: DEL", Kind: CDF, Unit: "ms", X: millis(p.dels)},
+		}
 		if p != enid {
 			row.add("enid/this ADD p50", pct(enid.adds, 50).Seconds()/pct(p.adds, 50).Seconds(), "x")
 			row.add("enid/this DEL p50", pct(enid.dels, 50).Seconds()/pct(p.dels, 50).Seconds(), "x")

@@ -34,6 +34,60 @@ type Result struct {
 	Notes []string `json:"notes,omitempty"`
 	// Elapsed is the wall time the scenario took.
 	Elapsed Seconds `json:"elapsedSeconds"`
+	// Series are raw samples behind the figures, kept so that a reader
+	// can see the whole distribution and not only its percentiles; the
+	// harness draws them (bench/chart.go). Nil when the scenario keeps none.
+	Series []Series `json:"series,omitempty"`
+}
+
+// SeriesKind says what a Series' numbers are, and so how it is drawn.
+type SeriesKind string
+
+const (
+	// CDF: X holds latency samples in Unit, in any order; drawn as the
+	// fraction of samples at or below each latency.
+	CDF SeriesKind = "cdf"
+	// Timeline: X holds, for each pod, the time in seconds (Unit "s")
+	// from the start (a burst's entries written) to its Ready status; a
+	// pod never Ready is left out. Drawn as the pods Ready over time.
+	Timeline SeriesKind = "timeline"
+	// Curve: X is the number of pods on the node and Y[i] a figure in
+	// Unit at X[i] (len(Y) == len(X)). Drawn as a line through the points,
+	// one chart per Chart and Unit.
+	Curve SeriesKind = "curve"
+)
+
+// Series is one named list of samples. Series of a run that share Chart,
+// Kind and Unit (across results: the reference plugins' rows) are drawn on
+// one chart, one line each.
+type Series struct {
+	// Name is the line's name in the legend ("enid-cni", "round 3").
+	Name string `json:"name"`
+	// Chart is the chart's title, and its file name once slugged; "" is
+	// the result's Scenario.
+	Chart string     `json:"chart,omitempty"`
+	Kind  SeriesKind `json:"kind"`
+	// Unit is that of X for CDF and Timeline, of Y for Curve.
+	Unit string    `json:"unit"`
+	X    []float64 `json:"x"`
+	// Y is set for Curve only.
+	Y []float64 `json:"y,omitempty"`
+	// Bound, when not 0, is the lower bound (in X's unit) that the
+	// samples are held to, such as a burst's API bound; drawn as a
+	// vertical line.
+	Bound float64 `json:"bound,omitempty"`
+}
+
+// msOf is d in milliseconds, to the microsecond (the figures' precision).
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// millis is ds in milliseconds (msOf), in the order given.
+func millis(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = msOf(d)
+	}
+	return out
 }
 
 // Figure is one measured value.
