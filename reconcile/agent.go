@@ -445,6 +445,7 @@ func (a *Agent) pass(ctx context.Context) {
 	a.metrics.passes.Inc()
 	now := a.now()
 	a.passAt = now
+	defer func() { a.metrics.passSeconds.Observe(a.now().Sub(now).Seconds()) }()
 	if !a.knowInstance(ctx, now) {
 		return
 	}
@@ -660,7 +661,9 @@ func (a *Agent) reportReadiness(d desired.State, o observed.State) {
 // apart) and indexes the entries. The map is built anew, never changed:
 // running actions of earlier passes hold the old one.
 func (a *Agent) loadDesired() {
+	start := a.now()
 	d := desired.Load(a.loader, a.entries, desired.HintSources{})
+	a.metrics.desiredSeconds.Observe(a.now().Sub(start).Seconds())
 	a.planning.Complete(&d)
 	m := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
 	h := fnv.New64a()

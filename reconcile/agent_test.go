@@ -263,6 +263,32 @@ func TestAgentServesPodsAndSettles(t *testing.T) {
 		return len(w.statuses()) == 0 && ips <= 4 && ips >= 2
 	})
 	t.Logf("settled in %s", time.Since(start))
+	// Every pass is timed once (the one running may not be yet), and the
+	// entries were read again after they changed, at most once a pass.
+	m := w.agent.Metrics()
+	passes, timed, reads := gauge(t, m, "enid_reconcile_passes_total"), histCount(t, m, "enid_pass_duration_seconds"), histCount(t, m, "enid_desired_read_duration_seconds")
+	if timed < passes-1 || timed > passes {
+		t.Errorf("%v passes, %v timed", passes, timed)
+	}
+	if reads < 2 || reads > passes {
+		t.Errorf("%v reads of desired state in %v passes, want at least the first and one after the entries changed", reads, passes)
+	}
+}
+
+// histCount returns how many observations the histogram name holds.
+func histCount(t *testing.T, m *Metrics, name string) float64 {
+	t.Helper()
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() == name && len(f.GetMetric()) == 1 && f.GetMetric()[0].GetHistogram() != nil {
+			return float64(f.GetMetric()[0].GetHistogram().GetSampleCount())
+		}
+	}
+	t.Fatalf("no histogram %s", name)
+	return 0
 }
 
 func NewNoDatapathMust(t testing.TB) *NoDatapath {

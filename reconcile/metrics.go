@@ -15,19 +15,24 @@ type Metrics struct {
 	// Registry holds every enid metric plus the Go and process collectors.
 	Registry *prometheus.Registry
 
-	poolIPs      *prometheus.GaugeVec
-	enis         prometheus.Gauge
-	podsByPhase  *prometheus.GaugeVec
-	planSeconds  prometheus.Histogram
-	execSeconds  *prometheus.HistogramVec
-	actions      *prometheus.CounterVec
-	cloudCalls   *prometheus.CounterVec
-	cloudLatency *prometheus.HistogramVec
-	addToReady   prometheus.Histogram
-	passes       prometheus.Counter
-	configErrors prometheus.Gauge
-	degraded     prometheus.Gauge
-	unknownVSw   *prometheus.GaugeVec
+	poolIPs     *prometheus.GaugeVec
+	enis        prometheus.Gauge
+	podsByPhase *prometheus.GaugeVec
+	planSeconds prometheus.Histogram
+	// passSeconds times whole passes (desired state, observation, plan,
+	// dispatch; not the actions they start); desiredSeconds the reads of
+	// config and entries a change to their files brings.
+	passSeconds    prometheus.Histogram
+	desiredSeconds prometheus.Histogram
+	execSeconds    *prometheus.HistogramVec
+	actions        *prometheus.CounterVec
+	cloudCalls     *prometheus.CounterVec
+	cloudLatency   *prometheus.HistogramVec
+	addToReady     prometheus.Histogram
+	passes         prometheus.Counter
+	configErrors   prometheus.Gauge
+	degraded       prometheus.Gauge
+	unknownVSw     *prometheus.GaugeVec
 
 	// runtimeRecords counts the runtime's libcni cache records of enid's
 	// network last read (desired.Hints.RuntimeAttachments).
@@ -83,6 +88,14 @@ func NewMetrics() *Metrics {
 		Name: "enid_plan_duration_seconds", Help: "Time to compute one plan.",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
 	})
+	m.passSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "enid_pass_duration_seconds", Help: "Time of one reconcile pass: desired state, observation, plan and dispatch (not the actions it starts).",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 4, 10),
+	})
+	m.desiredSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "enid_desired_read_duration_seconds", Help: "Time to read the config and the pod entries after their files changed.",
+		Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
+	})
 	m.execSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "enid_action_duration_seconds", Help: "Time to execute one plan action, by kind.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
@@ -125,7 +138,7 @@ func NewMetrics() *Metrics {
 	m.degraded = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "enid_degraded", Help: "1 while the cloud cannot be observed and new pods are served from the idle addresses the node holds.",
 	})
-	m.Registry.MustRegister(m.runtimeRecords, m.hintProblems, m.hintsNotFound, m.nodeReads, m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.execSeconds,
+	m.Registry.MustRegister(m.runtimeRecords, m.hintProblems, m.hintsNotFound, m.nodeReads, m.poolIPs, m.enis, m.podsByPhase, m.planSeconds, m.passSeconds, m.desiredSeconds, m.execSeconds,
 		m.actions, m.cloudCalls, m.cloudLatency, m.addToReady, m.passes, m.configErrors, m.degraded, m.unknownVSw,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
