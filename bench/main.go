@@ -62,7 +62,7 @@ func main() {
 		quick   = flag.Bool("quick", false, "small sizes, for CI (under 2 minutes)")
 		out     = flag.String("out", "bench-results.json", "write the results as JSON here")
 		charts  = flag.Bool("charts", true, "draw the results' samples as SVG charts beside the JSON (-out x.json: x.charts/)")
-		run     = flag.String("run", "all", "comma-separated scenarios: warm,burst,churn,planner,memory,fleet,reference,prefix,sets (or all)")
+		run     = flag.String("run", "all", "comma-separated scenarios: warm,burst,churn,planner,memory,fleet,reference,prefix,sets,nodescale (or all)")
 		workDir = flag.String("work-dir", "", "scratch directory (default: a temporary one under /dev/shm or /tmp, removed at the end)")
 		verbose = flag.Bool("v", false, "log the agents' warnings to stderr")
 		debug   = flag.Bool("debug", false, "log the agents' debug lines (every plan) to stderr")
@@ -179,6 +179,7 @@ func scenarios() []scenario {
 		{"reference", runReference},
 		{"prefix", runPrefix},
 		{"sets", runSGSets},
+		{"nodescale", runNodeScale},
 	}
 }
 
@@ -195,7 +196,7 @@ func runAll(ctx context.Context, e env, picked []string, out string, charts bool
 	}
 	for p := range want {
 		if !known[p] {
-			return 2, fmt.Errorf("-run: unknown scenario %q (use warm, burst, churn, planner, memory, fleet, reference, prefix, sets or all)", p)
+			return 2, fmt.Errorf("-run: unknown scenario %q (use warm, burst, churn, planner, memory, fleet, reference, prefix, sets, nodescale or all)", p)
 		}
 	}
 	src, err := moduleRoot()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/enidnet/enid/cloud/ecssim"
@@ -92,11 +89,9 @@ type memoryRun struct {
 // or Failed) and reads the peak again.
 func memoryOnce(ctx context.Context, e env, name, instType, eni string, n int) (m memoryRun, err error) {
 	dir := filepath.Join(e.workDir, name)
-	bin := filepath.Join(dir, "enid")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/enid")
-	build.Dir = e.srcDir
-	if out, err := build.CombinedOutput(); err != nil {
-		return m, fmt.Errorf("build enid: %v: %s", err, lastLines(out, 5))
+	bin, err := buildEnid(ctx, e, dir)
+	if err != nil {
+		return m, err
 	}
 	sim, err := ecssim.New(ecssim.Config{
 		VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-mem", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.0.0/16")}},
@@ -264,20 +259,4 @@ func memPodsAnswered(ctx context.Context, runDir string, n int) (ready, failed i
 }
 
 // vmHWM reads a process's peak resident set size in MiB.
-func vmHWM(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read status of pid %d: %w", pid, err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
-			if err != nil {
-				return 0, fmt.Errorf("parse VmHWM %q: %w", v, err)
-			}
-			return float64(kb) / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
-}
+func vmHWM(pid int) (float64, error) { return procStatusMiB(pid, "VmHWM:") }
