@@ -65,20 +65,9 @@ func (d *Datapath) flushConntrack(addrs []netip.Addr, ch *Changes) error {
 	if len(addrs) == 0 {
 		return nil
 	}
-	// The dump below walks every bucket of the kernel's conntrack hash,
-	// which all namespaces share (262,144 buckets here): 10-20 ms of
-	// kernel time whatever the namespace holds, twice per pod (bind and
-	// release). The namespace's own count costs no walk: an empty table
-	// names no address.
-	switch n, err := conntrackEntries(d.node.fd); {
-	case err != nil && noConntrack(err):
-		ch.add("no conntrack in the node namespace: nothing to flush for %s", joinAddrs(addrs))
-		return nil
-	case err == nil && n == 0:
+	if d.conntrackEmpty(addrs, ch) {
 		return nil
 	}
-	// A count that could not be read (an older kernel's answer) is no
-	// reason to skip: the dump decides.
 	h, err := netlink.NewHandleAt(d.node.fd, unix.NETLINK_NETFILTER)
 	if err != nil {
 		if noConntrack(err) {
@@ -122,6 +111,22 @@ func (d *Datapath) flushConntrack(addrs []netip.Addr, ch *Changes) error {
 		}
 	}
 	return nil
+}
+
+// conntrackEmpty reports whether the node namespace holds no conntrack
+// entry, so that nothing can name addrs. The dump a flush makes walks
+// every bucket of the kernel's conntrack hash, which all namespaces share
+// (262,144 buckets here): 10-20 ms of kernel time whatever the namespace
+// holds, twice per pod (bind and release). The namespace's own count
+// costs no walk. A count that could not be read (an older kernel's
+// answer) is no reason to skip: the dump decides.
+func (d *Datapath) conntrackEmpty(addrs []netip.Addr, ch *Changes) bool {
+	n, err := conntrackEntries(d.node.fd)
+	if err != nil && noConntrack(err) {
+		ch.add("no conntrack in the node namespace: nothing to flush for %s", joinAddrs(addrs))
+		return true
+	}
+	return err == nil && n == 0
 }
 
 // IPCTNL_MSG_CT_GET_STATS and CTA_STATS_GLOBAL_ENTRIES
@@ -246,6 +251,11 @@ func (d *Datapath) unclaimed(key observed.AttachmentKey, addrs []netip.Addr) ([]
 // releaseConntrack deletes the node's conntrack entries naming the
 // addresses an attachment held, except those another attachment claims.
 func (d *Datapath) releaseConntrack(key observed.AttachmentKey, addrs []netip.Addr, ch *Changes) error {
+	// Asked before unclaimed's dump of every link, which grows with the
+	// pods on the node.
+	if valid := slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return !a.IsValid() }); len(valid) == 0 || d.conntrackEmpty(valid, ch) {
+		return nil
+	}
 	free, err := d.unclaimed(key, addrs)
 	if err != nil {
 		return err
