@@ -148,8 +148,16 @@ func printStatus(w io.Writer, rep statusReport, now time.Time) {
 			fmt.Fprintf(w, "Kube API:  %s\n", a.Kube)
 		}
 		printHints(w, a.Hints)
+		// Counted from the status files listed below, not the heartbeat's
+		// count: the agent writes that at the end of the pass after a
+		// publication, so a status an ADD just returned with may not be in
+		// it yet, and the line would disagree with the table.
+		byPhase := map[status.Phase]int{}
+		for _, p := range rep.Pods {
+			byPhase[p.Phase]++
+		}
 		var phases []string
-		for ph, n := range a.Pods {
+		for ph, n := range byPhase {
 			phases = append(phases, fmt.Sprintf("%d %s", n, ph))
 		}
 		sort.Strings(phases)

@@ -46,6 +46,24 @@ func TestStatusShowsSecurityGroupSets(t *testing.T) {
 	}
 }
 
+// TestStatusCountsTheListedStatuses: the Pods line counts the status
+// files the table lists, not the heartbeat's count, which the agent writes
+// a pass after a publication (an ADD can return before it).
+func TestStatusCountsTheListedStatuses(t *testing.T) {
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	a := status.Agent{Ready: true, Heartbeat: now, Pods: map[status.Phase]int{status.Ready: 1, status.Pending: 1}}
+	rep := statusReport{Agent: &a, Pods: []status.Attachment{
+		{ContainerID: "aaaaaaaaaaaa1", IfName: "eth0", Phase: status.Ready},
+		{ContainerID: "aaaaaaaaaaaa2", IfName: "eth0", Phase: status.Ready},
+		{ContainerID: "aaaaaaaaaaaa3", IfName: "eth0", Phase: status.Failed, ReasonCode: "entry-invalid"},
+	}}
+	var b strings.Builder
+	printStatus(&b, rep, now)
+	if want := "Pods:      1 Failed, 2 Ready\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("status lacks %q:\n%s", want, b.String())
+	}
+}
+
 // TestStatusShowsHints: `enid status` prints the hint counts, each hint
 // file it could not use and the notice that no kubelet file was found;
 // a heartbeat without hints (an older agent) prints no hint line.
