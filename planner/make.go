@@ -121,6 +121,9 @@ type builder struct {
 	// plan (createParts): adoptions take a slot but are no creates, and
 	// counting them would move a later set's token in the next pass.
 	plannedCreates int
+
+	// routes holds the routes of the plan's Ready statuses (slab.go).
+	routes slab[PodRoute]
 }
 
 // eniState is an attached owned ENI during planning.

@@ -77,7 +77,7 @@ func (b *builder) unpublish(k observed.AttachmentKey) {
 func (b *builder) podActions() {
 	exclusive := b.excl
 	// Actions are large: reserve room for those likely to come, once.
-	n := 0
+	n, bound := 0, 0
 	for _, p := range b.pods {
 		switch {
 		case p.kn == nil || !p.kn.Healthy || p.status != nil:
@@ -85,8 +85,12 @@ func (b *builder) podActions() {
 		case p.pub == nil:
 			n++
 		}
+		if p.status == nil && p.bound() {
+			bound++
+		}
 	}
 	b.plan.Actions = slices.Grow(b.plan.Actions, n)
+	b.routes.expect(bound * b.families())
 	for _, p := range b.pods {
 		if p.status != nil {
 			b.publish(*p.status, p.pub, nil, true)
@@ -101,6 +105,7 @@ func (b *builder) podActions() {
 			IPv4: p.ipv4, IPv6: p.ipv6,
 			ENIID: e.eni.ID, ENIMAC: e.eni.MAC, IfName: p.key.IfName, Exclusive: exclusive,
 		}
+		st.Routes = b.routes.take(st.families())
 		address(&st, e, exclusive)
 		// The datapath's gateways are the vSwitch's: an ENI's table routes
 		// through them, and an exclusive pod's ENI sits on the vSwitch.
@@ -294,6 +299,8 @@ var (
 // node answers); an exclusive pod owns its ENI on the vSwitch (the
 // vSwitch's prefix length and gateways; without an IPv6 gateway, the
 // link-local one).
+//
+// st.Routes must have room for the routes (PodStatus.families).
 func address(st *PodStatus, e *eniState, exclusive bool) {
 	if st.IPv4.IsValid() {
 		st.PrefixBits, st.Gateway = 32, podGatewayV4
@@ -315,6 +322,31 @@ func address(st *PodStatus, e *eniState, exclusive bool) {
 		}
 		st.Routes = append(st.Routes, PodRoute{Dst: defaultV6, GW: st.GatewayV6})
 	}
+}
+
+// families counts the address families st has an address of: the
+// routes address gives it.
+func (st *PodStatus) families() int {
+	n := 0
+	if st.IPv4.IsValid() {
+		n++
+	}
+	if st.IPv6.IsValid() {
+		n++
+	}
+	return n
+}
+
+// families counts the address families pods get.
+func (b *builder) families() int {
+	n := 0
+	if b.v4 {
+		n++
+	}
+	if b.v6 {
+		n++
+	}
+	return n
 }
 
 // prefixV6Of is an exclusive pod's IPv6 address with the vSwitch's IPv6
