@@ -122,8 +122,13 @@ type builder struct {
 	// counting them would move a later set's token in the next pass.
 	plannedCreates int
 
-	// routes holds the routes of the plan's Ready statuses (slab.go).
-	routes slab[PodRoute]
+	// routes, statuses, targets and deps hold the routes of the plan's
+	// Ready statuses, PublishStatus's statuses, the pods of setups and
+	// their statuses' dependencies (slab.go).
+	routes   slab[PodRoute]
+	statuses slab[PodStatus]
+	targets  slab[PodTarget]
+	deps     slab[int]
 }
 
 // eniState is an attached owned ENI during planning.

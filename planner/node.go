@@ -76,21 +76,7 @@ func (b *builder) unpublish(k observed.AttachmentKey) {
 // answer, for every live entry and every entry problem.
 func (b *builder) podActions() {
 	exclusive := b.excl
-	// Actions are large: reserve room for those likely to come, once.
-	n, bound := 0, 0
-	for _, p := range b.pods {
-		switch {
-		case p.kn == nil || !p.kn.Healthy || p.status != nil:
-			n += 2
-		case p.pub == nil:
-			n++
-		}
-		if p.status == nil && p.bound() {
-			bound++
-		}
-	}
-	b.plan.Actions = slices.Grow(b.plan.Actions, n)
-	b.routes.expect(bound * b.families())
+	b.reservePodActions()
 	for _, p := range b.pods {
 		if p.status != nil {
 			b.publish(*p.status, p.pub, nil, true)
@@ -124,20 +110,20 @@ func (b *builder) podActions() {
 			continue
 		}
 		a := b.setupAction(p, gw, gw6)
-		fs := b.failureStatus(p, a.Kind)
+		fs := b.failureStatus(p, &a)
 		if fs != nil {
 			// While the setup backs off, the failure is the pod's answer:
 			// written first, then the retry, whose Ready status follows
 			// (never the other way round).
-			if id := b.publish(*fs, p.pub, nil, true); id >= 0 {
+			if id := b.publishAs(*fs, a.Target, p.pub, nil, true); id >= 0 {
 				a.DependsOn = append(slices.Clip(a.DependsOn), id)
 			}
 		}
-		deps := []int{b.add(a)}
+		deps := append(b.deps.take(1), b.add(a))
 		if fs != nil {
-			b.planPublish(st, p.pub, deps, true)
+			b.planPublish(st, a.Target, p.pub, deps, true)
 		} else {
-			b.publish(st, p.pub, deps, true)
+			b.publishAs(st, a.Target, p.pub, deps, true)
 		}
 	}
 	b.urgentPodPath()
@@ -159,6 +145,32 @@ func (b *builder) podActions() {
 	}
 }
 
+// reservePodActions makes room, once, for the actions podActions is
+// likely to plan (actions are large) and sizes the slabs their parts come
+// from.
+func (b *builder) reservePodActions() {
+	setups, pubs, bound := 0, 0, 0
+	for _, p := range b.pods {
+		switch {
+		case p.status != nil:
+			pubs++
+		case p.kn == nil || !p.kn.Healthy:
+			setups++
+			pubs++
+		case p.pub == nil:
+			pubs++
+		}
+		if p.status == nil && p.bound() {
+			bound++
+		}
+	}
+	b.plan.Actions = slices.Grow(b.plan.Actions, setups+pubs)
+	b.routes.expect(bound * b.families())
+	b.statuses.expect(pubs)
+	b.targets.expect(setups)
+	b.deps.expect(setups)
+}
+
 // setupAction is the SetupPod (exclusive mode: MoveENI) that sets bound
 // pod p up on its ENI, with the datapath's gateways gw and gw6; urgent (a
 // CNI ADD waits on it).
@@ -175,11 +187,11 @@ func (b *builder) setupAction(p *podState, gw, gw6 netip.Addr) Action {
 	a := Action{
 		Kind: kind, Target: p.key.String(), Reason: reason, DependsOn: p.deps,
 		ENIID: e.eni.ID, MAC: e.eni.MAC, Gateway: gw, GatewayV6: gw6, Urgent: true,
-		Pod: &PodTarget{
+		Pod: b.targets.new(PodTarget{
 			Key: p.key, Revision: p.entry.Revision, Namespace: p.entry.PodNamespace, Name: p.entry.PodName,
 			NetNS: p.entry.NetNS, IfName: p.key.IfName, IPv4: p.ipv4, IPv6: p.ipv6,
 			ENIID: e.eni.ID, ENIMAC: e.eni.MAC, Bandwidth: p.entry.Bandwidth, MTU: b.podMTU(e.eni.MAC),
-		},
+		}),
 	}
 	if exclusive {
 		a.Prefix = prefixOf(p, e)
@@ -222,8 +234,14 @@ func (b *builder) urgentPodPath() {
 // publish records st as the attachment's answer and plans PublishStatus
 // when the published one (pb, nil when none) differs (planPublish).
 func (b *builder) publish(st PodStatus, pb *observed.Binding, deps []int, urgent bool) int {
+	return b.publishAs(st, "", pb, deps, urgent)
+}
+
+// publishAs is publish with the string of st.Key, target, when the caller
+// has it already ("": built if needed).
+func (b *builder) publishAs(st PodStatus, target string, pb *observed.Binding, deps []int, urgent bool) int {
 	b.plan.Statuses = append(b.plan.Statuses, st)
-	return b.planPublish(st, pb, deps, urgent)
+	return b.planPublish(st, target, pb, deps, urgent)
 }
 
 // planPublish plans PublishStatus of st when the published one (pb, nil
@@ -231,14 +249,17 @@ func (b *builder) publish(st PodStatus, pb *observed.Binding, deps []int, urgent
 // live pod's CNI ADD waits on it (whatever the phase: a Pending or Failed
 // status tells it why), not for the entries that cannot be served. A
 // status planned to follow another (Ready after a retried setup) is not
-// the attachment's answer now: it is planned, not recorded.
-func (b *builder) planPublish(st PodStatus, pb *observed.Binding, deps []int, urgent bool) int {
+// the attachment's answer now: it is planned, not recorded. target is the
+// string of st.Key ("": built here, only when an action is planned).
+func (b *builder) planPublish(st PodStatus, target string, pb *observed.Binding, deps []int, urgent bool) int {
 	if pb != nil && pb.Revision == st.Revision && pb.Phase == st.Phase &&
 		pb.Reason == st.Reason && pb.IPv4 == st.IPv4 && pb.IPv6 == st.IPv6 && pb.ENIID == st.ENIID {
 		return -1
 	}
-	s := st
-	return b.add(Action{Kind: PublishStatus, Target: st.Key.String(), Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: &s, Urgent: urgent})
+	if target == "" {
+		target = st.Key.String()
+	}
+	return b.add(Action{Kind: PublishStatus, Target: target, Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: b.statuses.new(st), Urgent: urgent})
 }
 
 func sourceText(c ReasonCode) string {
