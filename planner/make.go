@@ -82,8 +82,7 @@ type builder struct {
 	devices map[string]observed.ENIDevice
 	vsw     map[string]observed.VSwitch
 
-	pods     []*podState          // live entries, sorted by key
-	podByStr map[string]*podState // built on first use
+	pods []*podState // live entries, sorted by key
 	// gone are the entries whose network namespace is missing (stale.go),
 	// sorted by key: not in pods, they are torn down and released as gone
 	// attachments, but keep a status. goneKeys indexes them.
