@@ -88,6 +88,9 @@ func (b *builder) hold(ip4, ip6 netip.Addr, h *holder) {
 // published statuses of live and gone attachments, sticky reservations of
 // live pods, then the reservations of deleted sticky pods.
 func (b *builder) bindShared() {
+	// Actions are large: room, once, for the teardown and the unpublish
+	// of every attachment nobody wants any more.
+	b.plan.Actions = slices.Grow(b.plan.Actions, nils(b.kernelPod)+nils(b.pubPod))
 	// 1. Live kernel state, then 2. kernel state nobody wants any more.
 	for j, pn := range b.kernel {
 		if p := b.kernelPod[j]; p != nil && pn.Exclusive == b.excl {
@@ -229,6 +232,17 @@ func (b *builder) stickyAlive() map[string]bool {
 		}
 	}
 	return alive
+}
+
+// nils counts the nil pods of l.
+func nils(l []*podState) int {
+	n := 0
+	for _, p := range l {
+		if p == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // keyIs reports whether s is k.String(), without building it.

@@ -256,7 +256,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		}
 	}
 
-	b.newPods(d, o)
+	b.newPods(d)
 	b.expected = b.noteAdmitted()
 	b.splitGone(o)
 	b.indexEntryFacts(d)
@@ -337,8 +337,8 @@ func (b *builder) classifyENIs(o observed.State) {
 }
 
 // newPods makes one podState per entry (one allocation), sorted by key
-// with duplicates dropped, and sizes the plan's lists.
-func (b *builder) newPods(d desired.State, o observed.State) {
+// with duplicates dropped, and sizes the plan's statuses.
+func (b *builder) newPods(d desired.State) {
 	// One allocation for all pods; sorted by key, duplicates dropped.
 	arr := make([]podState, len(d.Entries))
 	b.pods = make([]*podState, 0, len(d.Entries))
@@ -356,8 +356,9 @@ func (b *builder) newPods(d desired.State, o observed.State) {
 	}
 	b.pods = slices.CompactFunc(b.pods, func(x, y *podState) bool { return x.key == y.key })
 	b.plan.Statuses = make([]PodStatus, 0, len(b.pods)+len(d.EntryProblems))
-	// Actions are large: grow the slice at most a few times.
-	b.plan.Actions = make([]Action, 0, 8+len(o.Node.Pods)/4+len(b.pods)/4)
+	// Actions are reserved where their number is known (bindShared,
+	// podActions): a converged node plans none, and 500 reserved here
+	// were a quarter of its plan's bytes.
 }
 
 // indexEntryFacts indexes what keeps or ends attachments without a live
