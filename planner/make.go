@@ -456,7 +456,7 @@ func (b *builder) finish() Plan {
 			delete(b.mem.Unseen, ip)
 		}
 	}
-	slices.SortFunc(b.plan.Statuses, func(x, y PodStatus) int { return cmpKey(x.Key, y.Key) })
+	b.sortStatuses()
 	b.holdBackedOff()
 	b.mem.prune(b.now)
 	b.mem.Version = MemoryVersion
@@ -468,6 +468,29 @@ func (b *builder) finish() Plan {
 	}
 	b.plan.Memory = b.mem
 	return b.plan
+}
+
+// sortStatuses sorts the plan's statuses by key. They usually are sorted
+// (pods are, and come first), and then they stay where they are: the
+// PublishStatus actions point to them (publishAs). Otherwise every action
+// gets its own copy of its status first, as sorting moves them.
+func (b *builder) sortStatuses() {
+	l := b.plan.Statuses
+	strict := true // no two keys equal: sorting would leave every status in place
+	for i := 1; i < len(l) && strict; i++ {
+		strict = cmpKey(l[i-1].Key, l[i].Key) < 0
+	}
+	if strict {
+		return
+	}
+	acts := b.plan.Actions
+	b.statuses.expect(len(acts))
+	for i := range acts {
+		if acts[i].Status != nil {
+			acts[i].Status = b.statuses.new(*acts[i].Status)
+		}
+	}
+	slices.SortFunc(l, func(x, y PodStatus) int { return cmpKey(x.Key, y.Key) })
 }
 
 const rfc3339 = time.RFC3339

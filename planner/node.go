@@ -166,7 +166,6 @@ func (b *builder) reservePodActions() {
 	}
 	b.plan.Actions = slices.Grow(b.plan.Actions, setups+pubs)
 	b.routes.expect(bound * b.families())
-	b.statuses.expect(pubs)
 	b.targets.expect(setups)
 	b.deps.expect(setups)
 }
@@ -241,7 +240,12 @@ func (b *builder) publish(st PodStatus, pb *observed.Binding, deps []int, urgent
 // has it already ("": built if needed).
 func (b *builder) publishAs(st PodStatus, target string, pb *observed.Binding, deps []int, urgent bool) int {
 	b.plan.Statuses = append(b.plan.Statuses, st)
-	return b.planPublish(st, target, pb, deps, urgent)
+	if published(st, pb) {
+		return -1
+	}
+	// The action points to the recorded status rather than a copy of its
+	// own (finish keeps it so when it sorts the statuses).
+	return b.publishAction(&b.plan.Statuses[len(b.plan.Statuses)-1], target, deps, urgent)
 }
 
 // planPublish plans PublishStatus of st when the published one (pb, nil
@@ -252,14 +256,25 @@ func (b *builder) publishAs(st PodStatus, target string, pb *observed.Binding, d
 // the attachment's answer now: it is planned, not recorded. target is the
 // string of st.Key ("": built here, only when an action is planned).
 func (b *builder) planPublish(st PodStatus, target string, pb *observed.Binding, deps []int, urgent bool) int {
-	if pb != nil && pb.Revision == st.Revision && pb.Phase == st.Phase &&
-		pb.Reason == st.Reason && pb.IPv4 == st.IPv4 && pb.IPv6 == st.IPv6 && pb.ENIID == st.ENIID {
+	if published(st, pb) {
 		return -1
 	}
+	return b.publishAction(b.statuses.new(st), target, deps, urgent)
+}
+
+// published reports whether pb, the published status (nil when none),
+// says what st says.
+func published(st PodStatus, pb *observed.Binding) bool {
+	return pb != nil && pb.Revision == st.Revision && pb.Phase == st.Phase &&
+		pb.Reason == st.Reason && pb.IPv4 == st.IPv4 && pb.IPv6 == st.IPv6 && pb.ENIID == st.ENIID
+}
+
+// publishAction plans PublishStatus of st and returns its ID.
+func (b *builder) publishAction(st *PodStatus, target string, deps []int, urgent bool) int {
 	if target == "" {
 		target = st.Key.String()
 	}
-	return b.add(Action{Kind: PublishStatus, Target: target, Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: b.statuses.new(st), Urgent: urgent})
+	return b.add(Action{Kind: PublishStatus, Target: target, Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: st, Urgent: urgent})
 }
 
 func sourceText(c ReasonCode) string {
