@@ -344,8 +344,11 @@ func (b *builder) newPods(d desired.State) {
 	b.pods = make([]*podState, 0, len(d.Entries))
 	for i := range d.Entries {
 		e := &d.Entries[i]
+		// Fields, not a whole podState: arr is zeroed already, and a
+		// 288-byte copy into the heap runs the write barrier over every
+		// pointer slot while the collector marks (most of a pass here).
 		p := &arr[i]
-		*p = podState{entry: e, key: e.Key()}
+		p.entry, p.key = e, e.Key()
 		if e.WantsStickyIP() && b.cfg.StickyIPHold > 0 {
 			p.sticky = e.PodNamespace + "/" + e.PodName + "/" + e.IfName
 		}
