@@ -121,6 +121,7 @@ func (b *builder) bindShared() {
 			b.restoreSticky(p)
 		}
 	}
+	b.blocked = nil // moveBlocked's view holds only while they are restored
 	// 6. Reservations of deleted sticky pods keep their addresses.
 	b.holdDeletedSticky()
 	if b.cfg.StickyIPHold <= 0 {
@@ -171,6 +172,9 @@ func (b *builder) restoreSticky(p *podState) {
 		return
 	}
 	b.bindTo(p, r.IPv4, r.IPv6, e, ReasonStickyRestore)
+	if b.blocked != nil && p.set.key != e.targetKey {
+		b.blocked[e] = true // moveBlocked's view follows the binding
+	}
 }
 
 // holdDeletedSticky holds the addresses of every reservation whose pod is

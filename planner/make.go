@@ -121,6 +121,10 @@ type builder struct {
 	// counting them would move a later set's token in the next pass.
 	plannedCreates int
 
+	// blocked is moveBlocked's view while bindShared restores sticky
+	// pods (nil otherwise): the ENIs a bound pod keeps on their groups.
+	blocked map[*eniState]bool
+
 	// routes, statuses, targets and deps hold the routes of the plan's
 	// Ready statuses, PublishStatus's statuses, the pods of setups and
 	// their statuses' dependencies (slab.go).
