@@ -262,16 +262,19 @@ func (b *builder) holdBackedOff() {
 	}
 }
 
-// failureStatus is the answer for a pod whose setup (SetupPod, MoveENI:
-// kind) failed and backs off, or nil: Pending with the error, so that a
+// failureStatus is the answer for a pod whose setup (SetupPod, MoveENI)
+// failed and backs off, or nil: Pending with the error, so that a
 // CNI ADD that times out reports the real reason, while a later pass
 // retries; Failed when retrying cannot help the ADD waiting (an interface
 // enid did not create is in the way: the ADD fails at once with the
 // reason, and kubelet's DEL and new sandbox start afresh) or the netns
 // turned out to be one enid refuses (as the pod-netns guard would have
 // refused it). Only the revision whose setup failed hears of it.
-func (b *builder) failureStatus(p *podState, kind ActionKind) *PodStatus {
-	bo, ok := b.mem.Backoffs[RetryKey{Scope: RetryNode, Kind: kind, ID: p.key.String()}]
+func (b *builder) failureStatus(p *podState, setup *Action) *PodStatus {
+	if len(b.mem.Backoffs) == 0 {
+		return nil // most passes: no key to build
+	}
+	bo, ok := b.mem.Backoffs[RetryKeyOf(*setup)]
 	if !ok || bo.Revision != p.entry.Revision {
 		return nil
 	}

@@ -88,6 +88,9 @@ func (b *builder) hold(ip4, ip6 netip.Addr, h *holder) {
 // published statuses of live and gone attachments, sticky reservations of
 // live pods, then the reservations of deleted sticky pods.
 func (b *builder) bindShared() {
+	// Actions are large: room, once, for the teardown and the unpublish
+	// of every attachment nobody wants any more.
+	b.plan.Actions = slices.Grow(b.plan.Actions, nils(b.kernelPod)+nils(b.pubPod))
 	// 1. Live kernel state, then 2. kernel state nobody wants any more.
 	for j, pn := range b.kernel {
 		if p := b.kernelPod[j]; p != nil && pn.Exclusive == b.excl {
@@ -118,6 +121,7 @@ func (b *builder) bindShared() {
 			b.restoreSticky(p)
 		}
 	}
+	b.blocked = nil // moveBlocked's view holds only while they are restored
 	// 6. Reservations of deleted sticky pods keep their addresses.
 	b.holdDeletedSticky()
 	if b.cfg.StickyIPHold <= 0 {
@@ -168,6 +172,9 @@ func (b *builder) restoreSticky(p *podState) {
 		return
 	}
 	b.bindTo(p, r.IPv4, r.IPv6, e, ReasonStickyRestore)
+	if b.blocked != nil && p.set.key != e.targetKey {
+		b.blocked[e] = true // moveBlocked's view follows the binding
+	}
 }
 
 // holdDeletedSticky holds the addresses of every reservation whose pod is
@@ -179,11 +186,12 @@ func (b *builder) holdDeletedSticky() {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	alive := b.stickyAlive()
 	for _, k := range keys {
 		r := b.mem.Sticky[k]
 		if r.Key != "" {
-			if p := b.podByKeyString(r.Key); p != nil && p.sticky == k {
-				continue // alive
+			if alive[k] {
+				continue
 			}
 			r.Key = ""
 		}
@@ -210,17 +218,41 @@ func (b *builder) holdDeletedSticky() {
 	}
 }
 
-// podByKeyString finds a live pod by its key string.
-func (b *builder) podByKeyString(s string) *podState {
-	if b.podByStr == nil {
-		b.podByStr = map[string]*podState{}
-		for _, p := range b.pods {
-			if p.sticky != "" { // only sticky pods hold reservations
-				b.podByStr[p.key.String()] = p
+// stickyAlive names the sticky identities whose reservation's holder is a
+// live pod of that identity. It compares keys with the reservations'
+// strings rather than building the pods' (a converged node would make one
+// string per sticky pod and pass, only to find it unchanged).
+func (b *builder) stickyAlive() map[string]bool {
+	var alive map[string]bool
+	for _, p := range b.pods {
+		if p.sticky == "" { // only sticky pods hold reservations
+			continue
+		}
+		if r, ok := b.mem.Sticky[p.sticky]; ok && keyIs(p.key, r.Key) {
+			if alive == nil {
+				alive = make(map[string]bool, len(b.mem.Sticky))
 			}
+			alive[p.sticky] = true
 		}
 	}
-	return b.podByStr[s]
+	return alive
+}
+
+// nils counts the nil pods of l.
+func nils(l []*podState) int {
+	n := 0
+	for _, p := range l {
+		if p == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// keyIs reports whether s is k.String(), without building it.
+func keyIs(k observed.AttachmentKey, s string) bool {
+	n := len(k.ContainerID)
+	return len(s) == n+1+len(k.IfName) && s[:n] == k.ContainerID && s[n] == '_' && s[n+1:] == k.IfName
 }
 
 func (p *podState) bound() bool { return p.eni != nil }
@@ -538,6 +570,10 @@ func (b *builder) rememberSticky() {
 	for _, p := range b.pods {
 		if p.sticky == "" || !p.bound() {
 			continue
+		}
+		if r, ok := b.mem.Sticky[p.sticky]; ok && keyIs(p.key, r.Key) &&
+			r == (Reservation{Key: r.Key, IPv4: p.ipv4, IPv6: p.ipv6, ENIID: p.eni.eni.ID}) {
+			continue // unchanged: no new key string
 		}
 		if b.mem.Sticky == nil {
 			b.mem.Sticky = map[string]Reservation{}

@@ -82,8 +82,7 @@ type builder struct {
 	devices map[string]observed.ENIDevice
 	vsw     map[string]observed.VSwitch
 
-	pods     []*podState          // live entries, sorted by key
-	podByStr map[string]*podState // built on first use
+	pods []*podState // live entries, sorted by key
 	// gone are the entries whose network namespace is missing (stale.go),
 	// sorted by key: not in pods, they are torn down and released as gone
 	// attachments, but keep a status. goneKeys indexes them.
@@ -121,6 +120,18 @@ type builder struct {
 	// plan (createParts): adoptions take a slot but are no creates, and
 	// counting them would move a later set's token in the next pass.
 	plannedCreates int
+
+	// blocked is moveBlocked's view while bindShared restores sticky
+	// pods (nil otherwise): the ENIs a bound pod keeps on their groups.
+	blocked map[*eniState]bool
+
+	// routes, statuses, targets and deps hold the routes of the plan's
+	// Ready statuses, PublishStatus's statuses, the pods of setups and
+	// their statuses' dependencies (slab.go).
+	routes   slab[PodRoute]
+	statuses slab[PodStatus]
+	targets  slab[PodTarget]
+	deps     slab[int]
 }
 
 // eniState is an attached owned ENI during planning.
@@ -249,7 +260,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		}
 	}
 
-	b.newPods(d, o)
+	b.newPods(d)
 	b.expected = b.noteAdmitted()
 	b.splitGone(o)
 	b.indexEntryFacts(d)
@@ -330,15 +341,18 @@ func (b *builder) classifyENIs(o observed.State) {
 }
 
 // newPods makes one podState per entry (one allocation), sorted by key
-// with duplicates dropped, and sizes the plan's lists.
-func (b *builder) newPods(d desired.State, o observed.State) {
+// with duplicates dropped, and sizes the plan's statuses.
+func (b *builder) newPods(d desired.State) {
 	// One allocation for all pods; sorted by key, duplicates dropped.
 	arr := make([]podState, len(d.Entries))
 	b.pods = make([]*podState, 0, len(d.Entries))
 	for i := range d.Entries {
 		e := &d.Entries[i]
+		// Fields, not a whole podState: arr is zeroed already, and a
+		// 288-byte copy into the heap runs the write barrier over every
+		// pointer slot while the collector marks (most of a pass here).
 		p := &arr[i]
-		*p = podState{entry: e, key: e.Key()}
+		p.entry, p.key = e, e.Key()
 		if e.WantsStickyIP() && b.cfg.StickyIPHold > 0 {
 			p.sticky = e.PodNamespace + "/" + e.PodName + "/" + e.IfName
 		}
@@ -349,8 +363,9 @@ func (b *builder) newPods(d desired.State, o observed.State) {
 	}
 	b.pods = slices.CompactFunc(b.pods, func(x, y *podState) bool { return x.key == y.key })
 	b.plan.Statuses = make([]PodStatus, 0, len(b.pods)+len(d.EntryProblems))
-	// Actions are large: grow the slice at most a few times.
-	b.plan.Actions = make([]Action, 0, 8+len(o.Node.Pods)/4+len(b.pods)/4)
+	// Actions are reserved where their number is known (bindShared,
+	// podActions): a converged node plans none, and 500 reserved here
+	// were a quarter of its plan's bytes.
 }
 
 // indexEntryFacts indexes what keeps or ends attachments without a live
@@ -448,7 +463,7 @@ func (b *builder) finish() Plan {
 			delete(b.mem.Unseen, ip)
 		}
 	}
-	slices.SortFunc(b.plan.Statuses, func(x, y PodStatus) int { return cmpKey(x.Key, y.Key) })
+	b.sortStatuses()
 	b.holdBackedOff()
 	b.mem.prune(b.now)
 	b.mem.Version = MemoryVersion
@@ -460,6 +475,29 @@ func (b *builder) finish() Plan {
 	}
 	b.plan.Memory = b.mem
 	return b.plan
+}
+
+// sortStatuses sorts the plan's statuses by key. They usually are sorted
+// (pods are, and come first), and then they stay where they are: the
+// PublishStatus actions point to them (publishAs). Otherwise every action
+// gets its own copy of its status first, as sorting moves them.
+func (b *builder) sortStatuses() {
+	l := b.plan.Statuses
+	strict := true // no two keys equal: sorting would leave every status in place
+	for i := 1; i < len(l) && strict; i++ {
+		strict = cmpKey(l[i-1].Key, l[i].Key) < 0
+	}
+	if strict {
+		return
+	}
+	acts := b.plan.Actions
+	b.statuses.expect(len(acts))
+	for i := range acts {
+		if acts[i].Status != nil {
+			acts[i].Status = b.statuses.new(*acts[i].Status)
+		}
+	}
+	slices.SortFunc(l, func(x, y PodStatus) int { return cmpKey(x.Key, y.Key) })
 }
 
 const rfc3339 = time.RFC3339

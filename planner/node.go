@@ -76,17 +76,7 @@ func (b *builder) unpublish(k observed.AttachmentKey) {
 // answer, for every live entry and every entry problem.
 func (b *builder) podActions() {
 	exclusive := b.excl
-	// Actions are large: reserve room for those likely to come, once.
-	n := 0
-	for _, p := range b.pods {
-		switch {
-		case p.kn == nil || !p.kn.Healthy || p.status != nil:
-			n += 2
-		case p.pub == nil:
-			n++
-		}
-	}
-	b.plan.Actions = slices.Grow(b.plan.Actions, n)
+	b.reservePodActions()
 	for _, p := range b.pods {
 		if p.status != nil {
 			b.publish(*p.status, p.pub, nil, true)
@@ -101,6 +91,7 @@ func (b *builder) podActions() {
 			IPv4: p.ipv4, IPv6: p.ipv6,
 			ENIID: e.eni.ID, ENIMAC: e.eni.MAC, IfName: p.key.IfName, Exclusive: exclusive,
 		}
+		st.Routes = b.routes.take(st.families())
 		address(&st, e, exclusive)
 		// The datapath's gateways are the vSwitch's: an ENI's table routes
 		// through them, and an exclusive pod's ENI sits on the vSwitch.
@@ -119,20 +110,20 @@ func (b *builder) podActions() {
 			continue
 		}
 		a := b.setupAction(p, gw, gw6)
-		fs := b.failureStatus(p, a.Kind)
+		fs := b.failureStatus(p, &a)
 		if fs != nil {
 			// While the setup backs off, the failure is the pod's answer:
 			// written first, then the retry, whose Ready status follows
 			// (never the other way round).
-			if id := b.publish(*fs, p.pub, nil, true); id >= 0 {
+			if id := b.publishAs(*fs, a.Target, p.pub, nil, true); id >= 0 {
 				a.DependsOn = append(slices.Clip(a.DependsOn), id)
 			}
 		}
-		deps := []int{b.add(a)}
+		deps := append(b.deps.take(1), b.add(a))
 		if fs != nil {
-			b.planPublish(st, p.pub, deps, true)
+			b.planPublish(st, a.Target, p.pub, deps, true)
 		} else {
-			b.publish(st, p.pub, deps, true)
+			b.publishAs(st, a.Target, p.pub, deps, true)
 		}
 	}
 	b.urgentPodPath()
@@ -154,6 +145,31 @@ func (b *builder) podActions() {
 	}
 }
 
+// reservePodActions makes room, once, for the actions podActions is
+// likely to plan (actions are large) and sizes the slabs their parts come
+// from.
+func (b *builder) reservePodActions() {
+	setups, pubs, bound := 0, 0, 0
+	for _, p := range b.pods {
+		switch {
+		case p.status != nil:
+			pubs++
+		case p.kn == nil || !p.kn.Healthy:
+			setups++
+			pubs++
+		case p.pub == nil:
+			pubs++
+		}
+		if p.status == nil && p.bound() {
+			bound++
+		}
+	}
+	b.plan.Actions = slices.Grow(b.plan.Actions, setups+pubs)
+	b.routes.expect(bound * b.families())
+	b.targets.expect(setups)
+	b.deps.expect(setups)
+}
+
 // setupAction is the SetupPod (exclusive mode: MoveENI) that sets bound
 // pod p up on its ENI, with the datapath's gateways gw and gw6; urgent (a
 // CNI ADD waits on it).
@@ -170,11 +186,11 @@ func (b *builder) setupAction(p *podState, gw, gw6 netip.Addr) Action {
 	a := Action{
 		Kind: kind, Target: p.key.String(), Reason: reason, DependsOn: p.deps,
 		ENIID: e.eni.ID, MAC: e.eni.MAC, Gateway: gw, GatewayV6: gw6, Urgent: true,
-		Pod: &PodTarget{
+		Pod: b.targets.new(PodTarget{
 			Key: p.key, Revision: p.entry.Revision, Namespace: p.entry.PodNamespace, Name: p.entry.PodName,
 			NetNS: p.entry.NetNS, IfName: p.key.IfName, IPv4: p.ipv4, IPv6: p.ipv6,
 			ENIID: e.eni.ID, ENIMAC: e.eni.MAC, Bandwidth: p.entry.Bandwidth, MTU: b.podMTU(e.eni.MAC),
-		},
+		}),
 	}
 	if exclusive {
 		a.Prefix = prefixOf(p, e)
@@ -217,8 +233,19 @@ func (b *builder) urgentPodPath() {
 // publish records st as the attachment's answer and plans PublishStatus
 // when the published one (pb, nil when none) differs (planPublish).
 func (b *builder) publish(st PodStatus, pb *observed.Binding, deps []int, urgent bool) int {
+	return b.publishAs(st, "", pb, deps, urgent)
+}
+
+// publishAs is publish with the string of st.Key, target, when the caller
+// has it already ("": built if needed).
+func (b *builder) publishAs(st PodStatus, target string, pb *observed.Binding, deps []int, urgent bool) int {
 	b.plan.Statuses = append(b.plan.Statuses, st)
-	return b.planPublish(st, pb, deps, urgent)
+	if published(st, pb) {
+		return -1
+	}
+	// The action points to the recorded status rather than a copy of its
+	// own (finish keeps it so when it sorts the statuses).
+	return b.publishAction(&b.plan.Statuses[len(b.plan.Statuses)-1], target, deps, urgent)
 }
 
 // planPublish plans PublishStatus of st when the published one (pb, nil
@@ -226,14 +253,28 @@ func (b *builder) publish(st PodStatus, pb *observed.Binding, deps []int, urgent
 // live pod's CNI ADD waits on it (whatever the phase: a Pending or Failed
 // status tells it why), not for the entries that cannot be served. A
 // status planned to follow another (Ready after a retried setup) is not
-// the attachment's answer now: it is planned, not recorded.
-func (b *builder) planPublish(st PodStatus, pb *observed.Binding, deps []int, urgent bool) int {
-	if pb != nil && pb.Revision == st.Revision && pb.Phase == st.Phase &&
-		pb.Reason == st.Reason && pb.IPv4 == st.IPv4 && pb.IPv6 == st.IPv6 && pb.ENIID == st.ENIID {
+// the attachment's answer now: it is planned, not recorded. target is the
+// string of st.Key ("": built here, only when an action is planned).
+func (b *builder) planPublish(st PodStatus, target string, pb *observed.Binding, deps []int, urgent bool) int {
+	if published(st, pb) {
 		return -1
 	}
-	s := st
-	return b.add(Action{Kind: PublishStatus, Target: st.Key.String(), Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: &s, Urgent: urgent})
+	return b.publishAction(b.statuses.new(st), target, deps, urgent)
+}
+
+// published reports whether pb, the published status (nil when none),
+// says what st says.
+func published(st PodStatus, pb *observed.Binding) bool {
+	return pb != nil && pb.Revision == st.Revision && pb.Phase == st.Phase &&
+		pb.Reason == st.Reason && pb.IPv4 == st.IPv4 && pb.IPv6 == st.IPv6 && pb.ENIID == st.ENIID
+}
+
+// publishAction plans PublishStatus of st and returns its ID.
+func (b *builder) publishAction(st *PodStatus, target string, deps []int, urgent bool) int {
+	if target == "" {
+		target = st.Key.String()
+	}
+	return b.add(Action{Kind: PublishStatus, Target: target, Reason: Reason{ReasonStatusOutdated, ""}, DependsOn: deps, Status: st, Urgent: urgent})
 }
 
 func sourceText(c ReasonCode) string {
@@ -294,6 +335,8 @@ var (
 // node answers); an exclusive pod owns its ENI on the vSwitch (the
 // vSwitch's prefix length and gateways; without an IPv6 gateway, the
 // link-local one).
+//
+// st.Routes must have room for the routes (PodStatus.families).
 func address(st *PodStatus, e *eniState, exclusive bool) {
 	if st.IPv4.IsValid() {
 		st.PrefixBits, st.Gateway = 32, podGatewayV4
@@ -315,6 +358,31 @@ func address(st *PodStatus, e *eniState, exclusive bool) {
 		}
 		st.Routes = append(st.Routes, PodRoute{Dst: defaultV6, GW: st.GatewayV6})
 	}
+}
+
+// families counts the address families st has an address of: the
+// routes address gives it.
+func (st *PodStatus) families() int {
+	n := 0
+	if st.IPv4.IsValid() {
+		n++
+	}
+	if st.IPv6.IsValid() {
+		n++
+	}
+	return n
+}
+
+// families counts the address families pods get.
+func (b *builder) families() int {
+	n := 0
+	if b.v4 {
+		n++
+	}
+	if b.v6 {
+		n++
+	}
+	return n
 }
 
 // prefixV6Of is an exclusive pod's IPv6 address with the vSwitch's IPv6

@@ -224,14 +224,20 @@ func (b *builder) stickyFits(p *podState, e *eniState, r Reservation) bool {
 
 // moveBlocked reports whether a live pod bound so far on e asks for other
 // groups than those of the set e's tag names: eniSets then keeps e on its
-// groups.
+// groups. It is asked per sticky pod while bindShared restores them: it
+// scans the pods once and then learns of the bindings restoreSticky makes
+// (the only ones made meanwhile; b.blocked). A scan per sticky pod made a
+// burst's pass quadratic (issue 24: 127 us of a 1,000-pod pass).
 func (b *builder) moveBlocked(e *eniState) bool {
-	for _, q := range b.pods {
-		if q.eni == e && q.status == nil && q.set.key != e.targetKey {
-			return true
+	if b.blocked == nil {
+		b.blocked = map[*eniState]bool{}
+		for _, q := range b.pods {
+			if q.eni != nil && q.status == nil && q.set.key != q.eni.targetKey {
+				b.blocked[q.eni] = true
+			}
 		}
 	}
-	return false
+	return b.blocked[e]
 }
 
 // eniSets puts every owned ENI in its set. A usable ENI whose tag names a
