@@ -14,6 +14,8 @@ import (
 	"github.com/enidnet/enid/internal/netnsid"
 	"github.com/enidnet/enid/observed"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Rule priorities and the route protocol enid uses. See docs/datapath.md.
@@ -52,6 +54,12 @@ type Datapath struct {
 	node   *nsRef
 	// nodeID is the node namespace's identity: no pod may name it.
 	nodeID netnsid.ID
+	// strict is a route handle in the node namespace whose dumps the
+	// kernel filters (NETLINK_GET_STRICT_CHK, Linux 4.20): the routes of
+	// one device, not the whole main table, which holds a route per pod.
+	// nil when the kernel does not filter; the full dump is filtered here
+	// then.
+	strict *netlink.Handle
 }
 
 // New opens the node namespace at nodeNS ("" means this process's own
@@ -69,11 +77,30 @@ func New(logger *slog.Logger, nodeNS string) (*Datapath, error) {
 		_ = n.Close() // the identity error is the one worth reporting
 		return nil, fmt.Errorf("identify node netns: %w", err)
 	}
-	return &Datapath{logger: logger, node: n, nodeID: id}, nil
+	return &Datapath{logger: logger, node: n, nodeID: id, strict: strictHandle(n.fd)}, nil
 }
 
-// Close releases the node namespace handle.
-func (d *Datapath) Close() error { return d.node.Close() }
+// strictHandle opens a route handle in the namespace ns whose dumps the
+// kernel filters, or returns nil where it does not.
+func strictHandle(ns netns.NsHandle) *netlink.Handle {
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil
+	}
+	if err := h.SetStrictCheck(true); err != nil {
+		h.Close()
+		return nil
+	}
+	return h
+}
+
+// Close releases the node namespace handles.
+func (d *Datapath) Close() error {
+	if d.strict != nil {
+		d.strict.Close()
+	}
+	return d.node.Close()
+}
 
 // Changes lists, one human-readable line each, what an operation changed
 // (e.g. "add rule from 10.0.1.5 lookup 1001"). Empty means nothing.

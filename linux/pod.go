@@ -365,7 +365,12 @@ func ensureDefault(h *netlink.Handle, l netlink.Link, gw netip.Addr, want bool, 
 // newly bound to the attachment.
 func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Changes) (added []netip.Addr, err error) {
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		routes, err := d.hostRoutes(fam)
+		// enid's main-table routes through hv: a route to the address
+		// through another device is replaced below, by the route's key
+		// (destination, TOS, metric), and needs no listing. Asking for
+		// hv's routes alone keeps a setup's cost flat in the pods on the
+		// node (the main table holds one route per pod).
+		routes, err := d.hostRoutesVia(fam, hv.Attrs().Index)
 		if err != nil {
 			return nil, err
 		}
@@ -507,7 +512,12 @@ func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey,
 	var held []netip.Addr
 	lab, _ := parseLabel(hv.Attrs().Alias) // an unlabelled veth has no recorded addresses
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		routes, err := d.hostRoutes(fam)
+		// enid's main-table routes through hv: a route to the address
+		// through another device is replaced below, by the route's key
+		// (destination, TOS, metric), and needs no listing. Asking for
+		// hv's routes alone keeps a setup's cost flat in the pods on the
+		// node (the main table holds one route per pod).
+		routes, err := d.hostRoutesVia(fam, hv.Attrs().Index)
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -227,4 +228,24 @@ func (d *Datapath) hostRoutes(fam int) ([]netlink.Route, error) {
 		}
 	}
 	return r, err
+}
+
+// hostRoutesVia is hostRoutes through the device with index link: the
+// kernel filters the dump where it can (Datapath.strict), else the full
+// dump is filtered here.
+func (d *Datapath) hostRoutesVia(fam, link int) ([]netlink.Route, error) {
+	if d.strict == nil {
+		all, err := d.hostRoutes(fam)
+		return slices.DeleteFunc(all, func(r netlink.Route) bool { return r.LinkIndex != link }), err
+	}
+	routes, err := dump("list routes", func() ([]netlink.Route, error) {
+		return d.strict.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: Proto, LinkIndex: link},
+			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_OIF)
+	})
+	if fam == netlink.FAMILY_V6 && errors.Is(err, unix.EAFNOSUPPORT) {
+		return nil, nil
+	}
+	return slices.DeleteFunc(routes, func(r netlink.Route) bool {
+		return r.Dst == nil || familyOf(prefixOf(r.Dst).Addr()) != fam
+	}), err
 }
