@@ -174,6 +174,8 @@ type Agent struct {
 	// nodeDue is when the node may be read for the changes reported
 	// (zero: none pending), nodeReadAt when it was last read for them.
 	nodeDue, nodeReadAt time.Time
+	// nodeReadTook is how long that read took (noteNodeChange).
+	nodeReadTook time.Duration
 	// desiredDirty says the files of desired state changed since they were
 	// last read into desired (the file watcher, Wake, a full observation);
 	// other passes (actions done, retries, timers) plan from desired as read.

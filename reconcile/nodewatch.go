@@ -17,9 +17,11 @@ import (
 // its result in the cache), so a burst of own changes costs one read and
 // one pass that plans nothing: it cannot loop. A change reported while the
 // agent's own node actions run, or just after, is probably theirs: it is
-// read no sooner than ownRecheck after the last read, so a stream of pods
-// costs at most about three node reads a second, and drift in the middle
-// of it is still repaired within a third of a second or so.
+// read no sooner than ownRecheck after the last read (or twenty times as
+// long as that read took, on a node whose pods make reads long), so a
+// stream of pods costs at most about three node reads a second, and drift
+// in the middle of it is still repaired within a third of a second or so
+// (a second or so with a thousand pods).
 
 // nodeWatcher is a datapath that reports changes in the node namespace
 // and reads that namespace alone (linux.Datapath: Watch, ObserveNode).
@@ -35,10 +37,16 @@ const nodeDebounce = 20 * time.Millisecond
 
 // ownWindow is how long after the agent's last node action a reported
 // change counts as probably its own; ownRecheck is the least time between
-// two node reads for such changes.
+// two node reads for such changes, and ownReadShare bounds the loop's time
+// they take: the next one waits at least that many times as long as the
+// last read took. A read lists every pod's veth, routes and rules (tens of
+// milliseconds with a thousand pods) and holds the pass that makes it, so
+// a stream of pod starts on a full node would otherwise spend a tenth of
+// its time reading back its own changes.
 const (
-	ownWindow  = 100 * time.Millisecond
-	ownRecheck = 300 * time.Millisecond
+	ownWindow    = 100 * time.Millisecond
+	ownRecheck   = 300 * time.Millisecond
+	ownReadShare = 20
 )
 
 // noteNodeChange records a reported node change and returns when the node
@@ -51,7 +59,7 @@ func (a *Agent) noteNodeChange(now time.Time) time.Time {
 	busy, last := a.exec.nodeActivity()
 	a.log.Debug("node changed", "own_actions_running", busy, "since_last_own", now.Sub(last))
 	if busy || now.Sub(last) < ownWindow {
-		if t := a.nodeReadAt.Add(ownRecheck); t.After(due) {
+		if t := a.nodeReadAt.Add(max(ownRecheck, ownReadShare*a.nodeReadTook)); t.After(due) {
 			due = t
 		}
 	}
@@ -99,6 +107,7 @@ func (a *Agent) rereadNode(ctx context.Context) {
 	}
 	a.nodeDirty, a.nodeDue, a.nodeReadAt = false, time.Time{}, now
 	n, err := nw.ObserveNode(ctx)
+	a.nodeReadTook = a.now().Sub(now)
 	if err != nil {
 		a.log.Warn("read node after a netlink change", "err", err)
 		a.cache.markDirty()
