@@ -55,3 +55,34 @@ func BenchmarkLoadConfig(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScan1000 lists a directory of 1,000 entries on tmpfs (as /run
+// is on a node), every file unchanged since the last listing: what the
+// agent pays after each change to the entries on a node with a thousand
+// pods (docs/benchmarks.md, node scale).
+func BenchmarkScan1000(b *testing.B) {
+	dir := b.TempDir()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		d, err := os.MkdirTemp("/dev/shm", "enid-scan-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.RemoveAll(d) })
+		dir = d
+	}
+	s := NewEntryStore(filepath.Join(dir, "pods"))
+	for i := range 1000 {
+		e := validEntry()
+		e.ContainerID = fmt.Sprintf("%064d", i)
+		if _, err := s.Write(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := s.Scan()
+		if err != nil || len(l.Problems) > 0 || len(l.Entries) != 1000 {
+			b.Fatalf("%d entries, %v, %v", len(l.Entries), l.Problems, err)
+		}
+	}
+}
