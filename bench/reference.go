@@ -314,9 +314,12 @@ func refRows(r Result, plugins []*refPlugin, start time.Time) []Result {
 	}
 	rows[0].add("status gone when DEL returned", float64(enid.goneAtDEL), fmt.Sprintf("of %d", enid.measuredDEL))
 	ptp, bridge := plugins[1], plugins[2]
-	refDEL := min(pct(ptp.dels, 50), pct(bridge.dels, 50))
-	rows[0].judge("DEL p50 <= the reference plugins' DEL p50, DEL p99 <= 100 ms, status gone when DEL returns; ADD p50 <= ptp+host-local ADD p50",
-		pct(enid.dels, 50) <= refDEL && pct(enid.dels, 99) <= 100*time.Millisecond && enid.goneAtDEL == enid.measuredDEL &&
+	// Issue 24: DEL no slower than either reference plugin at p50 and
+	// p99 in the same run; the status gone when DEL returns (issue 10);
+	// ADD no slower than ptp's.
+	refDEL50, refDEL99 := min(pct(ptp.dels, 50), pct(bridge.dels, 50)), min(pct(ptp.dels, 99), pct(bridge.dels, 99))
+	rows[0].judge("DEL p50 and p99 <= both reference plugins', status gone when DEL returns; ADD p50 <= ptp+host-local ADD p50",
+		pct(enid.dels, 50) <= refDEL50 && pct(enid.dels, 99) <= refDEL99 && enid.goneAtDEL == enid.measuredDEL &&
 			pct(enid.adds, 50) <= pct(ptp.adds, 50))
 	rows[0].Broken, rows[0].Elapsed = r.Broken, Seconds(time.Since(start))
 	rows[0].note("every plugin runs through cnirun (libcni) with the cache dir in place; enid's agent reads that dir's results/ as the runtime's record of live attachments, as on a node with containerd; the reference plugins keep their host-local leases in the scenario's dir")
