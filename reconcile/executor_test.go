@@ -451,3 +451,21 @@ func TestNodeFailureCostsNoCloudCall(t *testing.T) {
 		t.Error("a failed cloud action does not ask for a full observation")
 	}
 }
+
+// TestExecutorWakesWhenARunHandsOff: a step that starts its dependent
+// does not wake the loop (the dependent's end will, and a pass between
+// would plan nothing new); a step that starts none does. A chain of three
+// cloud actions wakes the loop once, at its end.
+func TestExecutorWakesWhenARunHandsOff(t *testing.T) {
+	r := newExecutorRig(t)
+	var wakes atomic.Int32
+	r.x.wake = func() { wakes.Add(1) }
+	r.run(planner.Plan{Actions: []planner.Action{
+		{ID: 0, Kind: planner.CreateENI, Target: "new#0", VSwitchID: r.vsw, SecurityGroups: []string{ecssim.DefaultSecurityGroup}, ClientToken: "tok-wake"},
+		{ID: 1, Kind: planner.AttachENI, Target: "new#0", ENIRef: 1, InstanceID: r.inst, DependsOn: []int{0}},
+		{ID: 2, Kind: planner.ConfigureENI, Target: "new#0", ENIRef: 1, DependsOn: []int{1}},
+	}})
+	if n := wakes.Load(); n != 1 {
+		t.Errorf("a chain of three actions woke the loop %d times, want once, at its end", n)
+	}
+}
