@@ -1,6 +1,7 @@
 package desired
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -394,5 +395,76 @@ func TestCompareKeysAsStrings(t *testing.T) {
 				t.Errorf("compareKeys(%s, %s) = %d, want %d", a, b, got, want)
 			}
 		}
+	}
+}
+
+// TestTrackedScanReadsOnlyWhatChanged: once a watcher reports the
+// directory's changes (Track), Scan takes a cached entry whose name was
+// not reported as it is, and reads again what Changed names, and every
+// file after Unsure (and the first Scan after Track). A store nobody
+// tracks checks every file's identity on every Scan, and so sees even an
+// in-place rewrite (same inode) at once.
+func TestTrackedScanReadsOnlyWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	s := NewEntryStore(dir)
+	a, b := validEntry(), validEntry()
+	b.ContainerID = "b123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, e := range []Entry{a, b} {
+		if _, err := s.Write(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	podName := func(st *EntryStore) string {
+		t.Helper()
+		l, err := st.Scan()
+		if err != nil || len(l.Entries) != 2 || len(l.Problems) > 0 {
+			t.Fatalf("scan: %d entries, %v, %v", len(l.Entries), l.Problems, err)
+		}
+		for _, e := range l.Entries {
+			if e.Key() == a.Key() {
+				return e.PodName
+			}
+		}
+		t.Fatal("entry a not listed")
+		return ""
+	}
+	// An in-place rewrite (same inode), which a watcher reports as a write.
+	name := EntryFileName(a.Key())
+	inPlace := func(pod string) {
+		t.Helper()
+		e := a
+		e.PodName = pod
+		data, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	podName(s)
+	s.Track()
+	inPlace("web-1")
+	if got := podName(s); got != "web-1" {
+		t.Errorf("the first scan after Track read %q, want every file checked (web-1)", got)
+	}
+	inPlace("web-2")
+	if got := podName(s); got != "web-1" {
+		t.Errorf("a tracked scan read %q although no change was reported, want the cached web-1", got)
+	}
+	s.Changed(name)
+	if got := podName(s); got != "web-2" {
+		t.Errorf("after Changed: %q, want web-2", got)
+	}
+	inPlace("web-3")
+	s.Unsure()
+	if got := podName(s); got != "web-3" {
+		t.Errorf("after Unsure: %q, want web-3", got)
+	}
+	u := NewEntryStore(dir)
+	podName(u)
+	inPlace("web-4")
+	if got := podName(u); got != "web-4" {
+		t.Errorf("an untracked store read %q after an in-place rewrite, want web-4", got)
 	}
 }

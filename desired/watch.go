@@ -40,6 +40,14 @@ type Watcher struct {
 	// The file events themselves come from the kernel, when they happen.
 	// Set it before Run.
 	Clock clock.Clock
+	// Changed, when set, is called from Run's goroutine with the path of
+	// every change it reports (a file created, written, renamed or removed
+	// in a watched directory), before the signal that change brings; Lost
+	// when changes may have gone unreported (an overflow of the kernel's
+	// queue, a watched directory that came or went). An EntryStore's
+	// Changed and Unsure are made for them. Set them before Run.
+	Changed func(path string)
+	Lost    func()
 
 	log   *slog.Logger
 	dirs  []string
@@ -86,7 +94,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if debounce <= 0 {
 		debounce = DefaultDebounce
 	}
-	s := &watchState{fw: fw, dirs: w.dirs, log: w.log, watched: map[string]bool{}}
+	s := &watchState{fw: fw, dirs: w.dirs, log: w.log, watched: map[string]bool{}, lost: w.Lost}
 	s.refresh()
 	close(w.ready)
 
@@ -120,6 +128,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 				return errors.New("watch: event channel closed")
 			}
 			if s.handle(ev) {
+				if w.Changed != nil {
+					w.Changed(ev.Name)
+				}
 				arm()
 			}
 		case err, ok := <-fw.Errors:
@@ -142,6 +153,7 @@ func (w *Watcher) handleError(s *watchState, err error) bool {
 	if errors.Is(err, fsnotify.ErrEventOverflow) {
 		w.log.Warn("file watch overflowed; re-reading everything", "err", err)
 		s.refresh()
+		s.reportLost()
 		return true
 	}
 	w.log.Warn("file watch error", "err", err)
@@ -156,6 +168,15 @@ type watchState struct {
 	// watched holds every path added to fw: wanted dirs and the
 	// ancestors of wanted dirs that do not exist yet.
 	watched map[string]bool
+	// lost is Watcher.Lost.
+	lost func()
+}
+
+// reportLost says that changes may have gone unreported.
+func (s *watchState) reportLost() {
+	if s.lost != nil {
+		s.lost()
+	}
 }
 
 // refresh adds a watch on every wanted dir that exists and on the nearest
@@ -227,6 +248,9 @@ func (s *watchState) handle(ev fsnotify.Event) bool {
 	for _, d := range s.dirs {
 		if ev.Name == d || strings.HasPrefix(d, ev.Name+string(filepath.Separator)) {
 			if s.refresh() {
+				// A directory that came or went: what it holds changed
+				// with no event of its own.
+				s.reportLost()
 				return true
 			}
 		}

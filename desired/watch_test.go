@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -337,5 +339,55 @@ func TestLoaderSeesEveryChangeDespiteItsCache(t *testing.T) {
 	}
 	if _, _, err := l.Load(); err == nil {
 		t.Fatal("broken drop-in accepted on the second load (cached as good?)")
+	}
+}
+
+// TestWatcherNamesChanges: Changed hears the path of each change it
+// signals, before the signal; Lost hears that a watched directory
+// appeared (its files came with no event of their own).
+func TestWatcherNamesChanges(t *testing.T) {
+	pods := filepath.Join(t.TempDir(), "pods")
+	w, err := NewWatcher(slog.New(slog.DiscardHandler), pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Debounce = testDebounce
+	var mu sync.Mutex
+	var named []string
+	lost := 0
+	w.Changed = func(p string) { mu.Lock(); named = append(named, p); mu.Unlock() }
+	w.Lost = func() { mu.Lock(); lost++; mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := w.Run(ctx); err != nil {
+			t.Errorf("watcher: %v", err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	<-w.Ready()
+	s := NewEntryStore(pods)
+	if _, err := s.Write(validEntry()); err != nil { // creates the dir
+		t.Fatal(err)
+	}
+	waitSignal(t, w, "the entries dir appeared")
+	e := validEntry()
+	e.ContainerID = "second"
+	if _, err := s.Write(e); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, w, "an entry written")
+	mu.Lock()
+	defer mu.Unlock()
+	if lost == 0 {
+		t.Error("Lost not called when the watched directory appeared")
+	}
+	if want := filepath.Join(pods, EntryFileName(e.Key())); !slices.Contains(named, want) {
+		t.Errorf("Changed heard %v, not %s", named, want)
+	}
+	for _, p := range named {
+		if strings.HasPrefix(filepath.Base(p), ".") {
+			t.Errorf("Changed heard a temp file %s, which signals nothing", p)
+		}
 	}
 }

@@ -263,6 +263,7 @@ func (a *Agent) Metrics() *Metrics { return a.metrics }
 // The desired state is read again on the pass that follows (the caller
 // changed files the agent does not watch).
 func (a *Agent) Wake() {
+	a.entries.Unsure()
 	a.desiredDirty.Store(true)
 	a.wake()
 }
@@ -885,7 +886,26 @@ func (a *Agent) watchDesired(ctx context.Context) (<-chan struct{}, chan error, 
 	// latency.
 	watch.Debounce = a.cfg.Debounce
 	watch.Clock = a.clk
+	// The watcher names each changed entry file, so that a pass reads
+	// again only those (desired.EntryStore.Track); from the moment it
+	// watches, before which the store checks every file.
+	entriesDir, err := filepath.Abs(a.cfg.Paths.Entries)
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch desired state: %w", err)
+	}
+	watch.Changed = func(path string) {
+		if filepath.Dir(path) == entriesDir {
+			a.entries.Changed(filepath.Base(path))
+		}
+	}
+	watch.Lost = a.entries.Unsure
 	go func() { done <- watch.Run(ctx) }()
+	select {
+	case <-watch.Ready():
+	case err := <-done:
+		return nil, nil, fmt.Errorf("watch desired state: %w", err)
+	}
+	a.entries.Track()
 	return watch.C(), done, nil
 }
 

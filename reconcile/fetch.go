@@ -78,6 +78,7 @@ func (a *Agent) applyFetch(ctx context.Context, now time.Time) {
 	// A full observation re-reads everything, in case a watch missed a change,
 	// and checks again that every pod's namespace exists.
 	a.hintsDirty = true
+	a.entries.Unsure()
 	a.desiredDirty.Store(true)
 	a.planning.recheckNetNS()
 	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {
