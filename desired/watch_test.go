@@ -23,11 +23,19 @@ const testDebounce = 40 * time.Millisecond
 // watches are in place.
 func startWatcher(t *testing.T, dirs ...string) *Watcher {
 	t.Helper()
+	return startWatcherWith(t, func(*Watcher) {}, dirs...)
+}
+
+// startWatcherWith is startWatcher with set applied to the watcher before
+// it runs.
+func startWatcherWith(t *testing.T, set func(*Watcher), dirs ...string) *Watcher {
+	t.Helper()
 	w, err := NewWatcher(slog.New(slog.DiscardHandler), dirs...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.Debounce = testDebounce
+	set(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -347,25 +355,13 @@ func TestLoaderSeesEveryChangeDespiteItsCache(t *testing.T) {
 // appeared (its files came with no event of their own).
 func TestWatcherNamesChanges(t *testing.T) {
 	pods := filepath.Join(t.TempDir(), "pods")
-	w, err := NewWatcher(slog.New(slog.DiscardHandler), pods)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Debounce = testDebounce
 	var mu sync.Mutex
 	var named []string
 	lost := 0
-	w.Changed = func(p string) { mu.Lock(); named = append(named, p); mu.Unlock() }
-	w.Lost = func() { mu.Lock(); lost++; mu.Unlock() }
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := w.Run(ctx); err != nil {
-			t.Errorf("watcher: %v", err)
-		}
-	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	<-w.Ready()
+	w := startWatcherWith(t, func(w *Watcher) {
+		w.Changed = func(p string) { mu.Lock(); named = append(named, p); mu.Unlock() }
+		w.Lost = func() { mu.Lock(); lost++; mu.Unlock() }
+	}, pods)
 	s := NewEntryStore(pods)
 	if _, err := s.Write(validEntry()); err != nil { // creates the dir
 		t.Fatal(err)
