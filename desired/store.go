@@ -276,11 +276,17 @@ func (s *EntryStore) Scan() (Listing, error) {
 			continue
 		}
 		e, err := s.readFile(name)
-		if err == nil && idOK {
+		switch {
+		case err == nil && idOK:
 			if s.cache == nil {
 				s.cache = map[string]cachedEntry{}
 			}
 			s.cache[name] = cachedEntry{id: id, entry: e}
+		case err != nil:
+			// What was cached under this name is no longer the file: a
+			// tracked Scan must not take it back once the change that
+			// broke the file has been seen.
+			delete(s.cache, name)
 		}
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed since the listing

@@ -461,6 +461,20 @@ func TestTrackedScanReadsOnlyWhatChanged(t *testing.T) {
 	if got := podName(s); got != "web-3" {
 		t.Errorf("after Unsure: %q, want web-3", got)
 	}
+	// A change that breaks the file is a problem until the file is
+	// fixed, in later tracked scans too (not the entry cached before it).
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.Changed(name)
+	for i := range 2 {
+		l, err := s.Scan()
+		if err != nil || len(l.Entries) != 1 || len(l.Problems) != 1 {
+			t.Errorf("scan %d after a broken rewrite: %d entries, problems %v, %v; want the other entry and one problem", i, len(l.Entries), l.Problems, err)
+		}
+	}
+	inPlace("web-3")
+	s.Changed(name)
 	u := NewEntryStore(dir)
 	podName(u)
 	inPlace("web-4")
