@@ -263,6 +263,23 @@ func (g *chartGroup) bounds() []float64 {
 // wide says whether values spanning lo..hi read better on a log scale: a
 // floor of 1 ms and a p99 of 200 ms would leave the floor a vertical line
 // at the edge of a linear one.
+// xScale puts p's x axis on a log scale when the group's x values span a
+// wide range, and returns the smallest x value and what the axis label
+// adds for the scale ("" for a linear one).
+func (g *chartGroup) xScale(p *plot.Plot) (lo float64, label string) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range g.series {
+		for _, v := range s.X {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	if !wide(lo, hi) {
+		return lo, ""
+	}
+	logAxis(&p.X)
+	return lo, ", log scale"
+}
+
 func wide(lo, hi float64) bool {
 	return lo > 0 && hi/lo >= 20
 }
@@ -338,17 +355,7 @@ var fractionTicks = plot.ConstantTicks{
 // cdf draws each series as the fraction of its samples at or below each
 // value: a step up at every sample.
 func (g *chartGroup) cdf(p *plot.Plot) ([]*plotter.Line, error) {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, s := range g.series {
-		for _, v := range s.X {
-			lo, hi = math.Min(lo, v), math.Max(hi, v)
-		}
-	}
-	scale := ""
-	if wide(lo, hi) {
-		logAxis(&p.X)
-		scale = ", log scale"
-	}
+	lo, scale := g.xScale(p)
 	p.X.Label.Text = fmt.Sprintf("latency (%s%s)", g.unit, scale)
 	p.Y.Label.Text = "fraction of samples at or below"
 	var lines []*plotter.Line
@@ -416,20 +423,12 @@ func (g *chartGroup) timeline(p *plot.Plot) ([]*plotter.Line, error) {
 // each (the sizes measured are few, and a straight segment between them
 // is not a measurement).
 func (g *chartGroup) curve(p *plot.Plot) ([]*plotter.Line, error) {
-	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range g.series {
 		if len(s.Y) != len(s.X) {
 			return nil, fmt.Errorf("%s: %d x values but %d y values", s.Name, len(s.X), len(s.Y))
 		}
-		for _, v := range s.X {
-			lo, hi = math.Min(lo, v), math.Max(hi, v)
-		}
 	}
-	scale := ""
-	if wide(lo, hi) {
-		logAxis(&p.X)
-		scale = ", log scale"
-	}
+	_, scale := g.xScale(p)
 	p.X.Label.Text = "pods on the node" + scale
 	p.Y.Label.Text = g.unit
 	var lines []*plotter.Line
