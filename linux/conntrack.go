@@ -61,7 +61,7 @@ func (f ctFilter) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
 // conntrack (or its netlink interface) has no entries to delete: that is
 // not an error, and is said once in the changes.
 func (d *Datapath) flushConntrack(addrs []netip.Addr, ch *Changes) error {
-	addrs = slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return !a.IsValid() })
+	addrs = validAddrs(addrs)
 	if len(addrs) == 0 {
 		return nil
 	}
@@ -188,6 +188,12 @@ func conntrackEntries(ns netns.NsHandle) (uint32, error) {
 	return 0, errors.New("conntrack stats: no entry count in the answer")
 }
 
+// validAddrs returns addrs less the zero ones (an attachment without an
+// IPv4 or IPv6 address), in a new slice.
+func validAddrs(addrs []netip.Addr) []netip.Addr {
+	return slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return !a.IsValid() })
+}
+
 // noConntrack reports an error that means the namespace has no conntrack
 // table to speak of (nf_conntrack or nf_conntrack_netlink not loaded).
 func noConntrack(err error) bool {
@@ -253,7 +259,7 @@ func (d *Datapath) unclaimed(key observed.AttachmentKey, addrs []netip.Addr) ([]
 func (d *Datapath) releaseConntrack(key observed.AttachmentKey, addrs []netip.Addr, ch *Changes) error {
 	// Asked before unclaimed's dump of every link, which grows with the
 	// pods on the node.
-	if valid := slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return !a.IsValid() }); len(valid) == 0 || d.conntrackEmpty(valid, ch) {
+	if valid := validAddrs(addrs); len(valid) == 0 || d.conntrackEmpty(valid, ch) {
 		return nil
 	}
 	free, err := d.unclaimed(key, addrs)
