@@ -246,8 +246,20 @@ func TestWatcherWaitsForDeepMissingDir(t *testing.T) {
 	base := t.TempDir()
 	pods := filepath.Join(base, "run", "enid", "pods")
 	w := startWatcher(t, pods)
+	s, e := writeIntoNewDir(t, w, pods)
+	if err := s.Remove(e.Key()); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, w, "an entry removed")
+}
+
+// writeIntoNewDir writes an entry into pods, which does not exist yet
+// (the write creates it), then a second one, waiting for w's signal after
+// each; it returns the store and the second entry.
+func writeIntoNewDir(t *testing.T, w *Watcher, pods string) (*EntryStore, Entry) {
+	t.Helper()
 	s := NewEntryStore(pods)
-	if _, err := s.Write(validEntry()); err != nil { // creates run/enid/pods
+	if _, err := s.Write(validEntry()); err != nil { // creates the dir
 		t.Fatal(err)
 	}
 	waitSignal(t, w, "the entries dir appeared")
@@ -257,10 +269,7 @@ func TestWatcherWaitsForDeepMissingDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSignal(t, w, "an entry written in the new dir")
-	if err := s.Remove(e.Key()); err != nil {
-		t.Fatal(err)
-	}
-	waitSignal(t, w, "an entry removed")
+	return s, e
 }
 
 func TestWatcherCoalescesBursts(t *testing.T) {
@@ -362,17 +371,7 @@ func TestWatcherNamesChanges(t *testing.T) {
 		w.Changed = func(p string) { mu.Lock(); named = append(named, p); mu.Unlock() }
 		w.Lost = func() { mu.Lock(); lost++; mu.Unlock() }
 	}, pods)
-	s := NewEntryStore(pods)
-	if _, err := s.Write(validEntry()); err != nil { // creates the dir
-		t.Fatal(err)
-	}
-	waitSignal(t, w, "the entries dir appeared")
-	e := validEntry()
-	e.ContainerID = "second"
-	if _, err := s.Write(e); err != nil {
-		t.Fatal(err)
-	}
-	waitSignal(t, w, "an entry written")
+	_, e := writeIntoNewDir(t, w, pods)
 	mu.Lock()
 	defer mu.Unlock()
 	if lost == 0 {
