@@ -61,8 +61,9 @@ type Config struct {
 	// Clock times rate limits, backoff, waits and call timeouts (default:
 	// clock.Real). The agent gives its own, so that one clock runs it all.
 	Clock clock.Clock
-	// Rand draws the jitter of the backoff after throttling (default: a
-	// source seeded at random). Tests give a seeded one.
+	// Rand draws the jitter of the backoffs, after throttling and between
+	// retries (default: a source seeded at random). Tests and the
+	// deterministic simulation give a seeded one.
 	Rand *rand.Rand
 }
 
@@ -303,7 +304,7 @@ func (c *Client) backoff(n int) time.Duration {
 	}
 	d = min(d, c.cfg.Retry.MaxDelay)
 	half := d / 2
-	return half + rand.N(half+1)
+	return half + c.limiter.jitter(half)
 }
 
 // attempt makes one HTTP exchange through a fresh SDK client. A client per

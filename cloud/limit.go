@@ -431,6 +431,14 @@ func (l *limiter) reportLocked(now time.Time, t ticket, o outcome) {
 	l.changedLocked()
 }
 
+// jitter draws a duration in [0, d] from the limiter's source (the
+// client's Config.Rand), for the retry backoff's jitter.
+func (l *limiter) jitter(d time.Duration) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Duration(l.rng.Int64N(int64(d) + 1))
+}
+
 // staleAfterLocked is how long after an episode its evidence is old: a
 // few times the node's usual time between episodes (at least limitQuiet,
 // at most limitForget). A node alone whose calls were refused for a few

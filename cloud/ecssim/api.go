@@ -326,13 +326,16 @@ func (s *Server) useNonce(nonce, keyID string, now time.Time) *apiError {
 	if t, ok := s.nonces[key]; ok && now.Sub(t) < nonceWindow {
 		return apiErr("SignatureNonceUsed", "Specified signature nonce was used already.")
 	}
-	if len(s.nonces) >= 1<<14 {
-		for k, t := range s.nonces {
-			if now.Sub(t) >= nonceWindow {
-				delete(s.nonces, k)
-			}
+	// Forget the nonces used a window ago, oldest first: a sweep of the
+	// whole map on every call would make a busy account's calls cost in
+	// proportion to the calls of the last window.
+	n := 0
+	for ; n < len(s.nonceOrder) && now.Sub(s.nonceOrder[n].at) >= nonceWindow; n++ {
+		if u := s.nonceOrder[n]; s.nonces[u.key].Equal(u.at) {
+			delete(s.nonces, u.key)
 		}
 	}
+	s.nonceOrder = append(s.nonceOrder[n:], nonceUse{key, now})
 	s.nonces[key] = now
 	return nil
 }

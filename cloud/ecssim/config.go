@@ -88,12 +88,24 @@ type Config struct {
 	StateFile string
 	// Clock returns the current time for timestamps, stale-read windows,
 	// metadata lag and token expiry (default time.Now). Transition delays
-	// and latency always use real timers.
+	// and latency use real timers unless Timers is set.
 	Clock func() time.Time
+	// Timers, when set, times the transition delays and the latency
+	// instead of real timers: the deterministic simulation gives its
+	// virtual clock (with Clock reading the same clock), so that the
+	// simulated cloud moves only when the simulation moves time.
+	Timers Timers
 	// Logger receives one debug line per call (default: discard).
 	Logger *slog.Logger
 	// Seed seeds the random source used by faults and latency (0: fixed 1).
 	Seed uint64
+}
+
+// Timers is a source of timers other than the wall clock's: After is
+// time.After on it. A clock whose timers fire only when their owner moves
+// it (the simulation's virtual clock) satisfies it.
+type Timers interface {
+	After(d time.Duration) <-chan time.Time
 }
 
 // VSwitchConfig describes a vSwitch created at start.

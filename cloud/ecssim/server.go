@@ -40,6 +40,9 @@ type Server struct {
 	counters map[string]map[string]int
 	mdTokens map[string]time.Time // metadata token -> expiry
 	nonces   map[string]time.Time // access key + SignatureNonce -> first use
+	// nonceOrder is nonces' keys in the order of their use, oldest first,
+	// for useNonce to forget the expired ones in time proportional to them.
+	nonceOrder []nonceUse
 	// seqReq numbers request IDs.
 	seqReq uint64
 
@@ -59,6 +62,12 @@ type credential struct {
 	secret  string
 	token   string    // STS security token ("" for a plain key)
 	expires time.Time // zero for a plain key
+}
+
+// nonceUse is one entry of Server.nonceOrder.
+type nonceUse struct {
+	key string
+	at  time.Time
 }
 
 // staleENI is what reads show for an ENI during the stale window after a
@@ -228,6 +237,39 @@ func (s *Server) AddInstance(spec InstanceSpec) (InstanceInfo, error) {
 		PrimaryENI: e.ID, SecurityGroups: []string{s.cfg.SecurityGroups[0]}, CreatedAt: now}
 	s.saveLocked()
 	return InstanceInfo{ID: spec.ID, InstanceType: t.ID, Zone: v.ZoneID, VSwitchID: v.ID, PrimaryENI: e.ID, MAC: e.MAC, PrimaryIP: e.PrimaryIP}, nil
+}
+
+// AddForeignENI creates a secondary ENI that enid does not own (no tags,
+// as another controller's or an operator's), in the instance's vSwitch
+// with one secondary address, and attaches it to the instance, InUse at
+// once. It returns the ENI's ID.
+func (s *Server) AddForeignENI(instanceID string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.m
+	in := m.instances[instanceID]
+	if in == nil {
+		return "", fmt.Errorf("add foreign eni: no instance %q", instanceID)
+	}
+	now := s.now()
+	e, err := m.createENI(newENIParams{vswID: in.VSwitchID, sgs: []string{s.cfg.SecurityGroups[0]}, secondary: 1,
+		eniType: "Secondary", trafficMode: "Standard", description: "not enid's", now: now})
+	if err != nil {
+		return "", fmt.Errorf("add foreign eni: %w", err)
+	}
+	used := map[int]bool{}
+	for _, o := range m.enis {
+		if o.InstanceID == instanceID {
+			used[o.DeviceIndex] = true
+		}
+	}
+	idx := 1
+	for used[idx] {
+		idx++
+	}
+	e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "InUse", instanceID, idx, now.Add(-s.cfg.MetadataLag)
+	s.saveLocked()
+	return e.ID, nil
 }
 
 // FragmentVSwitch fragments a vSwitch for tests and benchmarks: something
@@ -430,17 +472,26 @@ func (s *Server) after(d time.Duration, fn func()) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		// Real timers: the simulated cloud is the outside world, with a
-		// time of its own (Config.Clock covers only its timestamps); it
-		// imports nothing of the agent's, internal/clock included.
-		t := time.NewTimer(d)
-		defer t.Stop()
+		c, stop := s.timer(d)
+		defer stop()
 		select {
-		case <-t.C:
+		case <-c:
 			fn()
 		case <-s.done:
 		}
 	}()
+}
+
+// timer fires once, d from now: on Config.Timers when set, else on a real
+// timer (the simulated cloud is the outside world, with a time of its
+// own; it imports nothing of the agent's, internal/clock included). stop
+// releases a real timer early; a Timers timer is left to fire unheard.
+func (s *Server) timer(d time.Duration) (<-chan time.Time, func()) {
+	if s.cfg.Timers != nil {
+		return s.cfg.Timers.After(d), func() {}
+	}
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
 }
 
 // sleep waits d or until ctx ends or the Server closes.
@@ -448,11 +499,10 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	t := time.NewTimer(d) // a real timer, as in after
-
-	defer t.Stop()
+	c, stop := s.timer(d)
+	defer stop()
 	select {
-	case <-t.C:
+	case <-c:
 	case <-ctx.Done():
 	case <-s.done:
 	}

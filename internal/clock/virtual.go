@@ -50,8 +50,10 @@ type waiter struct {
 	at     time.Time
 	seq    uint64
 	period time.Duration // > 0 for a ticker
-	c      chan time.Time
-	index  int // in Virtual.armed; -1 when not armed
+	// owner is what Owned view armed it (nil: the clock itself).
+	owner any
+	c     chan time.Time
+	index int // in Virtual.armed; -1 when not armed
 }
 
 // Now is the clock's time.
@@ -62,11 +64,13 @@ func (v *Virtual) Now() time.Time {
 }
 
 // After is time.After on the virtual clock.
-func (v *Virtual) After(d time.Duration) <-chan time.Time { return v.NewTimer(d).C() }
+func (v *Virtual) After(d time.Duration) <-chan time.Time { return v.newTimer(d, nil).C() }
 
 // NewTimer arms a timer that fires d from now (at once for d <= 0).
-func (v *Virtual) NewTimer(d time.Duration) Timer {
-	t := &virtualTimer{v: v, w: &waiter{c: make(chan time.Time, 1), index: -1}}
+func (v *Virtual) NewTimer(d time.Duration) Timer { return v.newTimer(d, nil) }
+
+func (v *Virtual) newTimer(d time.Duration, owner any) Timer {
+	t := &virtualTimer{v: v, w: &waiter{c: make(chan time.Time, 1), index: -1, owner: owner}}
 	v.mu.Lock()
 	v.armLocked(t.w, d)
 	v.mu.Unlock()
@@ -74,11 +78,13 @@ func (v *Virtual) NewTimer(d time.Duration) Timer {
 }
 
 // NewTicker arms a ticker of period d; d must be positive.
-func (v *Virtual) NewTicker(d time.Duration) Ticker {
+func (v *Virtual) NewTicker(d time.Duration) Ticker { return v.newTicker(d, nil) }
+
+func (v *Virtual) newTicker(d time.Duration, owner any) Ticker {
 	if d <= 0 {
 		panic("clock: non-positive interval for NewTicker")
 	}
-	t := &virtualTicker{v: v, w: &waiter{c: make(chan time.Time, 1), index: -1, period: d}}
+	t := &virtualTicker{v: v, w: &waiter{c: make(chan time.Time, 1), index: -1, period: d, owner: owner}}
 	v.mu.Lock()
 	v.armLocked(t.w, d)
 	v.mu.Unlock()
@@ -86,11 +92,13 @@ func (v *Virtual) NewTicker(d time.Duration) Ticker {
 }
 
 // Sleep waits until the clock has moved d past now, or ctx ends.
-func (v *Virtual) Sleep(ctx context.Context, d time.Duration) error {
+func (v *Virtual) Sleep(ctx context.Context, d time.Duration) error { return v.sleep(ctx, d, nil) }
+
+func (v *Virtual) sleep(ctx context.Context, d time.Duration, owner any) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := v.NewTimer(d)
+	t := v.newTimer(d, owner)
 	select {
 	case <-ctx.Done():
 		t.Stop()
@@ -134,10 +142,17 @@ func (v *Virtual) AdvanceToNext() (time.Time, bool) {
 // simulation's unit of progress, which wakes one goroutine at a time. It
 // returns the new time, and false (not moving) when nothing is armed.
 func (v *Virtual) Step() (time.Time, bool) {
+	now, _, ok := v.StepOwner()
+	return now, ok
+}
+
+// StepOwner is Step, and also says whose waiter it fired: the owner of
+// the Owned view that armed it (nil for the clock's own).
+func (v *Virtual) StepOwner() (time.Time, any, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if len(v.armed) == 0 {
-		return v.now, false
+		return v.now, nil, false
 	}
 	w := v.armed[0]
 	if w.at.After(v.now) {
@@ -145,7 +160,26 @@ func (v *Virtual) Step() (time.Time, bool) {
 	}
 	v.fireLocked(w, v.now)
 	v.notifyLocked()
-	return v.now, true
+	return v.now, w.owner, true
+}
+
+// Owned is a view of v for one owner: the same time and waiters, each
+// waiter it arms tagged with owner, so that StepOwner can say whose
+// goroutine a step wakes (the simulation gives each node's agent a view
+// of the one clock, and after a step checks the node it woke).
+func (v *Virtual) Owned(owner any) Clock { return ownedView{v, owner} }
+
+type ownedView struct {
+	v     *Virtual
+	owner any
+}
+
+func (o ownedView) Now() time.Time                         { return o.v.Now() }
+func (o ownedView) After(d time.Duration) <-chan time.Time { return o.v.newTimer(d, o.owner).C() }
+func (o ownedView) NewTimer(d time.Duration) Timer         { return o.v.newTimer(d, o.owner) }
+func (o ownedView) NewTicker(d time.Duration) Ticker       { return o.v.newTicker(d, o.owner) }
+func (o ownedView) Sleep(ctx context.Context, d time.Duration) error {
+	return o.v.sleep(ctx, d, o.owner)
 }
 
 // Next is the earliest deadline of an armed waiter; false when none is.

@@ -1,0 +1,311 @@
+package simulation
+
+import (
+	"container/heap"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing/synctest"
+	"time"
+
+	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
+)
+
+// Start is the virtual time every run starts at.
+var Start = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// world is one run: the simulated cloud, the nodes, the virtual clock and
+// the queue of the harness's own events. Everything but the agents'
+// goroutines runs on the goroutine of Run, one event at a time.
+type world struct {
+	cfg     Config
+	clk     *clock.Virtual
+	sim     *ecssim.Server
+	handler http.Handler
+	nodes   []*node
+	dir     string
+	zone    string
+	// protected are the ENIs enid must never change: ID -> "primary" or
+	// "foreign".
+	protected map[string]string
+
+	// events are the harness's own events, in (time, order of scheduling).
+	events eventHeap
+	evSeq  uint64
+
+	mu sync.Mutex // guards the fields below (agents' goroutines touch them)
+	// parked are the cloud calls waiting to be released.
+	parked []*call
+	arrive uint64
+	// touched are the nodes whose goroutines ran since the last check.
+	touched map[*node]bool
+	// violations found (the run stops at the first).
+	violations []string
+	// trace hashes every line; tail keeps the last lines for a report.
+	trace     hash.Hash
+	traceOut  io.Writer
+	tail      []string
+	lines     int
+	calls     map[string]int // action -> outcome counts, "action outcome"
+	callTotal int
+
+	// bound is every address set up for a pod on any node: address ->
+	// "node/attachment" (the invariant: one pod per address).
+	bound map[netip.Addr]string
+	stats Stats
+	// faultUntil is when the last fault window of the cloud ends.
+	faultUntil time.Time
+}
+
+// event is one of the harness's own events.
+type event struct {
+	at  time.Time
+	seq uint64
+	do  func()
+}
+
+type eventHeap []*event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h eventHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(*event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// at schedules do at time t (now if t is earlier).
+func (w *world) at(t time.Time, do func()) {
+	if now := w.clk.Now(); t.Before(now) {
+		t = now
+	}
+	w.evSeq++
+	heap.Push(&w.events, &event{at: t, seq: w.evSeq, do: do})
+}
+
+// after schedules do d from now.
+func (w *world) after(d time.Duration, do func()) { w.at(w.clk.Now().Add(d), do) }
+
+// park queues a cloud call for release.
+func (w *world) park(c *call) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.arrive++
+	c.seq = w.arrive
+	w.parked = append(w.parked, c)
+}
+
+// unpark drops a call whose context ended before its release.
+func (w *world) unpark(c *call) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if i := slices.Index(w.parked, c); i >= 0 {
+		w.parked = slices.Delete(w.parked, i, i+1)
+	}
+}
+
+// releaseCall lets the first parked call (by node and content) go, and
+// reports whether there was one.
+func (w *world) releaseCall() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.parked) == 0 {
+		return false
+	}
+	first := 0
+	for i, c := range w.parked[1:] {
+		f := w.parked[first]
+		if c.order < f.order || (c.order == f.order && c.seq < f.seq) {
+			first = i + 1
+		}
+	}
+	c := w.parked[first]
+	w.parked = slices.Delete(w.parked, first, first+1)
+	close(c.go_)
+	return true
+}
+
+// touch notes that a node's goroutines ran.
+func (w *world) touch(n *node) {
+	w.mu.Lock()
+	w.touched[n] = true
+	w.mu.Unlock()
+}
+
+// violate records a broken invariant.
+func (w *world) violate(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	w.violations = append(w.violations, msg)
+	w.mu.Unlock()
+	w.log("VIOLATION %s", msg)
+}
+
+// log adds a line to the trace, stamped with the virtual time since Start.
+func (w *world) log(format string, args ...any) {
+	line := fmt.Sprintf("%12s %s", w.clk.Now().Sub(Start).Round(time.Microsecond), fmt.Sprintf(format, args...))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.trace.Write([]byte(line))
+	w.trace.Write([]byte{'\n'})
+	w.lines++
+	if w.traceOut != nil {
+		fmt.Fprintln(w.traceOut, line)
+	}
+	if w.cfg.TailLines > 0 {
+		if len(w.tail) >= w.cfg.TailLines {
+			w.tail = w.tail[1:]
+		}
+		w.tail = append(w.tail, line)
+	}
+}
+
+// noteCall counts and traces a cloud call's outcome.
+func (w *world) noteCall(n *node, action, eni string, rec *httptest.ResponseRecorder) {
+	outcome := "ok"
+	if rec.Code != http.StatusOK {
+		outcome = errorCode(rec.Body.Bytes())
+	}
+	w.mu.Lock()
+	w.calls[action+" "+outcome]++
+	w.callTotal++
+	w.mu.Unlock()
+	if w.cfg.TraceCalls {
+		w.log("%s %s %s -> %s", n.name, action, eni, outcome)
+	}
+}
+
+// errorCode is the Code of an ECS error body.
+func errorCode(b []byte) string {
+	s := string(b)
+	i := strings.Index(s, `"Code":"`)
+	if i < 0 {
+		return "error"
+	}
+	s = s[i+len(`"Code":"`):]
+	if j := strings.IndexByte(s, '"'); j >= 0 {
+		return s[:j]
+	}
+	return "error"
+}
+
+// loop runs events until the virtual time reaches end (or a violation is
+// found): after each, it waits until every goroutine of the run is parked
+// again, checks the nodes that ran, and moves on to the next event: a
+// parked cloud call first, then the earliest of the clock's waiters and
+// the harness's events (the clock's first at the same instant).
+func (w *world) loop(end time.Time) {
+	for {
+		synctest.Wait()
+		w.check()
+		if len(w.violations) > 0 {
+			return
+		}
+		if w.releaseCall() {
+			continue
+		}
+		next, armed := w.clk.Next()
+		var ev *event
+		if len(w.events) > 0 {
+			ev = w.events[0]
+		}
+		switch {
+		case armed && (ev == nil || !next.After(ev.at)) && !next.After(end):
+			_, owner, _ := w.clk.StepOwner()
+			if inc, ok := owner.(*incarnation); ok {
+				w.touch(inc.node)
+			}
+			w.stats.Steps++
+		case ev != nil && !ev.at.After(end):
+			heap.Pop(&w.events)
+			w.clk.AdvanceTo(ev.at) // fires nothing: no waiter is due before ev.at
+			ev.do()
+			w.stats.Events++
+		default:
+			w.clk.AdvanceTo(end)
+			return
+		}
+	}
+}
+
+// check looks at the nodes whose goroutines ran: their pods' statuses and
+// the addresses their datapath set up.
+func (w *world) check() {
+	w.mu.Lock()
+	touched := make([]*node, 0, len(w.touched))
+	for n := range w.touched {
+		touched = append(touched, n)
+	}
+	clear(w.touched)
+	w.mu.Unlock()
+	slices.SortFunc(touched, func(a, b *node) int { return a.idx - b.idx })
+	for _, n := range touched {
+		n.check()
+	}
+}
+
+// Hash is the trace's hash so far.
+func (w *world) hash() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return hex.EncodeToString(w.trace.Sum(nil))
+}
+
+func newWorld(cfg Config, dir string) *world {
+	return &world{cfg: cfg, clk: clock.NewVirtual(Start), dir: dir, protected: map[string]string{},
+		touched: map[*node]bool{}, trace: sha256.New(), traceOut: cfg.Trace, calls: map[string]int{},
+		bound: map[netip.Addr]string{}}
+}
+
+// quiesce stops every agent and lets the clock run until their goroutines
+// are gone (each agent ends within its shutdown grace).
+func (w *world) quiesce() {
+	for _, n := range w.nodes {
+		if n.cur != nil {
+			n.cur.stop()
+		}
+	}
+	for {
+		synctest.Wait()
+		if w.releaseCall() {
+			continue
+		}
+		running := false
+		for _, n := range w.nodes {
+			if n.cur != nil && !n.cur.exited() {
+				running = true
+				break
+			}
+		}
+		if !running {
+			return
+		}
+		if _, ok := w.clk.Step(); !ok {
+			return
+		}
+	}
+}
+
+// keyOf is the desired-state key of an attachment as the trace names it.
+func keyOf(k desired.Key) string { return k.ContainerID[:16] + "/" + k.IfName }
+
+var _ = context.Background
