@@ -58,6 +58,8 @@ type Config struct {
 	TraceCalls bool
 	// Dir holds the nodes' files.
 	Dir string
+	// Spread is the config's pool.spreadWindow (0: the default).
+	Spread time.Duration
 	// Check plans up to this many nodes once more at the end, as `enid
 	// plan` would (0: 20), to prove the plans converged.
 	Check int
@@ -116,44 +118,20 @@ func Run(cfg Config) (*Result, error) {
 		cfg.AccountQPS = max(20, float64(cfg.Nodes)/5)
 	}
 	if cfg.Dir == "" {
-		d, err := os.MkdirTemp("", "enid-sim-")
+		d, cleanup, err := tempDir()
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(d)
+		defer cleanup()
 		cfg.Dir = d
 	}
-	w := newWorld(cfg, cfg.Dir)
-	w.zone = "cn-hangzhou-h"
-	base := ecssim.Config{VPCCIDR: "10.0.0.0/8", Zones: []string{w.zone},
-		VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-sim", Zone: w.zone, CIDR: netip.MustParsePrefix("10.0.0.0/12")}},
-		Seed:      cfg.Seed, Clock: w.clk.Now, Timers: w.clk}
-	if err := ecssim.ApplyProfile(&base, cfg.Profile); err != nil {
-		return nil, err
-	}
-	base.AccountRateLimit = ecssim.RateLimit{QPS: cfg.AccountQPS, Burst: int(cfg.AccountQPS)}
-	sim, err := ecssim.New(base)
+	w, closeSim, err := setup(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer sim.Close()
-	w.sim, w.handler = sim, sim.Handler()
+	defer closeSim()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
-	for i := range cfg.Nodes {
-		inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: "ecs.g7.4xlarge", Zone: w.zone})
-		if err != nil {
-			return nil, err
-		}
-		w.protected[inst.PrimaryENI] = "primary"
-		n := &node{w: w, idx: i, name: fmt.Sprintf("node-%04d", i), inst: inst, pods: map[int]*pod{}}
-		if n.dp, err = reconcile.NewNoDatapath(""); err != nil {
-			return nil, err
-		}
-		n.config = w.configYAML(poolKnobs[0], false)
-		w.nodes = append(w.nodes, n)
-	}
-	settings := sim.CurrentSettings()
-	wl := &workload{w: w, rng: rng, base: settings}
+	wl := &workload{w: w, rng: rng, base: w.sim.CurrentSettings()}
 	if cfg.Faults {
 		if err := w.addForeignENIs(rng); err != nil {
 			return nil, err
@@ -171,9 +149,47 @@ func Run(cfg Config) (*Result, error) {
 		w.final()
 	}
 	w.quiesce()
-	res := &Result{Hash: w.hash(), Lines: w.lines, Violations: w.violations, Tail: w.tail, Stats: w.stats,
+	return w.result(), nil
+}
+
+func (w *world) result() *Result {
+	return &Result{Hash: w.hash(), Lines: w.lines, Violations: w.violations, Tail: w.tail, Stats: w.stats,
 		Calls: w.calls, CallTotal: w.callTotal}
-	return res, nil
+}
+
+// setup makes the run's world: the simulated cloud on the virtual clock
+// and the nodes (not joined yet). The func returned closes the cloud.
+func setup(cfg Config) (*world, func(), error) {
+	w := newWorld(cfg, cfg.Dir)
+	w.zone = "cn-hangzhou-h"
+	base := ecssim.Config{VPCCIDR: "10.0.0.0/8", Zones: []string{w.zone},
+		VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-sim", Zone: w.zone, CIDR: netip.MustParsePrefix("10.0.0.0/12")}},
+		Seed:      cfg.Seed, Clock: w.clk.Now, Timers: w.clk}
+	if err := ecssim.ApplyProfile(&base, cfg.Profile); err != nil {
+		return nil, nil, err
+	}
+	base.AccountRateLimit = ecssim.RateLimit{QPS: cfg.AccountQPS, Burst: int(cfg.AccountQPS)}
+	sim, err := ecssim.New(base)
+	if err != nil {
+		return nil, nil, err
+	}
+	w.sim, w.handler = sim, sim.Handler()
+	for i := range cfg.Nodes {
+		inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: "ecs.g7.4xlarge", Zone: w.zone})
+		if err != nil {
+			sim.Close()
+			return nil, nil, err
+		}
+		w.protected[inst.PrimaryENI] = "primary"
+		n := &node{w: w, idx: i, name: fmt.Sprintf("node-%05d", i), inst: inst, pods: map[int]*pod{}}
+		if n.dp, err = reconcile.NewNoDatapath(""); err != nil {
+			sim.Close()
+			return nil, nil, err
+		}
+		n.config = w.configYAML(poolKnobs[0], false)
+		w.nodes = append(w.nodes, n)
+	}
+	return w, func() { sim.Close() }, nil
 }
 
 // poolKnobs are the pools a config change picks from (minIdle, maxIdle).
@@ -189,6 +205,9 @@ func (w *world) configYAML(pool [2]int, prefix bool) string {
 		b.WriteString("  ipv4Allocation: prefix\n")
 	}
 	fmt.Fprintf(&b, "pool:\n  minIdle: %d\n  maxIdle: %d\n", pool[0], pool[1])
+	if w.cfg.Spread > 0 {
+		fmt.Fprintf(&b, "  spreadWindow: %s\n", w.cfg.Spread)
+	}
 	return b.String()
 }
 
@@ -319,3 +338,22 @@ func (w *world) checkPlans() {
 }
 
 var _ = slices.Sort[[]string]
+
+// tempDir makes a directory for a run's files, in memory when the machine
+// can (tmpRoot); the func removes it.
+func tempDir() (string, func(), error) {
+	d, err := os.MkdirTemp(tmpRoot(), "enid-sim-")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// tmpRoot is where a run keeps its nodes' files by default: memory
+// (/dev/shm) when the machine has it, as /run is on a node.
+func tmpRoot() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}

@@ -14,7 +14,7 @@ import (
 
 var (
 	seedFlag  = flag.Uint64("seed", 0, "run this one seed of TestSimulate (0: the CI's seeds)")
-	seedsFlag = flag.Int("seeds", 0, "how many seeds TestSimulate runs (0: 200; the soak runs thousands)")
+	seedsFlag = flag.Int("seeds", 0, "how many seeds TestSimulate runs (0: 200, 20 with -short or -race; the soak runs thousands)")
 	nodesFlag = flag.Int("nodes", 0, "nodes per TestSimulate run (0: 4)")
 	traceFlag = flag.Bool("trace", false, "print the whole trace of each run (with -seed)")
 )
@@ -76,7 +76,7 @@ func TestSimulate(t *testing.T) {
 	n := *seedsFlag
 	if n == 0 {
 		n = 200
-		if testing.Short() {
+		if testing.Short() || raceEnabled {
 			n = 20
 		}
 	}
@@ -115,4 +115,47 @@ func TestSameSeedSameTrace(t *testing.T) {
 func summary(res *Result) string {
 	return fmt.Sprintf("steps %d events %d ready %d failed %d timed out %d kills %d calls %d",
 		res.Stats.Steps, res.Stats.Events, res.Stats.PodsReady, res.Stats.Failed, res.Stats.TimedOut, res.Stats.Kills, res.CallTotal)
+}
+
+var fleetFlag = flag.String("fleet", "", "TestFleet's sizes, comma-separated (default 1000; the soak: 1000,3000,10000)")
+
+// TestFleet runs the fleet scenario (join, rollout, outage) and holds its
+// figures: a run is exact for its seed, so they are assertions.
+func TestFleet(t *testing.T) {
+	sizes := []int{1000}
+	if testing.Short() || raceEnabled {
+		sizes = []int{100}
+	}
+	if *fleetFlag != "" {
+		sizes = nil
+		for _, f := range strings.Split(*fleetFlag, ",") {
+			var n int
+			if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
+				t.Fatalf("-fleet %q: want node counts, comma-separated", *fleetFlag)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			wall := time.Now()
+			var res *FleetResult
+			var err error
+			synctest.Test(t, func(t *testing.T) {
+				res, err = RunFleet(FleetConfig{Seed: 1, Nodes: n, Progress: t.Logf})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Violations) > 0 {
+				t.Fatalf("invariants broken:\n  %s", strings.Join(res.Violations, "\n  "))
+			}
+			t.Logf("%d nodes, account %.0f calls/s, a lone join %d calls; wall %v, virtual %v, %d steps, %d events, trace %s",
+				n, res.QPS, res.SoloJoinCalls, time.Since(wall).Round(time.Millisecond), res.Virtual, res.Steps, res.Events, res.Hash[:16])
+			t.Logf("join: %v", res.Join)
+			t.Logf("rollout: %v; new pod Ready p50 %v p99 %v", res.Rollout, res.NewPodP50, res.NewPodP99)
+			t.Logf("outage: %d pods, %d served during it, %d waiting at its end, all served %v after it",
+				res.OutagePods, res.OutageServed, res.OutageWaiting, res.Recovered)
+		})
+	}
 }

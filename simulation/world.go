@@ -59,6 +59,8 @@ type world struct {
 	lines     int
 	calls     map[string]int // action -> outcome counts, "action outcome"
 	callTotal int
+	// onCall, when set, is told of every call's outcome (with mu held).
+	onCall func(n *node, action, outcome string)
 
 	// bound is every address set up for a pod on any node: address ->
 	// "node/attachment" (the invariant: one pod per address).
@@ -188,6 +190,9 @@ func (w *world) noteCall(n *node, action, eni string, rec *httptest.ResponseReco
 	w.mu.Lock()
 	w.calls[action+" "+outcome]++
 	w.callTotal++
+	if w.onCall != nil {
+		w.onCall(n, action, outcome)
+	}
 	w.mu.Unlock()
 	if w.cfg.TraceCalls {
 		w.log("%s %s %s -> %s", n.name, action, eni, outcome)
@@ -213,12 +218,19 @@ func errorCode(b []byte) string {
 // again, checks the nodes that ran, and moves on to the next event: a
 // parked cloud call first, then the earliest of the clock's waiters and
 // the harness's events (the clock's first at the same instant).
-func (w *world) loop(end time.Time) {
+func (w *world) loop(end time.Time) { w.loopUntil(end, nil) }
+
+// loopUntil is loop that also returns as soon as done (when not nil)
+// says so after a check; it reports whether done did.
+func (w *world) loopUntil(end time.Time, done func() bool) bool {
 	for {
 		synctest.Wait()
 		w.check()
 		if len(w.violations) > 0 {
-			return
+			return false
+		}
+		if done != nil && done() {
+			return true
 		}
 		if w.releaseCall() {
 			continue
@@ -242,7 +254,7 @@ func (w *world) loop(end time.Time) {
 			w.stats.Events++
 		default:
 			w.clk.AdvanceTo(end)
-			return
+			return false
 		}
 	}
 }
