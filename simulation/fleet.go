@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -77,6 +78,8 @@ type Phase struct {
 	Necessary int
 	Calls     int
 	Throttled int
+	// ByOutcome counts the phase's calls by "action outcome".
+	ByOutcome map[string]int
 }
 
 // Ratio is Took / Bound.
@@ -289,12 +292,13 @@ func soloJoinCalls(fc FleetConfig) (int, error) {
 type callCounts struct {
 	total     int
 	throttled int
+	by        map[string]int
 }
 
 func (w *world) snapshotCalls() callCounts {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c := callCounts{total: w.callTotal}
+	c := callCounts{total: w.callTotal, by: maps.Clone(w.calls)}
 	for k, v := range w.calls {
 		if strings.Contains(k, " Throttling") {
 			c.throttled += v
@@ -307,6 +311,12 @@ func (w *world) snapshotCalls() callCounts {
 // before, now that it ended.
 func (w *world) phase(before callCounts, t0 time.Time, necessary int, qps float64) Phase {
 	now := w.snapshotCalls()
-	return Phase{Took: w.clk.Now().Sub(t0), Bound: time.Duration(float64(necessary) / qps * float64(time.Second)),
+	by := map[string]int{}
+	for k, v := range now.by {
+		if d := v - before.by[k]; d > 0 {
+			by[k] = d
+		}
+	}
+	return Phase{ByOutcome: by, Took: w.clk.Now().Sub(t0), Bound: time.Duration(float64(necessary) / qps * float64(time.Second)),
 		Necessary: necessary, Calls: now.total - before.total, Throttled: now.throttled - before.throttled}
 }

@@ -98,7 +98,7 @@ func (n *node) start(dir string) error {
 	n.gen++
 	inc := &incarnation{node: n, gen: n.gen, dir: dir, done: make(chan struct{})}
 	p := incPaths(dir)
-	clk := n.w.clk.Owned(inc)
+	clk := n.w.clk.Owned(inc, uint64(n.idx)+1)
 	seed := n.w.cfg.Seed
 	c, err := cloud.New(cloud.Config{Endpoint: "http://ecs.simulation.invalid", Region: ecssim.DefaultRegion,
 		Credentials: credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret),

@@ -110,6 +110,21 @@ func TestSameSeedSameTrace(t *testing.T) {
 	if a.Hash == b.Hash {
 		t.Fatalf("seeds 5 and 7 gave the same trace %s: the seed does not reach the run", a.Hash)
 	}
+	// A fleet that joins all at once: every agent arms its timers in the
+	// same instant, on goroutines the scheduler runs in any order.
+	fleet := func() *FleetResult {
+		var res *FleetResult
+		var err error
+		synctest.Test(t, func(t *testing.T) { res, err = RunFleet(FleetConfig{Seed: 3, Nodes: 30}) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	f1, f2 := fleet(), fleet()
+	if f1.Hash != f2.Hash || f1.Steps != f2.Steps {
+		t.Fatalf("a fleet of 30 joining at once, twice: %d steps, hash %s; then %d steps, hash %s", f1.Steps, f1.Hash, f2.Steps, f2.Hash)
+	}
 }
 
 func summary(res *Result) string {
@@ -154,6 +169,8 @@ func TestFleet(t *testing.T) {
 				n, res.QPS, res.SoloJoinCalls, time.Since(wall).Round(time.Millisecond), res.Virtual, res.Steps, res.Events, res.Hash[:16])
 			t.Logf("join: %v", res.Join)
 			t.Logf("rollout: %v; new pod Ready p50 %v p99 %v", res.Rollout, res.NewPodP50, res.NewPodP99)
+			t.Logf("join calls: %v", res.Join.ByOutcome)
+			t.Logf("rollout calls: %v", res.Rollout.ByOutcome)
 			t.Logf("outage: %d pods, %d served during it, %d waiting at its end, all served %v after it",
 				res.OutagePods, res.OutageServed, res.OutageWaiting, res.Recovered)
 		})

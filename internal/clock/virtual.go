@@ -50,8 +50,10 @@ type waiter struct {
 	at     time.Time
 	seq    uint64
 	period time.Duration // > 0 for a ticker
-	// owner is what Owned view armed it (nil: the clock itself).
+	// owner is what Owned view armed it (nil: the clock itself), rank
+	// its place among waiters due at the same time (0 for the clock's).
 	owner any
+	rank  uint64
 	c     chan time.Time
 	index int // in Virtual.armed; -1 when not armed
 }
@@ -64,13 +66,19 @@ func (v *Virtual) Now() time.Time {
 }
 
 // After is time.After on the virtual clock.
-func (v *Virtual) After(d time.Duration) <-chan time.Time { return v.newTimer(d, nil).C() }
+func (v *Virtual) After(d time.Duration) <-chan time.Time { return v.newTimer(d, tag{}).C() }
 
 // NewTimer arms a timer that fires d from now (at once for d <= 0).
-func (v *Virtual) NewTimer(d time.Duration) Timer { return v.newTimer(d, nil) }
+func (v *Virtual) NewTimer(d time.Duration) Timer { return v.newTimer(d, tag{}) }
 
-func (v *Virtual) newTimer(d time.Duration, owner any) Timer {
-	t := &virtualTimer{v: v, w: &waiter{c: make(chan time.Time, 1), index: -1, owner: owner}}
+// tag is whose a waiter is (Owned).
+type tag struct {
+	owner any
+	rank  uint64
+}
+
+func (v *Virtual) newTimer(d time.Duration, o tag) Timer {
+	t := &virtualTimer{v: v, w: &waiter{c: make(chan time.Time, 1), index: -1, owner: o.owner, rank: o.rank}}
 	v.mu.Lock()
 	v.armLocked(t.w, d)
 	v.mu.Unlock()
@@ -78,13 +86,13 @@ func (v *Virtual) newTimer(d time.Duration, owner any) Timer {
 }
 
 // NewTicker arms a ticker of period d; d must be positive.
-func (v *Virtual) NewTicker(d time.Duration) Ticker { return v.newTicker(d, nil) }
+func (v *Virtual) NewTicker(d time.Duration) Ticker { return v.newTicker(d, tag{}) }
 
-func (v *Virtual) newTicker(d time.Duration, owner any) Ticker {
+func (v *Virtual) newTicker(d time.Duration, o tag) Ticker {
 	if d <= 0 {
 		panic("clock: non-positive interval for NewTicker")
 	}
-	t := &virtualTicker{v: v, w: &waiter{c: make(chan time.Time, 1), index: -1, period: d, owner: owner}}
+	t := &virtualTicker{v: v, w: &waiter{c: make(chan time.Time, 1), index: -1, period: d, owner: o.owner, rank: o.rank}}
 	v.mu.Lock()
 	v.armLocked(t.w, d)
 	v.mu.Unlock()
@@ -92,13 +100,13 @@ func (v *Virtual) newTicker(d time.Duration, owner any) Ticker {
 }
 
 // Sleep waits until the clock has moved d past now, or ctx ends.
-func (v *Virtual) Sleep(ctx context.Context, d time.Duration) error { return v.sleep(ctx, d, nil) }
+func (v *Virtual) Sleep(ctx context.Context, d time.Duration) error { return v.sleep(ctx, d, tag{}) }
 
-func (v *Virtual) sleep(ctx context.Context, d time.Duration, owner any) error {
+func (v *Virtual) sleep(ctx context.Context, d time.Duration, o tag) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
-	t := v.newTimer(d, owner)
+	t := v.newTimer(d, o)
 	select {
 	case <-ctx.Done():
 		t.Stop()
@@ -166,20 +174,24 @@ func (v *Virtual) StepOwner() (time.Time, any, bool) {
 // Owned is a view of v for one owner: the same time and waiters, each
 // waiter it arms tagged with owner, so that StepOwner can say whose
 // goroutine a step wakes (the simulation gives each node's agent a view
-// of the one clock, and after a step checks the node it woke).
-func (v *Virtual) Owned(owner any) Clock { return ownedView{v, owner} }
+// of the one clock, and after a step checks the node it woke). Waiters due
+// at the same time fire in the order of their rank (the clock's own have
+// rank 0), then of their arming: owners whose goroutines arm waiters
+// concurrently get distinct ranks, so that no scheduling orders their
+// waiters.
+func (v *Virtual) Owned(owner any, rank uint64) Clock { return ownedView{v, tag{owner, rank}} }
 
 type ownedView struct {
-	v     *Virtual
-	owner any
+	v *Virtual
+	t tag
 }
 
 func (o ownedView) Now() time.Time                         { return o.v.Now() }
-func (o ownedView) After(d time.Duration) <-chan time.Time { return o.v.newTimer(d, o.owner).C() }
-func (o ownedView) NewTimer(d time.Duration) Timer         { return o.v.newTimer(d, o.owner) }
-func (o ownedView) NewTicker(d time.Duration) Ticker       { return o.v.newTicker(d, o.owner) }
+func (o ownedView) After(d time.Duration) <-chan time.Time { return o.v.newTimer(d, o.t).C() }
+func (o ownedView) NewTimer(d time.Duration) Timer         { return o.v.newTimer(d, o.t) }
+func (o ownedView) NewTicker(d time.Duration) Ticker       { return o.v.newTicker(d, o.t) }
 func (o ownedView) Sleep(ctx context.Context, d time.Duration) error {
-	return o.v.sleep(ctx, d, o.owner)
+	return o.v.sleep(ctx, d, o.t)
 }
 
 // Next is the earliest deadline of an armed waiter; false when none is.
@@ -366,13 +378,16 @@ func (t *virtualTicker) Reset(d time.Duration) {
 	t.v.armLocked(t.w, d)
 }
 
-// waiterHeap orders armed waiters by (deadline, arm order).
+// waiterHeap orders armed waiters by (deadline, rank, arm order).
 type waiterHeap []*waiter
 
 func (h waiterHeap) Len() int { return len(h) }
 func (h waiterHeap) Less(i, j int) bool {
 	if !h[i].at.Equal(h[j].at) {
 		return h[i].at.Before(h[j].at)
+	}
+	if h[i].rank != h[j].rank {
+		return h[i].rank < h[j].rank
 	}
 	return h[i].seq < h[j].seq
 }
