@@ -330,16 +330,19 @@ func (s *Server) detachNetworkInterface(c call) (obj, error) {
 	if hook != nil {
 		hook(ev)
 	}
-	s.after(s.cfg.Delays.Detach, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if e := s.m.enis[eniID]; e != nil && e.Status == "Detaching" {
-			s.touchLocked(eniID)
-			e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "Available", "", 0, time.Time{}
-			s.saveLocked()
-		}
-	})
+	s.after(s.cfg.Delays.Detach, func() { s.finishDetach(eniID) })
 	return obj{}, nil
+}
+
+// finishDetach makes a Detaching ENI Available.
+func (s *Server) finishDetach(eniID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m.enis[eniID]; e != nil && e.Status == "Detaching" {
+		s.touchLocked(eniID)
+		e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "Available", "", 0, time.Time{}
+		s.saveLocked()
+	}
 }
 
 func (s *Server) deleteNetworkInterface(c call) (obj, error) {
@@ -358,16 +361,19 @@ func (s *Server) deleteNetworkInterface(c call) (obj, error) {
 		return obj{}, nil // the deletion under way goes on
 	}
 	s.saveLocked()
-	s.after(s.cfg.Delays.Delete, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if e := s.m.enis[eniID]; e != nil && e.Status == "Deleting" {
-			s.touchLocked(eniID)
-			s.m.remove(e)
-			s.saveLocked()
-		}
-	})
+	s.after(s.cfg.Delays.Delete, func() { s.finishDelete(eniID) })
 	return obj{}, nil
+}
+
+// finishDelete removes a Deleting ENI.
+func (s *Server) finishDelete(eniID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m.enis[eniID]; e != nil && e.Status == "Deleting" {
+		s.touchLocked(eniID)
+		s.m.remove(e)
+		s.saveLocked()
+	}
 }
 
 // countOrList reads "count xor list" parameters, each at most most.
