@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
-	"time"
 )
 
 // parseAddrs reads addresses of one family: an IPv4 one that does not
@@ -340,7 +339,7 @@ func (s *Server) finishDetach(eniID string) {
 	defer s.mu.Unlock()
 	if e := s.m.enis[eniID]; e != nil && e.Status == "Detaching" {
 		s.touchLocked(eniID)
-		e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "Available", "", 0, time.Time{}
+		s.m.setDetached(e)
 		s.saveLocked()
 	}
 }

@@ -102,7 +102,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.m = &model{region: cfg.Region, vpcID: cfg.VPCID, vpcCIDR: vpc.Masked(), types: instanceTypes(),
 		sgs: map[string]bool{}, instances: map[string]*InstanceState{}, enis: map[string]*ENIState{},
-		vsw: map[string]*VSwitchState{}, pools: map[string]*pool{}, maxENIs: cfg.MaxENIs}
+		byInstance: map[string]map[string]*ENIState{}, vsw: map[string]*VSwitchState{}, pools: map[string]*pool{}, maxENIs: cfg.MaxENIs}
 	for _, sg := range cfg.SecurityGroups {
 		s.m.sgs[sg] = true
 	}
@@ -223,7 +223,8 @@ func (s *Server) AddInstance(spec InstanceSpec) (InstanceInfo, error) {
 	if err != nil {
 		return InstanceInfo{}, fmt.Errorf("add instance: primary eni: %w", err)
 	}
-	e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "InUse", spec.ID, 0, now.Add(-s.cfg.MetadataLag)
+	m.setInstance(e, spec.ID)
+	e.Status, e.DeviceIndex, e.InUseAt = "InUse", 0, now.Add(-s.cfg.MetadataLag)
 	m.instances[spec.ID] = &InstanceState{ID: spec.ID, InstanceType: t.ID, ZoneID: v.ZoneID, VSwitchID: v.ID,
 		PrimaryENI: e.ID, SecurityGroups: []string{s.cfg.SecurityGroups[0]}, CreatedAt: now}
 	s.saveLocked()
@@ -535,7 +536,7 @@ func (s *Server) load() (bool, error) {
 		case "Detaching":
 			e.Status, e.InstanceID, e.DeviceIndex = "Available", "", 0
 		}
-		m.enis[e.ID] = e
+		m.put(e)
 		if e.Status == "Deleting" {
 			m.remove(e)
 		}
