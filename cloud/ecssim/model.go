@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -722,16 +723,26 @@ func sortPrefixes(q []netip.Prefix) []netip.Prefix {
 // instanceList returns copies of the instances, sorted by ID: what the
 // describes need, without the rest of a snapshot (which copies every ENI
 // and counts every vSwitch's free /28s: on the fleet benchmark's /12, a
-// million address lookups per call).
-func (m *model) instanceList() []InstanceState {
-	out := make([]InstanceState, 0, len(m.instances))
-	for _, in := range m.instances {
+// million address lookups per call). Given ids, only the instances they
+// name, each once.
+func (m *model) instanceList(ids []string) []InstanceState {
+	var from []*InstanceState
+	if len(ids) == 0 {
+		from = slices.Collect(maps.Values(m.instances))
+	}
+	for _, id := range ids {
+		if in := m.instances[id]; in != nil {
+			from = append(from, in)
+		}
+	}
+	out := make([]InstanceState, 0, len(from))
+	for _, in := range from {
 		c := *in
 		c.SecurityGroups = slices.Clone(in.SecurityGroups)
 		out = append(out, c)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	slices.SortFunc(out, func(a, b InstanceState) int { return strings.Compare(a.ID, b.ID) })
+	return slices.CompactFunc(out, func(a, b InstanceState) bool { return a.ID == b.ID })
 }
 
 // vSwitchList returns copies of the vSwitches, sorted by ID, without the

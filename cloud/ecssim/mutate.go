@@ -75,7 +75,7 @@ func (s *Server) createNetworkInterface(c call) (obj, error) {
 	e.DeleteOnRelease = delOnRelease
 	// Reads lag a creation too: for a while the new ENI is not listed.
 	if s.run.StaleReads > 0 {
-		s.stale[e.ID] = staleENI{until: s.now().Add(s.run.StaleReads)}
+		s.recordStaleLocked(e.ID, nil, s.now())
 	}
 	s.saveLocked()
 	return renderENI(e), nil

@@ -245,7 +245,7 @@ func wantInstances(s *Server, scan []*ENIState, ids []string) obj {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	items := []obj{}
-	for _, in := range s.m.instanceList() {
+	for _, in := range s.m.instanceList(nil) {
 		if ids == nil || slices.Contains(ids, in.ID) {
 			items = append(items, s.renderInstanceLocked(in, scan))
 		}
