@@ -40,6 +40,7 @@ type Server struct {
 	counters map[string]map[string]int
 	mdTokens map[string]time.Time // metadata token -> expiry
 	nonces   map[string]time.Time // access key + SignatureNonce -> first use
+	nonceQ   []nonceUse           // the uses in nonces, oldest first, to forget them
 	// seqReq numbers request IDs.
 	seqReq uint64
 
@@ -59,6 +60,12 @@ type credential struct {
 	secret  string
 	token   string    // STS security token ("" for a plain key)
 	expires time.Time // zero for a plain key
+}
+
+// nonceUse is the first use of a SignatureNonce (key as in Server.nonces).
+type nonceUse struct {
+	key string
+	at  time.Time
 }
 
 // staleENI is what reads show for an ENI during the stale window after a
