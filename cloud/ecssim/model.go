@@ -719,7 +719,6 @@ func sortPrefixes(q []netip.Prefix) []netip.Prefix {
 	return q
 }
 
-// snapshot copies the model into a State.
 // instanceList returns copies of the instances, sorted by ID: what the
 // describes need, without the rest of a snapshot (which copies every ENI
 // and counts every vSwitch's free /28s: on the fleet benchmark's /12, a
@@ -759,6 +758,7 @@ func (m *model) vSwitchList() []VSwitchState {
 	return out
 }
 
+// snapshot copies the model into a State.
 func (m *model) snapshot() State {
 	st := State{Region: m.region, VPCID: m.vpcID, VPCCIDR: m.vpcCIDR, Seq: m.seq}
 	for _, in := range m.instances {
