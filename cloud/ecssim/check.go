@@ -10,7 +10,8 @@ import (
 // Check verifies the model's invariants and returns every violation: each
 // address is held by exactly one ENI and the vSwitch pools agree;
 // AvailableIpAddressCount is exact; statuses, attachments, device indexes
-// and per-type limits are consistent. Tests call it after a workload.
+// and per-type limits are consistent; the index of ENIs by instance
+// agrees with the ENIs. Tests call it after a workload.
 func (s *Server) Check() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -18,6 +19,7 @@ func (s *Server) Check() error {
 	held, perInstance := s.m.checkENIs(&v)
 	s.m.checkPools(&v, held)
 	s.m.checkInstances(&v, perInstance)
+	s.m.checkIndex(&v)
 	return errors.Join(v...)
 }
 
@@ -161,5 +163,29 @@ func (m *model) checkInstances(v *violations, perInstance map[string][]*ENIState
 		if p := m.enis[in.PrimaryENI]; p == nil || p.Type != "Primary" || p.Status != "InUse" || p.InstanceID != id || p.DeviceIndex != 0 {
 			v.add("instance %s: primary eni %s missing or not InUse at index 0", id, in.PrimaryENI)
 		}
+	}
+}
+
+// checkIndex checks byInstance against the ENIs: each ENI on an instance
+// is indexed under it, and nothing else is indexed.
+func (m *model) checkIndex(v *violations) {
+	on, indexed := 0, 0
+	for id, e := range m.enis {
+		if e.InstanceID == "" {
+			continue
+		}
+		on++
+		if m.byInstance[e.InstanceID][id] != e {
+			v.add("eni %s on %s is not indexed under it", id, e.InstanceID)
+		}
+	}
+	for inst, set := range m.byInstance {
+		if len(set) == 0 {
+			v.add("instance %s indexed with no ENI", inst)
+		}
+		indexed += len(set)
+	}
+	if indexed != on {
+		v.add("%d ENIs indexed by instance, %d are on one", indexed, on)
 	}
 }

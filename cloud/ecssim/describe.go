@@ -42,7 +42,9 @@ func (s *Server) describeNetworkInterfaces(c call) (obj, error) {
 
 	s.mu.Lock()
 	var match []*ENIState
-	for _, e := range s.viewENIsLocked() {
+	// The view holds the candidates for ids and inst; the switch below is
+	// the filter, of them too.
+	for _, e := range s.viewENIsLocked(ids, inst) {
 		switch {
 		case len(ids) > 0 && !slices.Contains(ids, e.ID),
 			inst != "" && e.InstanceID != inst,
@@ -121,11 +123,9 @@ func (s *Server) describeInstances(c call) (obj, error) {
 	vpc, vsw, zone, typ, status := p.Get("VpcId"), p.Get("VSwitchId"), p.Get("ZoneId"), p.Get("InstanceType"), p.Get("Status")
 
 	s.mu.Lock()
-	view := s.viewENIsLocked()
 	var match []obj
 	var keys []string
-	insts := s.m.instanceList()
-	for _, in := range insts {
+	for _, in := range s.m.instanceList(ids) {
 		switch {
 		case len(ids) > 0 && !slices.Contains(ids, in.ID),
 			vpc != "" && vpc != s.m.vpcID,
@@ -135,7 +135,7 @@ func (s *Server) describeInstances(c call) (obj, error) {
 			status != "" && status != in.status():
 			continue
 		}
-		match = append(match, s.renderInstanceLocked(in, view))
+		match = append(match, s.renderInstanceLocked(in, s.viewENIsLocked(nil, in.ID)))
 		keys = append(keys, in.ID)
 	}
 	s.mu.Unlock()
@@ -152,6 +152,7 @@ func (s *Server) describeInstances(c call) (obj, error) {
 	return out, nil
 }
 
+// renderInstanceLocked renders an instance with its ENIs found in view.
 func (s *Server) renderInstanceLocked(in InstanceState, view []*ENIState) obj {
 	t := s.m.types[in.InstanceType]
 	var nics []obj

@@ -3,7 +3,6 @@ package ecssim
 import (
 	"fmt"
 	"slices"
-	"time"
 )
 
 // This file models the instance lifecycle that ENI clean-up depends on:
@@ -63,7 +62,7 @@ func (s *Server) ReleaseInstance(id string) (deleted, kept []string, err error) 
 			deleted = append(deleted, e.ID)
 			continue
 		}
-		e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "Available", "", 0, time.Time{}
+		s.m.setDetached(e)
 		kept = append(kept, e.ID)
 	}
 	delete(s.m.instances, id)

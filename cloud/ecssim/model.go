@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -22,10 +23,58 @@ type model struct {
 	sgs       map[string]bool
 	instances map[string]*InstanceState
 	enis      map[string]*ENIState
-	vsw       map[string]*VSwitchState
-	pools     map[string]*pool
-	seq       uint64
-	maxENIs   int
+	// byInstance indexes enis by InstanceID (instance -> ENI ID -> ENI)
+	// for every ENI with an instance: attaching, attached or detaching. A
+	// describe of one instance's ENIs reads it instead of every ENI of the
+	// account. Only put, remove and setInstance change it.
+	byInstance map[string]map[string]*ENIState
+	vsw        map[string]*VSwitchState
+	pools      map[string]*pool
+	seq        uint64
+	maxENIs    int
+}
+
+// put adds a new ENI.
+func (m *model) put(e *ENIState) {
+	m.enis[e.ID] = e
+	m.index(e)
+}
+
+// setInstance attaches e to instance id ("": to none). Every change of an
+// ENI's InstanceID goes through it, so that byInstance follows.
+func (m *model) setInstance(e *ENIState, id string) {
+	m.unindex(e)
+	e.InstanceID = id
+	m.index(e)
+}
+
+// setDetached leaves e Available and on no instance: what a completed
+// detach does, and a release to an ENI it keeps.
+func (m *model) setDetached(e *ENIState) {
+	m.setInstance(e, "")
+	e.Status, e.DeviceIndex, e.InUseAt = "Available", 0, time.Time{}
+}
+
+func (m *model) index(e *ENIState) {
+	if e.InstanceID == "" {
+		return
+	}
+	set := m.byInstance[e.InstanceID]
+	if set == nil {
+		set = map[string]*ENIState{}
+		m.byInstance[e.InstanceID] = set
+	}
+	set[e.ID] = e
+}
+
+// unindex drops e from byInstance, and its instance's set when that empties
+// (the index does not grow with instances released).
+func (m *model) unindex(e *ENIState) {
+	set := m.byInstance[e.InstanceID]
+	delete(set, e.ID)
+	if len(set) == 0 {
+		delete(m.byInstance, e.InstanceID)
+	}
 }
 
 func (m *model) nextID(prefix string) string {
@@ -223,7 +272,7 @@ func (m *model) createENI(p newENIParams) (*ENIState, error) {
 		pl.claim(id, a)
 	}
 	e.IPv6 = sortAddrs(append(slices.Clone(p.addrs6), pl.take6(id, p.ipv6Count)...))
-	m.enis[id] = e
+	m.put(e)
 	m.syncAvailable(v.ID)
 	return e, nil
 }
@@ -313,14 +362,10 @@ func (m *model) instance(id string) (*InstanceState, error) {
 	return in, nil
 }
 
-// attached lists the ENIs attached or attaching to an instance.
+// attached lists the ENIs attached, attaching or detaching to an instance,
+// by device index.
 func (m *model) attached(instanceID string) []*ENIState {
-	var out []*ENIState
-	for _, e := range m.enis {
-		if e.InstanceID == instanceID {
-			out = append(out, e)
-		}
-	}
+	out := slices.Collect(maps.Values(m.byInstance[instanceID]))
 	sort.Slice(out, func(i, j int) bool { return out[i].DeviceIndex < out[j].DeviceIndex })
 	return out
 }
@@ -359,7 +404,8 @@ func (m *model) startAttach(eniID, instanceID string) (*ENIState, error) {
 	for used[idx] {
 		idx++
 	}
-	e.Status, e.InstanceID, e.DeviceIndex = "Attaching", in.ID, idx
+	m.setInstance(e, in.ID)
+	e.Status, e.DeviceIndex = "Attaching", idx
 	return e, nil
 }
 
@@ -424,6 +470,7 @@ func (m *model) remove(e *ENIState) {
 	for _, a := range e.IPv6 {
 		pl.release(e.ID, a)
 	}
+	m.unindex(e)
 	delete(m.enis, e.ID)
 	m.syncAvailable(e.VSwitchID)
 }
@@ -672,20 +719,29 @@ func sortPrefixes(q []netip.Prefix) []netip.Prefix {
 	return q
 }
 
-// snapshot copies the model into a State.
 // instanceList returns copies of the instances, sorted by ID: what the
 // describes need, without the rest of a snapshot (which copies every ENI
 // and counts every vSwitch's free /28s: on the fleet benchmark's /12, a
-// million address lookups per call).
-func (m *model) instanceList() []InstanceState {
-	out := make([]InstanceState, 0, len(m.instances))
-	for _, in := range m.instances {
+// million address lookups per call). Given ids, only the instances they
+// name, each once.
+func (m *model) instanceList(ids []string) []InstanceState {
+	var from []*InstanceState
+	if len(ids) == 0 {
+		from = slices.Collect(maps.Values(m.instances))
+	}
+	for _, id := range ids {
+		if in := m.instances[id]; in != nil {
+			from = append(from, in)
+		}
+	}
+	out := make([]InstanceState, 0, len(from))
+	for _, in := range from {
 		c := *in
 		c.SecurityGroups = slices.Clone(in.SecurityGroups)
 		out = append(out, c)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	slices.SortFunc(out, func(a, b InstanceState) int { return strings.Compare(a.ID, b.ID) })
+	return slices.CompactFunc(out, func(a, b InstanceState) bool { return a.ID == b.ID })
 }
 
 // vSwitchList returns copies of the vSwitches, sorted by ID, without the
@@ -702,6 +758,7 @@ func (m *model) vSwitchList() []VSwitchState {
 	return out
 }
 
+// snapshot copies the model into a State.
 func (m *model) snapshot() State {
 	st := State{Region: m.region, VPCID: m.vpcID, VPCCIDR: m.vpcCIDR, Seq: m.seq}
 	for _, in := range m.instances {

@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
-	"time"
 )
 
 // parseAddrs reads addresses of one family: an IPv4 one that does not
@@ -76,7 +75,7 @@ func (s *Server) createNetworkInterface(c call) (obj, error) {
 	e.DeleteOnRelease = delOnRelease
 	// Reads lag a creation too: for a while the new ENI is not listed.
 	if s.run.StaleReads > 0 {
-		s.stale[e.ID] = staleENI{until: s.now().Add(s.run.StaleReads)}
+		s.recordStaleLocked(e.ID, nil, s.now())
 	}
 	s.saveLocked()
 	return renderENI(e), nil
@@ -330,16 +329,19 @@ func (s *Server) detachNetworkInterface(c call) (obj, error) {
 	if hook != nil {
 		hook(ev)
 	}
-	s.after(s.cfg.Delays.Detach, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if e := s.m.enis[eniID]; e != nil && e.Status == "Detaching" {
-			s.touchLocked(eniID)
-			e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "Available", "", 0, time.Time{}
-			s.saveLocked()
-		}
-	})
+	s.after(s.cfg.Delays.Detach, func() { s.finishDetach(eniID) })
 	return obj{}, nil
+}
+
+// finishDetach makes a Detaching ENI Available.
+func (s *Server) finishDetach(eniID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m.enis[eniID]; e != nil && e.Status == "Detaching" {
+		s.touchLocked(eniID)
+		s.m.setDetached(e)
+		s.saveLocked()
+	}
 }
 
 func (s *Server) deleteNetworkInterface(c call) (obj, error) {
@@ -358,16 +360,19 @@ func (s *Server) deleteNetworkInterface(c call) (obj, error) {
 		return obj{}, nil // the deletion under way goes on
 	}
 	s.saveLocked()
-	s.after(s.cfg.Delays.Delete, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if e := s.m.enis[eniID]; e != nil && e.Status == "Deleting" {
-			s.touchLocked(eniID)
-			s.m.remove(e)
-			s.saveLocked()
-		}
-	})
+	s.after(s.cfg.Delays.Delete, func() { s.finishDelete(eniID) })
 	return obj{}, nil
+}
+
+// finishDelete removes a Deleting ENI.
+func (s *Server) finishDelete(eniID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m.enis[eniID]; e != nil && e.Status == "Deleting" {
+		s.touchLocked(eniID)
+		s.m.remove(e)
+		s.saveLocked()
+	}
 }
 
 // countOrList reads "count xor list" parameters, each at most most.

@@ -40,9 +40,7 @@ type Server struct {
 	counters map[string]map[string]int
 	mdTokens map[string]time.Time // metadata token -> expiry
 	nonces   map[string]time.Time // access key + SignatureNonce -> first use
-	// nonceOrder is nonces' keys in the order of their use, oldest first,
-	// for useNonce to forget the expired ones in time proportional to them.
-	nonceOrder []nonceUse
+	nonceQ   []nonceUse           // the uses in nonces, oldest first, to forget them
 	// seqReq numbers request IDs.
 	seqReq uint64
 
@@ -64,7 +62,7 @@ type credential struct {
 	expires time.Time // zero for a plain key
 }
 
-// nonceUse is one entry of Server.nonceOrder.
+// nonceUse is the first use of a SignatureNonce (key as in Server.nonces).
 type nonceUse struct {
 	key string
 	at  time.Time
@@ -111,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.m = &model{region: cfg.Region, vpcID: cfg.VPCID, vpcCIDR: vpc.Masked(), types: instanceTypes(),
 		sgs: map[string]bool{}, instances: map[string]*InstanceState{}, enis: map[string]*ENIState{},
-		vsw: map[string]*VSwitchState{}, pools: map[string]*pool{}, maxENIs: cfg.MaxENIs}
+		byInstance: map[string]map[string]*ENIState{}, vsw: map[string]*VSwitchState{}, pools: map[string]*pool{}, maxENIs: cfg.MaxENIs}
 	for _, sg := range cfg.SecurityGroups {
 		s.m.sgs[sg] = true
 	}
@@ -232,7 +230,8 @@ func (s *Server) AddInstance(spec InstanceSpec) (InstanceInfo, error) {
 	if err != nil {
 		return InstanceInfo{}, fmt.Errorf("add instance: primary eni: %w", err)
 	}
-	e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "InUse", spec.ID, 0, now.Add(-s.cfg.MetadataLag)
+	m.setInstance(e, spec.ID)
+	e.Status, e.DeviceIndex, e.InUseAt = "InUse", 0, now.Add(-s.cfg.MetadataLag)
 	m.instances[spec.ID] = &InstanceState{ID: spec.ID, InstanceType: t.ID, ZoneID: v.ZoneID, VSwitchID: v.ID,
 		PrimaryENI: e.ID, SecurityGroups: []string{s.cfg.SecurityGroups[0]}, CreatedAt: now}
 	s.saveLocked()
@@ -258,16 +257,15 @@ func (s *Server) AddForeignENI(instanceID string) (string, error) {
 		return "", fmt.Errorf("add foreign eni: %w", err)
 	}
 	used := map[int]bool{}
-	for _, o := range m.enis {
-		if o.InstanceID == instanceID {
-			used[o.DeviceIndex] = true
-		}
+	for _, o := range m.byInstance[instanceID] {
+		used[o.DeviceIndex] = true
 	}
 	idx := 1
 	for used[idx] {
 		idx++
 	}
-	e.Status, e.InstanceID, e.DeviceIndex, e.InUseAt = "InUse", instanceID, idx, now.Add(-s.cfg.MetadataLag)
+	m.setInstance(e, instanceID)
+	e.Status, e.DeviceIndex, e.InUseAt = "InUse", idx, now.Add(-s.cfg.MetadataLag)
 	s.saveLocked()
 	return e.ID, nil
 }
@@ -585,7 +583,7 @@ func (s *Server) load() (bool, error) {
 		case "Detaching":
 			e.Status, e.InstanceID, e.DeviceIndex = "Available", "", 0
 		}
-		m.enis[e.ID] = e
+		m.put(e)
 		if e.Status == "Deleting" {
 			m.remove(e)
 		}

@@ -3,7 +3,9 @@ package ecssim
 import (
 	"encoding/base64"
 	"net/url"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -25,32 +27,72 @@ func (s *Server) touchLocked(id string) {
 	if e := s.m.enis[id]; e != nil {
 		prev = e.clone()
 	}
+	s.recordStaleLocked(id, prev, now)
+}
+
+// recordStaleLocked makes reads show ENI id as prev (nil: not list it)
+// for Settings.StaleReads from now. It forgets the records expired, so
+// that the map holds only those of the last window even when every read
+// names its ENIs (viewENIsLocked then forgets none). Called with mu held.
+func (s *Server) recordStaleLocked(id string, prev *ENIState, now time.Time) {
+	for k, rec := range s.stale {
+		if !now.Before(rec.until) {
+			delete(s.stale, k)
+		}
+	}
 	s.stale[id] = staleENI{prev: prev, until: now.Add(s.run.StaleReads)}
 }
 
-// viewENIsLocked returns the ENIs as reads see them (stale records
-// applied), sorted by ID. Called with mu held.
-func (s *Server) viewENIsLocked() []*ENIState {
+// viewENIsLocked returns the ENIs as reads see them, sorted by ID: each
+// shadowed by its stale record while that lasts, by its state before the
+// change (a record without one hides a new ENI). Given ids, it returns
+// only the ENIs they name, each once; else given inst, only those on that
+// instance; else all. The cost follows the ENIs returned and the stale
+// records (a few: those of the last Settings.StaleReads), not the account,
+// except for all. Called with mu held.
+func (s *Server) viewENIsLocked(ids []string, inst string) []*ENIState {
 	now := s.now()
-	seen := map[string]bool{}
 	var out []*ENIState
+	if len(ids) > 0 {
+		for _, id := range ids {
+			if rec, ok := s.stale[id]; ok && now.Before(rec.until) {
+				if rec.prev != nil {
+					out = append(out, rec.prev)
+				}
+			} else if e := s.m.enis[id]; e != nil {
+				out = append(out, e)
+			}
+		}
+		sortByID(out)
+		return slices.CompactFunc(out, func(a, b *ENIState) bool { return a.ID == b.ID })
+	}
 	for id, rec := range s.stale {
 		if !now.Before(rec.until) {
 			delete(s.stale, id)
 			continue
 		}
-		seen[id] = true
-		if rec.prev != nil {
+		// A record's state before the change may be on another instance
+		// than the ENI is now (a detach done shows it attached still).
+		if rec.prev != nil && (inst == "" || rec.prev.InstanceID == inst) {
 			out = append(out, rec.prev)
 		}
 	}
-	for id, e := range s.m.enis {
-		if !seen[id] {
+	live := s.m.enis
+	if inst != "" {
+		live = s.m.byInstance[inst]
+	}
+	for id, e := range live {
+		// Every record left is in force: it shadows its ENI.
+		if _, shadowed := s.stale[id]; !shadowed {
 			out = append(out, e)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	sortByID(out)
 	return out
+}
+
+func sortByID(es []*ENIState) {
+	slices.SortFunc(es, func(a, b *ENIState) int { return strings.Compare(a.ID, b.ID) })
 }
 
 func renderENI(e *ENIState) obj {
