@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -39,6 +40,9 @@ type FleetConfig struct {
 	Dir string
 	// Progress, when set, is told about each phase.
 	Progress func(format string, args ...any)
+	// Trace, when set, receives the run's trace, a line per cloud call
+	// included.
+	Trace io.Writer
 }
 
 // FleetResult are a fleet run's figures, on virtual time.
@@ -68,6 +72,8 @@ type FleetResult struct {
 	Steps, Events int
 	Violations    []string
 	Hash          string
+	// Calls counts the run's calls by "action outcome".
+	Calls map[string]int
 }
 
 // Phase is one timed phase of a fleet run.
@@ -116,7 +122,7 @@ func RunFleet(fc FleetConfig) (*FleetResult, error) {
 	// (one assign) / the account's rate.
 	spread := time.Duration(float64(fc.Nodes) / fc.QPS * float64(time.Second))
 	cfg := Config{Seed: fc.Seed, Nodes: fc.Nodes, Profile: fc.Profile, AccountQPS: fc.QPS, Dir: fc.Dir,
-		Heartbeat: time.Minute, Spread: spread, TailLines: 40}
+		Heartbeat: time.Minute, Spread: spread, TailLines: 40, Trace: fc.Trace, TraceCalls: fc.Trace != nil}
 	if cfg.Dir == "" {
 		d, cleanup, err := tempDir()
 		if err != nil {
@@ -133,6 +139,7 @@ func RunFleet(fc FleetConfig) (*FleetResult, error) {
 	defer func() {
 		res.Virtual, res.Steps, res.Events = w.clk.Now().Sub(Start), w.stats.Steps, w.stats.Events
 		res.Violations, res.Hash = w.violations, w.hash()
+		res.Calls = maps.Clone(w.calls)
 	}()
 	rng := rand.New(rand.NewPCG(fc.Seed, 0xf1ee7))
 	pool := [2]int{fleetMinIdle, fleetMaxIdle}

@@ -50,6 +50,11 @@ type node struct {
 	prefix  bool
 	// killedAt is when the agent was last killed.
 	killedAt time.Time
+	// dpChanged: the datapath was asked to change since checkBound last
+	// ran; statusMod is the status directory's mtime when the pods last
+	// read their statuses (the agent renames each status into it).
+	dpChanged atomic.Bool
+	statusMod time.Time
 	// bound is what this node's datapath last had set up: address -> attachment.
 	bound map[netip.Addr]string
 }
@@ -203,12 +208,19 @@ func (n *node) setConfig(cfg string) error {
 // the datapath set up.
 func (n *node) check() {
 	now := n.w.clk.Now()
-	for _, id := range n.podIDs() {
-		if p := n.pods[id]; p != nil && (p.phase == podAdding || p.phase == podDeleting) {
-			p.check(now)
+	if st, err := os.Stat(n.cur.status.Dir()); err != nil || !st.ModTime().Equal(n.statusMod) {
+		if err == nil {
+			n.statusMod = st.ModTime()
+		}
+		for _, id := range n.podIDs() {
+			if p := n.pods[id]; p != nil && (p.phase == podAdding || p.phase == podDeleting) {
+				p.check(now)
+			}
 		}
 	}
-	n.checkBound()
+	if n.dpChanged.Swap(false) {
+		n.checkBound()
+	}
 }
 
 // checkBound holds the first invariant: no address is set up for two
@@ -260,6 +272,7 @@ type fencedDatapath struct {
 var errFenced = errors.New("simulation: the agent was killed")
 
 func (f fencedDatapath) EnsureENI(ctx context.Context, s linux.ENISpec) (linux.Changes, error) {
+	f.inc.node.dpChanged.Store(true)
 	if f.inc.dead.Load() {
 		return linux.Changes{}, errFenced
 	}
@@ -267,6 +280,7 @@ func (f fencedDatapath) EnsureENI(ctx context.Context, s linux.ENISpec) (linux.C
 }
 
 func (f fencedDatapath) RemoveENI(ctx context.Context, mac string, table int) (linux.Changes, error) {
+	f.inc.node.dpChanged.Store(true)
 	if f.inc.dead.Load() {
 		return linux.Changes{}, errFenced
 	}
@@ -274,6 +288,7 @@ func (f fencedDatapath) RemoveENI(ctx context.Context, mac string, table int) (l
 }
 
 func (f fencedDatapath) EnsurePod(ctx context.Context, s linux.PodSpec) (linux.PodResult, linux.Changes, error) {
+	f.inc.node.dpChanged.Store(true)
 	if f.inc.dead.Load() {
 		return linux.PodResult{}, linux.Changes{}, errFenced
 	}
@@ -281,6 +296,7 @@ func (f fencedDatapath) EnsurePod(ctx context.Context, s linux.PodSpec) (linux.P
 }
 
 func (f fencedDatapath) TeardownPod(ctx context.Context, key observed.AttachmentKey, netns string, addrs ...netip.Addr) (linux.Changes, error) {
+	f.inc.node.dpChanged.Store(true)
 	if f.inc.dead.Load() {
 		return linux.Changes{}, errFenced
 	}
@@ -288,6 +304,7 @@ func (f fencedDatapath) TeardownPod(ctx context.Context, key observed.Attachment
 }
 
 func (f fencedDatapath) EnsureExclusive(ctx context.Context, s linux.ExclusiveSpec) (linux.PodResult, linux.Changes, error) {
+	f.inc.node.dpChanged.Store(true)
 	if f.inc.dead.Load() {
 		return linux.PodResult{}, linux.Changes{}, errFenced
 	}
@@ -295,6 +312,7 @@ func (f fencedDatapath) EnsureExclusive(ctx context.Context, s linux.ExclusiveSp
 }
 
 func (f fencedDatapath) TeardownExclusive(ctx context.Context, key observed.AttachmentKey, netns, mac string) (linux.Changes, error) {
+	f.inc.node.dpChanged.Store(true)
 	if f.inc.dead.Load() {
 		return linux.Changes{}, errFenced
 	}

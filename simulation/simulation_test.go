@@ -157,7 +157,11 @@ func TestFleet(t *testing.T) {
 			var res *FleetResult
 			var err error
 			synctest.Test(t, func(t *testing.T) {
-				res, err = RunFleet(FleetConfig{Seed: 1, Nodes: n, Progress: t.Logf})
+				fc := FleetConfig{Seed: 1, Nodes: n, Progress: t.Logf}
+				if *traceFlag {
+					fc.Trace = os.Stdout
+				}
+				res, err = RunFleet(fc)
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -171,6 +175,7 @@ func TestFleet(t *testing.T) {
 			t.Logf("rollout: %v; new pod Ready p50 %v p99 %v", res.Rollout, res.NewPodP50, res.NewPodP99)
 			t.Logf("join calls: %v", res.Join.ByOutcome)
 			t.Logf("rollout calls: %v", res.Rollout.ByOutcome)
+			t.Logf("all calls: %v", res.Calls)
 			t.Logf("outage: %d pods, %d served during it, %d waiting at its end, all served %v after it",
 				res.OutagePods, res.OutageServed, res.OutageWaiting, res.Recovered)
 		})
