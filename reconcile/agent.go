@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -137,6 +138,11 @@ type Agent struct {
 	// passAt is when the last pass began.
 	passAt    time.Time
 	fullFails int
+	// fulls counts the full observations applied; resyncShare is the
+	// share of the resync period after which the next routine one falls
+	// due (0.75 to 1, drawn anew after each: spread).
+	fulls       uint64
+	resyncShare float64
 	// configSeen and configProblems are the last config and problems
 	// logged, so each change is logged once.
 	configSeen     *desired.Config
@@ -397,7 +403,7 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) nextWake() (time.Time, bool) {
 	var t time.Time
 	paced, _ := a.exec.deferredUntil()
-	for _, d := range []time.Time{a.deadline, a.burstUntil, paced, a.instanceRetry} {
+	for _, d := range []time.Time{a.deadline, a.burstUntil, paced, a.instanceRetry, a.fullDue()} {
 		// A time no later than the last pass's start is one that pass
 		// already saw (it returned before refreshing it, or could not act
 		// on it): waking for it again would only repeat the pass.
@@ -413,7 +419,48 @@ func (a *Agent) resync() time.Duration {
 		return 0
 	}
 	cfg, _ := a.loader.Current()
-	return cfg.ResyncPeriod.D()
+	return a.jittered(cfg.ResyncPeriod.D())
+}
+
+// jittered is the resync period as this agent keeps it until its next full
+// observation: a share of it drawn after each (resyncShare). A fleet that
+// joined at once would otherwise resync at once, every period, in bursts
+// the account throttles; the simulation's fleet showed them (docs/simulation.md).
+func (a *Agent) jittered(resync time.Duration) time.Duration {
+	if a.resyncShare == 0 {
+		return resync
+	}
+	return time.Duration(float64(resync) * a.resyncShare)
+}
+
+// spread is a number in [0, 1) drawn from the instance ID and n: the same
+// on every run of the agent, different from node to node, so that the
+// timers of a fleet's agents drift apart without a source of randomness
+// (a run stays a function of its inputs).
+func (a *Agent) spread(n uint64) float64 {
+	h := fnv.New64a()
+	h.Write([]byte(a.cfg.InstanceID))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], n)
+	h.Write(b[:])
+	return float64(h.Sum64()>>11) / (1 << 53)
+}
+
+// fullDue is when the next full observation falls due, for the loop to
+// wake then (zero: one is being read, or it is due already and the pass
+// that can start it comes anyway).
+func (a *Agent) fullDue() time.Time {
+	if a.fetch != nil || a.fetched != nil || a.loader == nil {
+		return time.Time{}
+	}
+	at, ok := a.cache.refreshAt(a.resync())
+	if !ok {
+		return time.Time{}
+	}
+	if a.nextFull.After(at) {
+		at = a.nextFull
+	}
+	return at
 }
 
 func (a *Agent) shutdown(cancelActions context.CancelFunc, stopBeat func()) error {
@@ -550,7 +597,7 @@ func (a *Agent) observe(ctx context.Context, d desired.State, now time.Time) des
 		a.applyFetch(ctx, now)
 		a.dropBadStatuses(a.badStatuses, d)
 	}
-	if a.fetch == nil && a.fetched == nil && a.cache.needsRefresh(now, d.Config.ResyncPeriod.D()) && !a.exec.busy() && !now.Before(a.nextFull) {
+	if a.fetch == nil && a.fetched == nil && a.cache.needsRefresh(now, a.jittered(d.Config.ResyncPeriod.D())) && !a.exec.busy() && !now.Before(a.nextFull) {
 		a.startFetch(ctx, d.Config, now)
 	}
 	if stale, keys := a.cache.takeNodeStale(); stale {

@@ -120,12 +120,39 @@ const transitRefresh = time.Second
 
 // needsRefresh reports whether a full observation is due.
 func (c *cache) needsRefresh(now time.Time, resync time.Duration) bool {
+	at, ok := c.refreshAt(resync)
+	return ok && !now.Before(at)
+}
+
+// refreshAt is when a full observation falls due (the zero time: it is
+// due now): the last one's age reaching the resync period, or sooner
+// while an ENI is in transit, pods are starved, or the last one may have
+// missed this agent's own last action. ok is false when nothing will make
+// one due but a change (markDirty).
+func (c *cache) refreshAt(resync time.Duration) (at time.Time, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	age := now.Sub(c.refreshed)
-	return !c.have || c.dirty || (resync > 0 && age >= resync) || (age >= transitRefresh && c.inTransit()) ||
-		(c.starved && age >= starvedRefresh) ||
-		(age >= confirmRefresh && !c.refreshed.Before(c.actedAt) && c.refreshed.Sub(c.actedAt) < confirmRefresh)
+	if !c.have || c.dirty {
+		return time.Time{}, true
+	}
+	due := func(d time.Duration) {
+		if t := c.refreshed.Add(d); !ok || t.Before(at) {
+			at, ok = t, true
+		}
+	}
+	if resync > 0 {
+		due(resync)
+	}
+	if c.inTransit() {
+		due(transitRefresh)
+	}
+	if c.starved {
+		due(starvedRefresh)
+	}
+	if !c.refreshed.Before(c.actedAt) && c.refreshed.Sub(c.actedAt) < confirmRefresh {
+		due(confirmRefresh)
+	}
+	return at, ok
 }
 
 // noteCloudAction records that a cloud action of this agent ended at t. A

@@ -86,13 +86,18 @@ func (a *Agent) applyFetch(ctx context.Context, now time.Time) {
 			a.log.Warn("sweep orphaned pod rules", "err", err)
 		}
 	}
+	a.fulls++
 	if st.Complete {
 		a.fullFails = 0
 		a.nextFull = time.Time{}
+		a.resyncShare = 0.75 + 0.25*a.spread(a.fulls)
 		return
 	}
 	a.fullFails++
-	a.nextFull = now.Add(min(time.Minute, time.Second<<min(a.fullFails-1, 6)))
+	// Equal jitter: the fleet's agents that failed together (an outage,
+	// throttling) do not all try again together.
+	d := min(time.Minute, time.Second<<min(a.fullFails-1, 6))
+	a.nextFull = now.Add(d/2 + time.Duration(a.spread(a.fulls)*float64(d/2)))
 	a.log.Warn("observation incomplete", "problems", st.Problems, "retry_at", a.nextFull)
 }
 
