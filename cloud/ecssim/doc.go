@@ -253,7 +253,10 @@
 // request parameter types beyond what the SDK sends, and the
 // 100.100.100.200 address itself (clients take the metadata base
 // URL from ENID_METADATA_ENDPOINT). Transition delays and latency use real
-// timers; Config.Clock drives timestamps, stale-read windows, metadata lag
-// and token and credential expiry. The IPv6 gateway is, by analogy with
+// timers unless Config.Timers gives others (the deterministic simulation,
+// package simulation, gives its virtual clock and calls Handler
+// in-process); Config.Clock drives timestamps, stale-read windows, metadata
+// lag and token and credential expiry. AddForeignENI stands in for another
+// controller's ENI (no enid tag), attached at once. The IPv6 gateway is, by analogy with
 // IPv4, the address at index -3 of the vSwitch IPv6 CIDR.
 package ecssim
