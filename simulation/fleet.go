@@ -43,6 +43,8 @@ type FleetConfig struct {
 	// Trace, when set, receives the run's trace, a line per cloud call
 	// included.
 	Trace io.Writer
+	// NoOutage ends the run after the rollout.
+	NoOutage bool
 }
 
 // FleetResult are a fleet run's figures, on virtual time.
@@ -203,6 +205,11 @@ func RunFleet(fc FleetConfig) (*FleetResult, error) {
 	w.onCall = nil
 	w.mu.Unlock()
 	progress("fleet of %d: rolled out in %v", fc.Nodes, res.Rollout.Took)
+
+	if fc.NoOutage {
+		w.quiesce()
+		return res, nil
+	}
 
 	// Churn through a full outage.
 	progress("fleet of %d: churn through a %v outage", fc.Nodes, fleetOutage)

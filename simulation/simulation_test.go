@@ -132,7 +132,10 @@ func summary(res *Result) string {
 		res.Stats.Steps, res.Stats.Events, res.Stats.PodsReady, res.Stats.Failed, res.Stats.TimedOut, res.Stats.Kills, res.CallTotal)
 }
 
-var fleetFlag = flag.String("fleet", "", "TestFleet's sizes, comma-separated (default 1000; the soak: 1000,3000,10000)")
+var (
+	fleetFlag    = flag.String("fleet", "", "TestFleet's sizes, comma-separated (default 1000; the soak: 1000,3000,10000)")
+	noOutageFlag = flag.Bool("no-outage", false, "TestFleet ends after the rollout")
+)
 
 // TestFleet runs the fleet scenario (join, rollout, outage) and holds its
 // figures: a run is exact for its seed, so they are assertions.
@@ -157,7 +160,7 @@ func TestFleet(t *testing.T) {
 			var res *FleetResult
 			var err error
 			synctest.Test(t, func(t *testing.T) {
-				fc := FleetConfig{Seed: 1, Nodes: n, Progress: t.Logf}
+				fc := FleetConfig{Seed: 1, Nodes: n, Progress: t.Logf, NoOutage: *noOutageFlag}
 				if *traceFlag {
 					fc.Trace = os.Stdout
 				}

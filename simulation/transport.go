@@ -33,9 +33,11 @@ type call struct {
 	order string
 	// seq breaks ties between identical requests (in arrival order; the
 	// two are interchangeable).
-	seq  uint64
-	go_  chan struct{}
-	form url.Values
+	seq uint64
+	// index is the call's place in world.parked (-1: not parked).
+	index int
+	go_   chan struct{}
+	form  url.Values
 }
 
 // mutations are the actions that change an ENI: the ones the protected

@@ -45,8 +45,9 @@ type world struct {
 	evSeq  uint64
 
 	mu sync.Mutex // guards the fields below (agents' goroutines touch them)
-	// parked are the cloud calls waiting to be released.
-	parked []*call
+	// parked are the cloud calls waiting to be released, first to go
+	// first.
+	parked callHeap
 	arrive uint64
 	// touched are the nodes whose goroutines ran since the last check.
 	touched map[*node]bool
@@ -113,15 +114,15 @@ func (w *world) park(c *call) {
 	defer w.mu.Unlock()
 	w.arrive++
 	c.seq = w.arrive
-	w.parked = append(w.parked, c)
+	heap.Push(&w.parked, c)
 }
 
 // unpark drops a call whose context ended before its release.
 func (w *world) unpark(c *call) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if i := slices.Index(w.parked, c); i >= 0 {
-		w.parked = slices.Delete(w.parked, i, i+1)
+	if c.index >= 0 {
+		heap.Remove(&w.parked, c.index)
 	}
 }
 
@@ -133,17 +134,36 @@ func (w *world) releaseCall() bool {
 	if len(w.parked) == 0 {
 		return false
 	}
-	first := 0
-	for i, c := range w.parked[1:] {
-		f := w.parked[first]
-		if c.order < f.order || (c.order == f.order && c.seq < f.seq) {
-			first = i + 1
-		}
-	}
-	c := w.parked[first]
-	w.parked = slices.Delete(w.parked, first, first+1)
-	close(c.go_)
+	close(heap.Pop(&w.parked).(*call).go_)
 	return true
+}
+
+// callHeap orders parked calls by (order, seq).
+type callHeap []*call
+
+func (h callHeap) Len() int { return len(h) }
+func (h callHeap) Less(i, j int) bool {
+	if h[i].order != h[j].order {
+		return h[i].order < h[j].order
+	}
+	return h[i].seq < h[j].seq
+}
+func (h callHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *callHeap) Push(x any) {
+	c := x.(*call)
+	c.index = len(*h)
+	*h = append(*h, c)
+}
+func (h *callHeap) Pop() any {
+	old := *h
+	c := old[len(old)-1]
+	old[len(old)-1] = nil
+	c.index = -1
+	*h = old[:len(old)-1]
+	return c
 }
 
 // touch notes that a node's goroutines ran.
