@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
@@ -160,6 +161,9 @@ func (w *world) result() *Result {
 // setup makes the run's world: the simulated cloud on the virtual clock
 // and the nodes (not joined yet). The func returned closes the cloud.
 func setup(cfg Config) (*world, func(), error) {
+	if err := raiseFileLimit(cfg.Nodes); err != nil {
+		return nil, nil, err
+	}
 	w := newWorld(cfg, cfg.Dir)
 	w.zone = "cn-hangzhou-h"
 	base := ecssim.Config{VPCCIDR: "10.0.0.0/8", Zones: []string{w.zone},
@@ -338,6 +342,27 @@ func (w *world) checkPlans() {
 }
 
 var _ = slices.Sort[[]string]
+
+// raiseFileLimit raises the process's open-file limit, if it must, for
+// the agents of nodes nodes: each holds two locks open for its life (its
+// state directory's, status.LockAgent's beside its heartbeat), and a few
+// more files while it writes.
+func raiseFileLimit(nodes int) error {
+	need := 2*uint64(nodes) + 1024
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return err
+	}
+	if l.Cur >= need {
+		return nil
+	}
+	l.Cur = min(max(l.Max, need), need)
+	l.Max = max(l.Max, need)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return fmt.Errorf("%d nodes need about %d open files (RLIMIT_NOFILE) and the limit could not be raised: %w (ulimit -n %d)", nodes, need, err, need)
+	}
+	return nil
+}
 
 // tempDir makes a directory for a run's files, in memory when the machine
 // can (tmpRoot); the func removes it.
