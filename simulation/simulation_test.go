@@ -179,8 +179,10 @@ func TestFleet(t *testing.T) {
 			t.Logf("join calls: %v", res.Join.ByOutcome)
 			t.Logf("rollout calls: %v", res.Rollout.ByOutcome)
 			t.Logf("all calls: %v", res.Calls)
-			t.Logf("outage: %d pods, %d served during it, %d waiting at its end, all served %v after it",
-				res.OutagePods, res.OutageServed, res.OutageWaiting, res.Recovered)
+			if !*noOutageFlag {
+				t.Logf("outage: %d pods, %d served during it, %d waiting at its end, all served %v after it",
+					res.OutagePods, res.OutageServed, res.OutageWaiting, res.Recovered)
+			}
 		})
 	}
 }
