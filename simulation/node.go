@@ -51,10 +51,8 @@ type node struct {
 	// killedAt is when the agent was last killed.
 	killedAt time.Time
 	// dpChanged: the datapath was asked to change since checkBound last
-	// ran; statusMod is the status directory's mtime when the pods last
-	// read their statuses (the agent renames each status into it).
+	// ran.
 	dpChanged atomic.Bool
-	statusMod time.Time
 	// bound is what this node's datapath last had set up: address -> attachment.
 	bound map[netip.Addr]string
 }
@@ -69,6 +67,8 @@ type incarnation struct {
 	status  *status.Store
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// run starts the agent's goroutine (world.flush).
+	run func()
 	// dead: killed; its calls and datapath changes are refused from then
 	// on, as a process that no longer exists makes none.
 	dead atomic.Bool
@@ -103,7 +103,9 @@ func (n *node) start(dir string) error {
 	n.gen++
 	inc := &incarnation{node: n, gen: n.gen, dir: dir, done: make(chan struct{})}
 	p := incPaths(dir)
-	clk := n.w.clk.Owned(inc, uint64(n.idx)+1)
+	// Ranked by node, then incarnation: a killed agent's goroutines
+	// unwind beside the next one's.
+	clk := n.w.clk.Owned(inc, uint64(n.idx+1)<<20|uint64(n.gen))
 	seed := n.w.cfg.Seed
 	c, err := cloud.New(cloud.Config{Endpoint: "http://ecs.simulation.invalid", Region: ecssim.DefaultRegion,
 		Credentials: credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret),
@@ -124,12 +126,15 @@ func (n *node) start(dir string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	inc.agent, inc.cancel = a, cancel
 	inc.entries, inc.status = desired.NewEntryStore(p.Entries), status.NewStore(p.Statuses)
-	go func() {
-		defer close(inc.done)
-		if err := a.Run(ctx); err != nil && !inc.dead.Load() {
-			n.w.violate("node %s: agent exited: %v", n.name, err)
-		}
-	}()
+	inc.run = func() {
+		go func() {
+			defer close(inc.done)
+			if err := a.Run(ctx); err != nil && !inc.dead.Load() {
+				n.w.violate("node %s: agent exited: %v", n.name, err)
+			}
+		}()
+	}
+	n.w.starts = append(n.w.starts, inc)
 	n.cur = inc
 	n.w.log("%s agent started (incarnation %d)", n.name, inc.gen)
 	return nil
@@ -200,22 +205,25 @@ func (n *node) setConfig(cfg string) error {
 	if err := os.Rename(f+".tmp", f); err != nil {
 		return err
 	}
-	n.cur.agent.Wake()
+	n.wake()
 	return nil
 }
+
+// wake asks the node's agent for a pass once the run's event is over
+// (world.flush).
+func (n *node) wake() { n.w.wakes[n] = true }
 
 // check reads the statuses of the pods in ADD or DEL and the addresses
 // the datapath set up.
 func (n *node) check() {
 	now := n.w.clk.Now()
-	if st, err := os.Stat(n.cur.status.Dir()); err != nil || !st.ModTime().Equal(n.statusMod) {
-		if err == nil {
-			n.statusMod = st.ModTime()
-		}
-		for _, id := range n.podIDs() {
-			if p := n.pods[id]; p != nil && (p.phase == podAdding || p.phase == podDeleting) {
-				p.check(now)
-			}
+	// Every time: a directory's mtime would say whether a status changed,
+	// but its granularity is the kernel's tick, so two changes within one
+	// can leave it as it was, and the run would see one late as the wall
+	// clock has it.
+	for _, id := range n.podIDs() {
+		if p := n.pods[id]; p != nil && (p.phase == podAdding || p.phase == podDeleting) {
+			p.check(now)
 		}
 	}
 	if n.dpChanged.Swap(false) {

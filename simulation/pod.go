@@ -108,7 +108,7 @@ func (p *pod) write() {
 	}
 	p.rev = rev
 	n.w.log("%s ADD %s %s", n.name, p.name, keyOf(p.key))
-	n.cur.agent.Wake()
+	n.wake()
 }
 
 // del starts a DEL of the pod's current sandbox.
@@ -119,7 +119,7 @@ func (p *pod) del(why string) {
 	}
 	p.phase = podDeleting
 	n.w.log("%s DEL %s %s (%s)", n.name, p.name, keyOf(p.key), why)
-	n.cur.agent.Wake()
+	n.wake()
 }
 
 // check reads the pod's status and moves it on.

@@ -69,6 +69,38 @@ type world struct {
 	stats Stats
 	// faultUntil is when the last fault window of the cloud ends.
 	faultUntil time.Time
+	// starts and wakes are the agents to start and to wake once the
+	// run's current event is over (flush): an agent woken in the middle
+	// of one would run beside it, and see some of its files or not as the
+	// scheduler has it.
+	starts []*incarnation
+	wakes  map[*node]bool
+}
+
+// flush starts the agents an event started and wakes those it asked to,
+// in node order, each once, and reports whether it did anything.
+func (w *world) flush() bool {
+	if len(w.starts) == 0 && len(w.wakes) == 0 {
+		return false
+	}
+	started := map[*node]bool{}
+	for _, inc := range w.starts {
+		inc.run()
+		started[inc.node] = true
+	}
+	w.starts = w.starts[:0]
+	nodes := make([]*node, 0, len(w.wakes))
+	for n := range w.wakes {
+		nodes = append(nodes, n)
+	}
+	clear(w.wakes)
+	slices.SortFunc(nodes, func(a, b *node) int { return a.idx - b.idx })
+	for _, n := range nodes {
+		if !started[n] && n.cur != nil {
+			n.cur.agent.Wake() // a new agent's first pass reads everything anyway
+		}
+	}
+	return true
 }
 
 // event is one of the harness's own events.
@@ -246,6 +278,9 @@ func (w *world) loopUntil(end time.Time, done func() bool) bool {
 	for {
 		synctest.Wait()
 		w.check()
+		if w.flush() {
+			continue
+		}
 		if len(w.violations) > 0 {
 			return false
 		}
@@ -271,6 +306,7 @@ func (w *world) loopUntil(end time.Time, done func() bool) bool {
 			heap.Pop(&w.events)
 			w.clk.AdvanceTo(ev.at) // fires nothing: no waiter is due before ev.at
 			ev.do()
+			w.flush()
 			w.stats.Events++
 		default:
 			w.clk.AdvanceTo(end)
@@ -304,13 +340,14 @@ func (w *world) hash() string {
 
 func newWorld(cfg Config, dir string) *world {
 	return &world{cfg: cfg, clk: clock.NewVirtual(Start), dir: dir, protected: map[string]string{},
-		touched: map[*node]bool{}, trace: sha256.New(), traceOut: cfg.Trace, calls: map[string]int{},
+		touched: map[*node]bool{}, wakes: map[*node]bool{}, trace: sha256.New(), traceOut: cfg.Trace, calls: map[string]int{},
 		bound: map[netip.Addr]string{}}
 }
 
 // quiesce stops every agent and lets the clock run until their goroutines
 // are gone (each agent ends within its shutdown grace).
 func (w *world) quiesce() {
+	w.flush()
 	for _, n := range w.nodes {
 		if n.cur != nil {
 			n.cur.stop()
