@@ -60,7 +60,16 @@ func (wl *workload) schedule() {
 		if len(w.nodes) > 1 {
 			at = time.Duration(wl.rng.Int64N(int64(time.Minute)))
 		}
+		// A quarter of the nodes (with faults) die at their first attach,
+		// as e2e TestKillDuringAttach's does: a node grows its pool once
+		// and seldom attaches again.
+		armed := cfg.Faults && wl.rng.IntN(4) == 0
 		w.at(Start.Add(at), func() {
+			if armed {
+				w.mu.Lock()
+				n.killOnAttach = true
+				w.mu.Unlock()
+			}
 			if err := n.join(); err != nil {
 				w.violate("%s: join: %v", n.name, err)
 				return
