@@ -55,6 +55,11 @@ type node struct {
 	dpChanged atomic.Bool
 	// bound is what this node's datapath last had set up: address -> attachment.
 	bound map[netip.Addr]string
+	// killOnAttach: the agent is killed as soon as the cloud answers its
+	// next AttachNetworkInterface (the attach still in progress), as
+	// e2e TestKillDuringAttach does. Set by the workload; read and
+	// cleared under world.mu.
+	killOnAttach bool
 }
 
 // incarnation is one run of an agent on a node, from start to kill or stop.

@@ -83,6 +83,9 @@ func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	rec := httptest.NewRecorder()
 	t.w.handler.ServeHTTP(rec, r2)
 	t.w.noteCall(t.inc.node, action, eni, rec)
+	if action == "AttachNetworkInterface" && rec.Code == http.StatusOK {
+		t.w.attachAnswered(t.inc.node)
+	}
 	t.w.touch(t.inc.node)
 	return rec.Result(), nil
 }

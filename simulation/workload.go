@@ -20,9 +20,12 @@ type workload struct {
 
 // Fault rates per node per hour of the workload (Config.Faults).
 const (
-	killsPerHour   = 2
-	configsPerHour = 2
-	gcsPerHour     = 2
+	killsPerHour = 2
+	// attachKillsPerHour arms a kill at the node's next answered attach
+	// (node.killOnAttach).
+	attachKillsPerHour = 2
+	configsPerHour     = 2
+	gcsPerHour         = 2
 	// Cloud-wide windows per hour: outages and throttling storms.
 	outagesPerHour = 2
 	stormsPerHour  = 2
@@ -49,6 +52,7 @@ func (wl *workload) poisson(perHour float64, fn func()) {
 func (wl *workload) schedule() {
 	w := wl.w
 	cfg := w.cfg
+	w.after(configuredEvery, w.checkConfigured)
 	// Nodes join over the first minute (all at once for one node).
 	for _, n := range w.nodes {
 		n := n
@@ -56,7 +60,16 @@ func (wl *workload) schedule() {
 		if len(w.nodes) > 1 {
 			at = time.Duration(wl.rng.Int64N(int64(time.Minute)))
 		}
+		// A quarter of the nodes (with faults) die at their first attach,
+		// as e2e TestKillDuringAttach's does: a node grows its pool once
+		// and seldom attaches again.
+		armed := cfg.Faults && wl.rng.IntN(4) == 0
 		w.at(Start.Add(at), func() {
+			if armed {
+				w.mu.Lock()
+				n.killOnAttach = true
+				w.mu.Unlock()
+			}
 			if err := n.join(); err != nil {
 				w.violate("%s: join: %v", n.name, err)
 				return
@@ -80,6 +93,12 @@ func (wl *workload) schedule() {
 					w.violate("%v", err)
 				}
 			}
+		})
+		wl.poisson(attachKillsPerHour, func() {
+			w.mu.Lock()
+			n.killOnAttach = true
+			w.mu.Unlock()
+			w.log("%s: the agent dies at its next answered attach", n.name)
 		})
 		wl.poisson(configsPerHour, func() { wl.changeConfig(n) })
 		wl.poisson(gcsPerHour, func() { wl.gc(n) })

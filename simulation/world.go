@@ -20,6 +20,7 @@ import (
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/internal/clock"
+	"github.com/enidnet/enid/observed"
 )
 
 // Start is the virtual time every run starts at.
@@ -75,6 +76,12 @@ type world struct {
 	// scheduler has it.
 	starts []*incarnation
 	wakes  map[*node]bool
+	// killNow are the nodes whose agent an answered attach armed for a
+	// kill (node.killOnAttach), killed at the next check.
+	killNow []*node
+	// inUseSince is when the harness first saw each owned ENI InUse on
+	// its node and not configured on the node (checkConfigured).
+	inUseSince map[string]time.Time
 }
 
 // flush starts the agents an event started and wakes those it asked to,
@@ -198,6 +205,33 @@ func (h *callHeap) Pop() any {
 	return c
 }
 
+// attachAnswered notes an attach the cloud answered for n: an armed node
+// is killed at the next check, with the attach in progress.
+func (w *world) attachAnswered(n *node) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n.killOnAttach {
+		n.killOnAttach = false
+		w.killNow = append(w.killNow, n)
+	}
+}
+
+// killPending kills the agents an answered attach armed for it, now that
+// every goroutine is parked (the files are as the kill leaves them).
+func (w *world) killPending() {
+	w.mu.Lock()
+	kill := w.killNow
+	w.killNow = nil
+	w.mu.Unlock()
+	for _, n := range kill {
+		w.stats.Kills++
+		w.log("%s killed right after an attach was answered", n.name)
+		if err := n.kill(); err != nil {
+			w.violate("%v", err)
+		}
+	}
+}
+
 // touch notes that a node's goroutines ran.
 func (w *world) touch(n *node) {
 	w.mu.Lock()
@@ -278,6 +312,7 @@ func (w *world) loopUntil(end time.Time, done func() bool) bool {
 	for {
 		synctest.Wait()
 		w.check()
+		w.killPending()
 		if w.flush() {
 			continue
 		}
@@ -341,7 +376,7 @@ func (w *world) hash() string {
 func newWorld(cfg Config, dir string) *world {
 	return &world{cfg: cfg, clk: clock.NewVirtual(Start), dir: dir, protected: map[string]string{},
 		touched: map[*node]bool{}, wakes: map[*node]bool{}, trace: sha256.New(), traceOut: cfg.Trace, calls: map[string]int{},
-		bound: map[netip.Addr]string{}}
+		bound: map[netip.Addr]string{}, inUseSince: map[string]time.Time{}}
 }
 
 // quiesce stops every agent and lets the clock run until their goroutines
@@ -378,3 +413,64 @@ func (w *world) quiesce() {
 func keyOf(k desired.Key) string { return k.ContainerID[:16] + "/" + k.IfName }
 
 var _ = context.Background
+
+// configuredBound is how long an owned ENI may be InUse on its node, with
+// the cloud healthy throughout, before the node's datapath has it
+// configured. The agent sees an attach end, its own or one a killed run
+// started, within a few passes (a second apart while an ENI is in
+// transit); the next resync (2 minutes) is too late: the ENI's addresses
+// stay out of the pool meanwhile (a98f176, e2e TestKillDuringAttach).
+const configuredBound = 90 * time.Second
+
+// configuredEvery is how often checkConfigured runs.
+const configuredEvery = 5 * time.Second
+
+// checkConfigured holds the invariant above for every node, then runs
+// again configuredEvery later.
+func (w *world) checkConfigured() {
+	now := w.clk.Now()
+	byInst := make(map[string]*node, len(w.nodes))
+	for _, n := range w.nodes {
+		byInst[n.inst.ID] = n
+	}
+	configured := map[*node]map[string]bool{}
+	seen := map[string]bool{}
+	for _, e := range w.sim.Dump().ENIs {
+		n := byInst[e.InstanceID]
+		if n == nil || n.cur == nil || e.Status != "InUse" || e.Tags[observed.TagOwner] != n.inst.ID {
+			continue
+		}
+		if configured[n] == nil {
+			o, err := n.dp.Observe(context.Background())
+			if err != nil {
+				w.violate("node %s: observe datapath: %v", n.name, err)
+				return
+			}
+			configured[n] = map[string]bool{}
+			for _, d := range o.ENIDevices {
+				if d.Configured {
+					configured[n][d.MAC] = true
+				}
+			}
+		}
+		if configured[n][e.MAC] {
+			continue
+		}
+		seen[e.ID] = true
+		since, ok := w.inUseSince[e.ID]
+		if !ok {
+			w.inUseSince[e.ID] = now
+			continue
+		}
+		if now.Sub(since) >= configuredBound && since.After(w.faultUntil) {
+			w.violate("%s: owned ENI %s InUse since %v, with the cloud healthy, and not configured on the node", n.name, e.ID, since.Sub(Start))
+			return
+		}
+	}
+	for id := range w.inUseSince {
+		if !seen[id] {
+			delete(w.inUseSince, id)
+		}
+	}
+	w.after(configuredEvery, w.checkConfigured)
+}
