@@ -30,8 +30,9 @@ type cache struct {
 	// starved: pods wait while a vSwitch is marked exhausted (setStarved).
 	starved bool
 	// actedAt is when a cloud action of this agent last ended
-	// (noteCloudAction).
-	actedAt time.Time
+	// (noteCloudAction); conflictAt when one last failed because the
+	// cloud's state was not what the cache said (noteConflict).
+	actedAt, conflictAt time.Time
 	// nodeStale: a node action found something missing, so the node is to
 	// be read again (not the cloud); missing names the attachments whose
 	// namespace is to be checked again (markNodeStale, takeNodeStale).
@@ -152,7 +153,27 @@ func (c *cache) refreshAt(resync time.Duration) (at time.Time, ok bool) {
 	if !c.refreshed.Before(c.actedAt) && c.refreshed.Sub(c.actedAt) < confirmRefresh {
 		due(confirmRefresh)
 	}
+	if settled := c.conflictAt.Add(confirmRefresh); !c.conflictAt.IsZero() && c.refreshed.Before(settled) {
+		due(settled.Sub(c.refreshed))
+	}
 	return at, ok
+}
+
+// noteConflict records that a cloud action failed at t because the
+// cloud's state was not what the cache said (cloud.ErrConflict: an ENI
+// attached by a run that was killed, shown Available by a stale
+// describe). The full observation that follows (markDirty) can be as
+// stale as the one that misled the action, so one is taken again once
+// describes have caught up (confirmRefresh after t), whatever this agent
+// did in between: the simulation found a restarted agent that attached a
+// new ENI instead and left the old one InUse and unconfigured until the
+// resync (docs/simulation.md).
+func (c *cache) noteConflict(t time.Time) {
+	c.mu.Lock()
+	if t.After(c.conflictAt) {
+		c.conflictAt = t
+	}
+	c.mu.Unlock()
 }
 
 // noteCloudAction records that a cloud action of this agent ended at t. A

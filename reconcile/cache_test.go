@@ -35,3 +35,39 @@ func TestNeedsRefreshInTransit(t *testing.T) {
 		})
 	}
 }
+
+// TestRefreshAfterConflict: a cloud action refused because the cloud's
+// state was not what the cache said asks for a full observation at once
+// (markDirty) and for another once describes have caught up
+// (confirmRefresh after the refusal), even when this agent acted again in
+// between: the first may be as stale as the one that misled the action.
+func TestRefreshAfterConflict(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var c cache
+	c.replace(observed.State{At: t0, Complete: true})
+	c.noteCloudAction(t0)
+	c.noteConflict(t0)
+	c.markDirty()
+	if !c.needsRefresh(t0, time.Hour) {
+		t.Fatal("no full observation due right after a conflict")
+	}
+	// The observation right after it, then another action of the agent.
+	c.replace(observed.State{At: t0.Add(100 * time.Millisecond), Complete: true})
+	c.noteCloudAction(t0.Add(time.Second))
+	if c.needsRefresh(t0.Add(confirmRefresh-time.Millisecond), time.Hour) {
+		t.Error("a full observation due before describes caught up with the conflict")
+	}
+	if !c.needsRefresh(t0.Add(confirmRefresh), time.Hour) {
+		t.Errorf("no full observation due %v after the conflict: the one after it may have been stale", confirmRefresh)
+	}
+	if at, ok := c.refreshAt(time.Hour); !ok || !at.Equal(t0.Add(confirmRefresh)) {
+		t.Errorf("refreshAt = %v, %v: want %v (the loop wakes then)", at, ok, t0.Add(confirmRefresh))
+	}
+	// Once one was taken after that, the conflict asks for nothing more
+	// (the action at 1s asks for its own confirmation, confirmRefresh
+	// after this observation: the rule that was there before).
+	c.replace(observed.State{At: t0.Add(confirmRefresh), Complete: true})
+	if at, ok := c.refreshAt(time.Hour); !ok || !at.Equal(t0.Add(2*confirmRefresh)) {
+		t.Errorf("refreshAt after the observation that settled the conflict = %v, %v: want %v (the action's confirmation alone)", at, ok, t0.Add(2*confirmRefresh))
+	}
+}

@@ -548,6 +548,9 @@ func (x *executor) observeAgain(a planner.Action, err error) {
 		}
 	case a.Kind.Cloud():
 		x.cache.markDirty()
+		if errors.Is(err, cloud.ErrConflict) {
+			x.cache.noteConflict(x.now())
+		}
 	case errors.Is(err, linux.ErrNotFound):
 		var k []observed.AttachmentKey
 		if a.Pod != nil {

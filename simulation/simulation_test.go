@@ -16,7 +16,7 @@ var (
 	seedFlag  = flag.Uint64("seed", 0, "run this one seed of TestSimulate (0: the CI's seeds)")
 	seedsFlag = flag.Int("seeds", 0, "how many seeds TestSimulate runs (0: 200, 20 with -short or -race; the soak runs thousands)")
 	nodesFlag = flag.Int("nodes", 0, "nodes per TestSimulate run (0: 4)")
-	traceFlag = flag.Bool("trace", false, "print the whole trace of each run (with -seed)")
+	traceFlag = flag.Bool("sim-trace", false, "print the whole trace of each run (with -seed)")
 )
 
 // simulate runs cfg in a synctest bubble and returns its result.
@@ -55,7 +55,7 @@ func report(t *testing.T, seed uint64, res *Result) {
 	if len(res.Violations) == 0 {
 		return
 	}
-	t.Errorf("seed %d broke an invariant:\n  %s\nreplay: go test ./simulation -run 'TestSimulate$' -seed=%d -trace -v\nthe trace's last %d lines:\n%s",
+	t.Errorf("seed %d broke an invariant:\n  %s\nreplay: go test ./simulation -run 'TestSimulate$' -seed=%d -sim-trace -v\nthe trace's last %d lines:\n%s",
 		seed, strings.Join(res.Violations, "\n  "), seed, len(res.Tail), strings.Join(res.Tail, "\n"))
 }
 

@@ -429,42 +429,42 @@ const configuredEvery = 5 * time.Second
 // again configuredEvery later.
 func (w *world) checkConfigured() {
 	now := w.clk.Now()
-	byInst := make(map[string]*node, len(w.nodes))
-	for _, n := range w.nodes {
-		byInst[n.inst.ID] = n
-	}
 	configured := map[*node]map[string]bool{}
 	seen := map[string]bool{}
-	for _, e := range w.sim.Dump().ENIs {
-		n := byInst[e.InstanceID]
-		if n == nil || n.cur == nil || e.Status != "InUse" || e.Tags[observed.TagOwner] != n.inst.ID {
+	for _, n := range w.nodes {
+		if n.cur == nil {
 			continue
 		}
-		if configured[n] == nil {
-			o, err := n.dp.Observe(context.Background())
-			if err != nil {
-				w.violate("node %s: observe datapath: %v", n.name, err)
-				return
+		for _, e := range w.sim.InstanceENIs(n.inst.ID) {
+			if e.Status != "InUse" || e.Tags[observed.TagOwner] != n.inst.ID {
+				continue
 			}
-			configured[n] = map[string]bool{}
-			for _, d := range o.ENIDevices {
-				if d.Configured {
-					configured[n][d.MAC] = true
+			if configured[n] == nil {
+				o, err := n.dp.Observe(context.Background())
+				if err != nil {
+					w.violate("node %s: observe datapath: %v", n.name, err)
+					return
+				}
+				configured[n] = map[string]bool{}
+				for _, d := range o.ENIDevices {
+					if d.Configured {
+						configured[n][d.MAC] = true
+					}
 				}
 			}
-		}
-		if configured[n][e.MAC] {
-			continue
-		}
-		seen[e.ID] = true
-		since, ok := w.inUseSince[e.ID]
-		if !ok {
-			w.inUseSince[e.ID] = now
-			continue
-		}
-		if now.Sub(since) >= configuredBound && since.After(w.faultUntil) {
-			w.violate("%s: owned ENI %s InUse since %v, with the cloud healthy, and not configured on the node", n.name, e.ID, since.Sub(Start))
-			return
+			if configured[n][e.MAC] {
+				continue
+			}
+			seen[e.ID] = true
+			since, ok := w.inUseSince[e.ID]
+			if !ok {
+				w.inUseSince[e.ID] = now
+				continue
+			}
+			if now.Sub(since) >= configuredBound && since.After(w.faultUntil) {
+				w.violate("%s: owned ENI %s InUse since %v, with the cloud healthy, and not configured on the node", n.name, e.ID, since.Sub(Start))
+				return
+			}
 		}
 	}
 	for id := range w.inUseSince {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -236,6 +237,21 @@ func (s *Server) AddInstance(spec InstanceSpec) (InstanceInfo, error) {
 		PrimaryENI: e.ID, SecurityGroups: []string{s.cfg.SecurityGroups[0]}, CreatedAt: now}
 	s.saveLocked()
 	return InstanceInfo{ID: spec.ID, InstanceType: t.ID, Zone: v.ZoneID, VSwitchID: v.ID, PrimaryENI: e.ID, MAC: e.MAC, PrimaryIP: e.PrimaryIP}, nil
+}
+
+// InstanceENIs returns the ENIs attached, attaching or detaching to an
+// instance, as the model holds them now (no stale view), sorted by ID:
+// what a harness checks often, at the cost of those ENIs, where a Dump
+// costs the whole account (its vSwitches' free prefixes included).
+func (s *Server) InstanceENIs(instanceID string) []ENIState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ENIState
+	for _, e := range s.m.byInstance[instanceID] {
+		out = append(out, *e.clone())
+	}
+	slices.SortFunc(out, func(a, b ENIState) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // AddForeignENI creates a secondary ENI that enid does not own (no tags,
