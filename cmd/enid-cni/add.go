@@ -102,7 +102,10 @@ func (p *plugin) waitReady(ctx context.Context, conf *netConf, containerID, ifNa
 				interval = min(interval*3/2, pollMax)
 			}
 		}
-		if ctx.Err() != nil {
+		// The status is read once before a timeout is reported, however
+		// late the first read comes (a loaded node can spend the whole
+		// timeout before it): the error then says what the agent said.
+		if ctx.Err() != nil && !first {
 			return status.Attachment{}, types.NewError(types.ErrTryAgainLater,
 				fmt.Sprintf("enid agent did not set up %s_%s within %s: %s", containerID, ifName, conf.timeout, last),
 				agentState(conf, p.now()))
