@@ -125,19 +125,11 @@ func RunFleet(fc FleetConfig) (*FleetResult, error) {
 	spread := time.Duration(float64(fc.Nodes) / fc.QPS * float64(time.Second))
 	cfg := Config{Seed: fc.Seed, Nodes: fc.Nodes, Profile: fc.Profile, AccountQPS: fc.QPS, Dir: fc.Dir,
 		Heartbeat: time.Minute, Spread: spread, TailLines: 40, Trace: fc.Trace, TraceCalls: fc.Trace != nil}
-	if cfg.Dir == "" {
-		d, cleanup, err := tempDir()
-		if err != nil {
-			return nil, err
-		}
-		defer cleanup()
-		cfg.Dir = d
-	}
-	w, closeSim, err := setup(cfg)
+	w, cleanup, err := setup(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer closeSim()
+	defer cleanup()
 	defer func() {
 		res.Virtual, res.Steps, res.Events = w.clk.Now().Sub(Start), w.stats.Steps, w.stats.Events
 		res.Violations, res.Hash = w.violations, w.hash()
@@ -274,16 +266,11 @@ func RunFleet(fc FleetConfig) (*FleetResult, error) {
 // soloJoinCalls counts the calls one node makes to join with the account
 // to itself (the same profile, no throttling).
 func soloJoinCalls(fc FleetConfig) (int, error) {
-	d, cleanup, err := tempDir()
+	w, cleanup, err := setup(Config{Seed: fc.Seed, Nodes: 1, Profile: fc.Profile, AccountQPS: 1000, Heartbeat: time.Minute})
 	if err != nil {
 		return 0, err
 	}
 	defer cleanup()
-	w, closeSim, err := setup(Config{Seed: fc.Seed, Nodes: 1, Profile: fc.Profile, AccountQPS: 1000, Dir: d, Heartbeat: time.Minute})
-	if err != nil {
-		return 0, err
-	}
-	defer closeSim()
 	n := w.nodes[0]
 	n.config = w.configYAML([2]int{fleetMinIdle, fleetMaxIdle}, false)
 	if err := n.join(); err != nil {

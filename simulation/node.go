@@ -2,9 +2,7 @@ package simulation
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
@@ -19,6 +17,7 @@ import (
 	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/reconcile"
@@ -111,14 +110,7 @@ func (n *node) start(dir string) error {
 	// Ranked by node, then incarnation: a killed agent's goroutines
 	// unwind beside the next one's.
 	clk := n.w.clk.Owned(inc, uint64(n.idx+1)<<20|uint64(n.gen))
-	seed := n.w.cfg.Seed
-	c, err := cloud.New(cloud.Config{Endpoint: "http://ecs.simulation.invalid", Region: ecssim.DefaultRegion,
-		Credentials: credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret),
-		RateLimit:   cloud.RateLimit{QPS: desired.DefaultQPS, Burst: desired.DefaultBurst},
-		Transport:   &transport{w: n.w, inc: inc}, Clock: clk,
-		Rand: rand.New(rand.NewPCG(seed, uint64(n.idx)<<20|uint64(n.gen))),
-		// As cmd/enid wires the agent's client.
-		Wait: cloud.WaitPolicy{Initial: 100 * time.Millisecond, Max: time.Second}})
+	c, err := n.w.cloudClient(inc, clk, rand.New(rand.NewPCG(n.w.cfg.Seed, uint64(n.idx)<<20|uint64(n.gen))))
 	if err != nil {
 		return err
 	}
@@ -143,6 +135,17 @@ func (n *node) start(dir string) error {
 	n.cur = inc
 	n.w.log("%s agent started (incarnation %d)", n.name, inc.gen)
 	return nil
+}
+
+// cloudClient is a cloud client as cmd/enid wires the agent's (the
+// default rate limit, its wait policy), whose calls go through the run's
+// transport as inc's.
+func (w *world) cloudClient(inc *incarnation, clk clock.Clock, rng *rand.Rand) (*cloud.Client, error) {
+	return cloud.New(cloud.Config{Endpoint: "http://ecs.simulation.invalid", Region: ecssim.DefaultRegion,
+		Credentials: credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret),
+		RateLimit:   cloud.RateLimit{QPS: desired.DefaultQPS, Burst: desired.DefaultBurst},
+		Transport:   &transport{w: w, inc: inc}, Clock: clk, Rand: rng,
+		Wait: cloud.WaitPolicy{Initial: 100 * time.Millisecond, Max: time.Second}})
 }
 
 // join writes the node's files and starts its first agent.
@@ -282,54 +285,54 @@ type fencedDatapath struct {
 	inc *incarnation
 }
 
-var errFenced = errors.New("simulation: the agent was killed")
-
-func (f fencedDatapath) EnsureENI(ctx context.Context, s linux.ENISpec) (linux.Changes, error) {
+// fenced notes a change asked of the datapath (node.check reads it
+// back) and refuses it when the incarnation was killed.
+func (f fencedDatapath) fenced() error {
 	f.inc.node.dpChanged.Store(true)
 	if f.inc.dead.Load() {
-		return linux.Changes{}, errFenced
+		return errKilled
+	}
+	return nil
+}
+
+func (f fencedDatapath) EnsureENI(ctx context.Context, s linux.ENISpec) (linux.Changes, error) {
+	if err := f.fenced(); err != nil {
+		return linux.Changes{}, err
 	}
 	return f.NoDatapath.EnsureENI(ctx, s)
 }
 
 func (f fencedDatapath) RemoveENI(ctx context.Context, mac string, table int) (linux.Changes, error) {
-	f.inc.node.dpChanged.Store(true)
-	if f.inc.dead.Load() {
-		return linux.Changes{}, errFenced
+	if err := f.fenced(); err != nil {
+		return linux.Changes{}, err
 	}
 	return f.NoDatapath.RemoveENI(ctx, mac, table)
 }
 
 func (f fencedDatapath) EnsurePod(ctx context.Context, s linux.PodSpec) (linux.PodResult, linux.Changes, error) {
-	f.inc.node.dpChanged.Store(true)
-	if f.inc.dead.Load() {
-		return linux.PodResult{}, linux.Changes{}, errFenced
+	if err := f.fenced(); err != nil {
+		return linux.PodResult{}, linux.Changes{}, err
 	}
 	return f.NoDatapath.EnsurePod(ctx, s)
 }
 
 func (f fencedDatapath) TeardownPod(ctx context.Context, key observed.AttachmentKey, netns string, addrs ...netip.Addr) (linux.Changes, error) {
-	f.inc.node.dpChanged.Store(true)
-	if f.inc.dead.Load() {
-		return linux.Changes{}, errFenced
+	if err := f.fenced(); err != nil {
+		return linux.Changes{}, err
 	}
 	return f.NoDatapath.TeardownPod(ctx, key, netns, addrs...)
 }
 
 func (f fencedDatapath) EnsureExclusive(ctx context.Context, s linux.ExclusiveSpec) (linux.PodResult, linux.Changes, error) {
-	f.inc.node.dpChanged.Store(true)
-	if f.inc.dead.Load() {
-		return linux.PodResult{}, linux.Changes{}, errFenced
+	if err := f.fenced(); err != nil {
+		return linux.PodResult{}, linux.Changes{}, err
 	}
 	return f.NoDatapath.EnsureExclusive(ctx, s)
 }
 
 func (f fencedDatapath) TeardownExclusive(ctx context.Context, key observed.AttachmentKey, netns, mac string) (linux.Changes, error) {
-	f.inc.node.dpChanged.Store(true)
-	if f.inc.dead.Load() {
-		return linux.Changes{}, errFenced
+	if err := f.fenced(); err != nil {
+		return linux.Changes{}, err
 	}
 	return f.NoDatapath.TeardownExclusive(ctx, key, netns, mac)
 }
-
-var _ = fs.ErrNotExist

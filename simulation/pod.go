@@ -132,7 +132,7 @@ func (p *pod) check(now time.Time) {
 			switch st.Phase {
 			case status.Ready:
 				p.phase = podRunning
-				n.w.stats.podReady(now.Sub(p.first), now.Sub(p.addAt))
+				n.w.stats.podReady(now.Sub(p.addAt))
 				var addrs []string
 				for _, ip := range st.IPs {
 					addrs = append(addrs, ip.Address.String())

@@ -24,17 +24,12 @@ func TestFleetResyncsSpread(t *testing.T) {
 	resync := desired.DefaultResyncPeriod
 	var at map[int][]time.Duration
 	synctest.Test(t, func(t *testing.T) {
-		d, cleanup, err := tempDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cleanup()
-		w, closeSim, err := setup(Config{Seed: 1, Nodes: nodes, Profile: ecssim.ProfileFast, AccountQPS: 1000, Dir: d,
+		w, cleanup, err := setup(Config{Seed: 1, Nodes: nodes, Profile: ecssim.ProfileFast, AccountQPS: 1000,
 			Heartbeat: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer closeSim()
+		defer cleanup()
 		at = map[int][]time.Duration{}
 		w.onCall = func(n *node, action, outcome string) {
 			if action == "DescribeVSwitches" && outcome == "ok" {

@@ -7,15 +7,11 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"
-
-	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/observed"
@@ -77,7 +73,7 @@ type Stats struct {
 	ReadyWaits []time.Duration
 }
 
-func (s *Stats) podReady(_, sinceADD time.Duration) {
+func (s *Stats) podReady(sinceADD time.Duration) {
 	s.PodsReady++
 	s.ReadyWaits = append(s.ReadyWaits, sinceADD)
 }
@@ -118,19 +114,11 @@ func Run(cfg Config) (*Result, error) {
 	if cfg.AccountQPS == 0 {
 		cfg.AccountQPS = max(20, float64(cfg.Nodes)/5)
 	}
-	if cfg.Dir == "" {
-		d, cleanup, err := tempDir()
-		if err != nil {
-			return nil, err
-		}
-		defer cleanup()
-		cfg.Dir = d
-	}
-	w, closeSim, err := setup(cfg)
+	w, cleanup, err := setup(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer closeSim()
+	defer cleanup()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	wl := &workload{w: w, rng: rng, base: w.sim.CurrentSettings()}
 	if cfg.Faults {
@@ -159,41 +147,61 @@ func (w *world) result() *Result {
 }
 
 // setup makes the run's world: the simulated cloud on the virtual clock
-// and the nodes (not joined yet). The func returned closes the cloud.
+// and the nodes (not joined yet), their files in cfg.Dir or, when it is
+// empty, in a directory of their own (tempDir). The func returned closes
+// the cloud and removes that directory.
 func setup(cfg Config) (*world, func(), error) {
 	if err := raiseFileLimit(cfg.Nodes); err != nil {
 		return nil, nil, err
 	}
+	removeDir := func() {}
+	if cfg.Dir == "" {
+		d, cleanup, err := tempDir()
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.Dir, removeDir = d, cleanup
+	}
+	w, err := newSim(cfg)
+	if err != nil {
+		removeDir()
+		return nil, nil, err
+	}
+	return w, func() { w.sim.Close(); removeDir() }, nil
+}
+
+// newSim is setup's world in cfg.Dir.
+func newSim(cfg Config) (*world, error) {
 	w := newWorld(cfg, cfg.Dir)
 	w.zone = "cn-hangzhou-h"
 	base := ecssim.Config{VPCCIDR: "10.0.0.0/8", Zones: []string{w.zone},
 		VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-sim", Zone: w.zone, CIDR: netip.MustParsePrefix("10.0.0.0/12")}},
 		Seed:      cfg.Seed, Clock: w.clk.Now, Timers: w.clk}
 	if err := ecssim.ApplyProfile(&base, cfg.Profile); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	base.AccountRateLimit = ecssim.RateLimit{QPS: cfg.AccountQPS, Burst: int(cfg.AccountQPS)}
 	sim, err := ecssim.New(base)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	w.sim, w.handler = sim, sim.Handler()
 	for i := range cfg.Nodes {
 		inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: "ecs.g7.4xlarge", Zone: w.zone})
 		if err != nil {
 			sim.Close()
-			return nil, nil, err
+			return nil, err
 		}
 		w.protected[inst.PrimaryENI] = "primary"
 		n := &node{w: w, idx: i, name: fmt.Sprintf("node-%05d", i), inst: inst, pods: map[int]*pod{}}
 		if n.dp, err = reconcile.NewNoDatapath(""); err != nil {
 			sim.Close()
-			return nil, nil, err
+			return nil, err
 		}
 		n.config = w.configYAML(poolKnobs[0], false)
 		w.nodes = append(w.nodes, n)
 	}
-	return w, func() { sim.Close() }, nil
+	return w, nil
 }
 
 // poolKnobs are the pools a config change picks from (minIdle, maxIdle).
@@ -299,10 +307,7 @@ func (w *world) checkPlans() {
 		defer close(done)
 		for i, n := range nodes {
 			outs[i] = out{n: n}
-			inc := &incarnation{node: n, gen: -1}
-			c, err := cloud.New(cloud.Config{Endpoint: "http://ecs.simulation.invalid", Region: ecssim.DefaultRegion,
-				Credentials: credentials.NewStaticAKCredentialsProvider(ecssim.DefaultAccessKeyID, ecssim.DefaultAccessKeySecret),
-				Transport:   &transport{w: w, inc: inc}, Clock: w.clk, Rand: rand.New(rand.NewPCG(1, 2))})
+			c, err := w.cloudClient(&incarnation{node: n, gen: -1}, w.clk, rand.New(rand.NewPCG(1, 2)))
 			if err != nil {
 				outs[i].err = err
 				continue
@@ -340,8 +345,6 @@ func (w *world) checkPlans() {
 		}
 	}
 }
-
-var _ = slices.Sort[[]string]
 
 // raiseFileLimit raises the process's open-file limit, if it must, for
 // the agents of nodes nodes: each holds two locks open for its life (its

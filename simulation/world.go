@@ -412,8 +412,6 @@ func (w *world) quiesce() {
 // keyOf is the desired-state key of an attachment as the trace names it.
 func keyOf(k desired.Key) string { return k.ContainerID[:16] + "/" + k.IfName }
 
-var _ = context.Background
-
 // configuredBound is how long an owned ENI may be InUse on its node, with
 // the cloud healthy throughout, before the node's datapath has it
 // configured. The agent sees an attach end, its own or one a killed run
