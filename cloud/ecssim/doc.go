@@ -111,7 +111,11 @@
 //     instance facts, network/interfaces/macs/<mac>/... for InUse ENIs once
 //     Config.MetadataLag has passed, the PUT /latest/api/token flow
 //     (optionally required), and RAM-role credentials whose STS key the API
-//     accepts (with its SecurityToken) until it expires.
+//     accepts (with its SecurityToken) until it expires. A path under
+//     /latest/ is about the calling instance, found by the request's source
+//     address (the instance's primary private address, as ECS answers each
+//     instance about itself); /<instance-id>/latest/... names one instead,
+//     for callers that share a source (a test process on the host).
 //
 // # Request rules
 //

@@ -36,18 +36,14 @@ func (s *Server) MetadataHandler() http.Handler {
 
 func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	// The first path segment names the instance, unless it is "latest":
-	// then the only instance is meant.
+	// then the caller is, as on ECS, where the service answers each
+	// instance about itself: the instance whose primary address the
+	// request comes from, or the only instance.
 	path := r.URL.Path
 	inst := ""
 	if rest, ok := strings.CutPrefix(path, "/latest/"); ok {
 		path = "/latest/" + rest
-		s.mu.Lock()
-		if len(s.m.instances) == 1 {
-			for id := range s.m.instances {
-				inst = id
-			}
-		}
-		s.mu.Unlock()
+		inst = s.callerInstance(r.RemoteAddr)
 	} else {
 		id, tail, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
 		inst, path = id, "/"+tail
@@ -342,4 +338,26 @@ func (s *Server) ramCredentialsLocked() string {
 		return "{}"
 	}
 	return string(b)
+}
+
+// callerInstance is the instance a metadata request without an instance
+// in its path is about: the one whose primary ENI's address is the
+// request's source, else the only instance ("" if neither).
+func (s *Server) callerInstance(remote string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		src := ap.Addr().Unmap()
+		for id, in := range s.m.instances {
+			if e := s.m.enis[in.PrimaryENI]; e != nil && e.PrimaryIP == src {
+				return id
+			}
+		}
+	}
+	if len(s.m.instances) == 1 {
+		for id := range s.m.instances {
+			return id
+		}
+	}
+	return ""
 }

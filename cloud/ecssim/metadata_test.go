@@ -264,3 +264,30 @@ func TestMetadataDocumented(t *testing.T) {
 		t.Errorf("dynamic/instance-identity/: %d %q", st, v)
 	}
 }
+
+// With several instances, the bare /latest/ path answers the instance
+// whose primary address the request comes from, as ECS's metadata
+// service does, and no instance for any other source.
+func TestMetadataCallerBySource(t *testing.T) {
+	e := newEnv(t, ecssim.Config{})
+	other, err := e.sim.AddInstance(ecssim.InstanceSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.sim.MetadataHandler()
+	get := func(src string) (int, string) {
+		req := httptest.NewRequest("GET", "/latest/meta-data/instance-id", nil)
+		req.RemoteAddr = src
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code, w.Body.String()
+	}
+	for _, in := range []ecssim.InstanceInfo{e.inst, other} {
+		if st, got := get(in.PrimaryIP.String() + ":40000"); st != 200 || got != in.ID {
+			t.Errorf("from %s: %d %q, want %s", in.PrimaryIP, st, got, in.ID)
+		}
+	}
+	if st, got := get("127.0.0.1:40000"); st != 404 {
+		t.Errorf("from an address no instance holds: %d %q, want 404", st, got)
+	}
+}

@@ -143,7 +143,9 @@ patches:
 
 // config is the agent's config.yaml for the simulated cloud with the
 // zone's vSwitches vsws: the endpoints an operator would leave out on
-// Alibaba Cloud point at the simulator, in the node's namespace.
+// Alibaba Cloud point at the simulator, at the VPC's service addresses
+// (testbed/simnode.ECSIP and MetadataIP, which answers each node about
+// itself).
 func (d *day) config(vsws ...string) string {
 	env := d.c.Sim.Env()
 	return fmt.Sprintf(`apiVersion: enid.dev/v1alpha1

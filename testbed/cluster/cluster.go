@@ -36,6 +36,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,48 +75,77 @@ type Options struct {
 	// Images are docker-archive tarballs imported into containerd's k8s.io
 	// namespace at start (the pause and podserver images always are).
 	Images []string
-	// Taints registers the node with these (kubelet --register-with-taints).
+	// Taints registers the nodes with these (kubelet --register-with-taints).
 	Taints []string
-	Logger *slog.Logger
+	// Nodes is the number of nodes (default 1): instances of one VPC,
+	// each in a namespace of its own, named NodeName, then enid-node-2, ...
+	// (NodeName-2, ... when NodeName is set).
+	Nodes int
+	// KubeProxy runs kube-proxy (iptables mode) on every node, and the
+	// API server publishes the kubernetes Service's endpoint (without it,
+	// the first node answers the Service's address itself).
+	KubeProxy bool
+	Logger    *slog.Logger
 }
 
-// Cluster is a running single-node cluster.
+// Cluster is a running cluster of one or more nodes.
 type Cluster struct {
 	t testing.TB
 	o Options
-	// Sim is the cloud and the node's namespaces.
+	// Sim is the cloud and the nodes' namespaces.
 	Sim *simnode.Node
 	// Dir holds everything the cluster writes; Root() is the node's view.
 	Dir string
-	// NodeName and NodeIP are the Node's name and address.
+	// Nodes are the cluster's nodes; the first runs the control plane.
+	Nodes []*Node
+	// NodeName and NodeIP are the first Node's name and address.
 	NodeName string
 	NodeIP   netip.Addr
-	// Kubeconfig is the admin's kubeconfig (valid in the node namespace:
-	// use Kubectl, or RESTConfig from the host).
+	// Kubeconfig is the admin's kubeconfig (valid in the nodes'
+	// namespaces: use Kubectl, or RESTConfig from the host).
 	Kubeconfig string
 
 	bin        string
-	cgroup     string
-	sock       string
-	holder     *kubetest.Process
-	procs      map[string]*kubetest.Process
 	adminToken string
-	nodeToken  string
+	proxyToken string
 	closed     bool
+}
+
+// Node is one node of the cluster: a simulated instance whose namespace
+// plays the node, with a mount namespace, cgroup parent, containerd and
+// kubelet (and, with Options.KubeProxy, kube-proxy) of its own.
+type Node struct {
+	c *Cluster
+	// Name and IP are the Node's name and address (its primary ENI's).
+	Name string
+	IP   netip.Addr
+	// Instance is the simulated instance; NS its network namespace.
+	Instance ecssim.InstanceInfo
+	NS       string
+
+	dir    string // the node's files: the cluster's Dir for the first node
+	cgroup string
+	sock   string
+	token  string
+	holder *kubetest.Process
+	procs  map[string]*kubetest.Process
 }
 
 // Start builds and starts the cluster for t and stops it, leaving nothing
 // behind, when t ends. It takes a minute or so: the images, then the
-// control plane, containerd and the kubelet, to a registered Node (which
-// stays NotReady until a CNI network list exists).
+// control plane, each node's containerd and kubelet (and kube-proxy), to
+// registered Nodes (which stay NotReady until a CNI network list exists).
 func Start(t testing.TB, o Options) *Cluster {
 	t.Helper()
-	bin := need(t)
+	bin := need(t, o)
 	if o.Name == "" {
 		o.Name = "enidct"
 	}
 	if o.NodeName == "" {
 		o.NodeName = "enid-node-1"
+	}
+	if o.Nodes < 1 {
+		o.Nodes = 1
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -125,36 +155,78 @@ func Start(t testing.TB, o Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{t: t, o: o, Dir: dir, NodeName: o.NodeName, bin: bin, procs: map[string]*kubetest.Process{},
-		cgroup: filepath.Base(dir), sock: filepath.Join(dir, "c.sock"),
-		adminToken: kubetest.Token(), nodeToken: kubetest.Token()}
+	c := &Cluster{t: t, o: o, Dir: dir, NodeName: o.NodeName, bin: bin, adminToken: kubetest.Token(), proxyToken: kubetest.Token()}
 	t.Cleanup(c.Close)
 	sn, err := simnode.Start(simnode.Options{Sim: o.Sim, InstanceType: o.InstanceType, VSwitchID: o.VSwitchID, Datapath: true,
-		ListenInNode: true, Name: o.Name, Logger: o.Logger})
+		ListenInVPC: true, Name: o.Name, Logger: o.Logger})
 	if err != nil {
 		t.Fatalf("start the simulated node: %v", err)
 	}
 	c.Sim = sn
 	c.NodeIP = sn.Instance.PrimaryIP
-	pods := c.buildPodImages()
-	c.startNode()
-	c.startControlPlane()
-	c.startContainerd()
-	for _, img := range append(pods, o.Images...) {
-		c.ImportImage(img)
+	c.Nodes = append(c.Nodes, c.newNode(o.NodeName, sn.Instance, sn.NodeNS(), dir, filepath.Base(dir)))
+	for i := 2; i <= o.Nodes; i++ {
+		peer, err := sn.AddPeer(o.InstanceType, o.VSwitchID)
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		name := fmt.Sprintf("enid-node-%d", i)
+		if o.NodeName != "enid-node-1" {
+			name = fmt.Sprintf("%s-%d", o.NodeName, i)
+		}
+		d := filepath.Join(dir, fmt.Sprintf("n%d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c.Nodes = append(c.Nodes, c.newNode(name, peer.Instance, peer.NS, d, fmt.Sprintf("%s-n%d", filepath.Base(dir), i)))
 	}
-	c.StartKubelet()
-	c.waitNode(2 * time.Minute)
+	if !o.KubeProxy {
+		// No kube-proxy: the first node answers the kubernetes Service's
+		// address itself, where the API server listens.
+		if err := sn.Topology.AddNodeLoopback(netip.MustParseAddr(ServiceIP)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pods := c.buildPodImages()
+	for _, n := range c.Nodes {
+		n.startNode()
+	}
+	c.startControlPlane()
+	for _, n := range c.Nodes {
+		n.startContainerd()
+		for _, img := range append(pods, o.Images...) {
+			n.ImportImage(img)
+		}
+		n.StartKubelet()
+		if o.KubeProxy {
+			n.startKubeProxy()
+		}
+	}
+	for _, n := range c.Nodes {
+		n.waitNode(2 * time.Minute)
+	}
 	return c
 }
 
+func (c *Cluster) newNode(name string, inst ecssim.InstanceInfo, ns, dir, cgroup string) *Node {
+	return &Node{c: c, Name: name, IP: inst.PrimaryIP, Instance: inst, NS: ns, dir: dir, cgroup: cgroup,
+		sock: filepath.Join(dir, "c.sock"), token: kubetest.Token(), procs: map[string]*kubetest.Process{}}
+}
+
+// first is the first node, where the control plane runs.
+func (c *Cluster) first() *Node { return c.Nodes[0] }
+
 // need returns the binaries' directory, or skips (fails in CI) t when a
 // binary or tool is missing or t is not root.
-func need(t testing.TB) string {
+func need(t testing.TB, o Options) string {
 	t.Helper()
 	var missing []string
 	bin := kubetest.BinDir()
-	for _, p := range Programs {
+	programs := Programs
+	if o.KubeProxy {
+		programs = append(slices.Clone(programs), "kube-proxy")
+	}
+	for _, p := range programs {
 		if bin == "" || !isExec(filepath.Join(bin, p)) {
 			missing = append(missing, p+" (sh kube/kubetest/build.sh DIR all)")
 		}
@@ -185,17 +257,20 @@ func isExec(p string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
-// Root is the node's view of a path of the host's: the files the
-// cluster's programs see at path (/var/lib/kubelet, /run/enid, ...) are
-// at Root(path) on the host, while the cluster runs.
-func (c *Cluster) Root(path string) string {
-	return filepath.Join(fmt.Sprintf("/proc/%d/root", c.holder.Pid()), path)
+// Root is the first node's view of a path of the host's (Node.Root).
+func (c *Cluster) Root(path string) string { return c.first().Root(path) }
+
+// Root is the node's view of a path of the host's: the files the node's
+// programs see at path (/var/lib/kubelet, /run/enid, ...) are at
+// Root(path) on the host, while the cluster runs.
+func (n *Node) Root(path string) string {
+	return filepath.Join(fmt.Sprintf("/proc/%d/root", n.holder.Pid()), path)
 }
 
 // Kubectl runs the cache's kubectl in the node namespace as the admin, as
 // an operator on the node types it, and returns its combined output.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
-	argv := append([]string{"--net=" + c.Sim.NodeNS(), "--", filepath.Join(c.bin, "kubectl"), "--kubeconfig", c.Kubeconfig}, args...)
+	argv := append([]string{"--net=" + c.first().NS, "--", filepath.Join(c.bin, "kubectl"), "--kubeconfig", c.Kubeconfig}, args...)
 	out, err := exec.CommandContext(ctx, "nsenter", argv...).CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
@@ -221,7 +296,7 @@ func (c *Cluster) MustKubectl(args ...string) string {
 func (c *Cluster) RESTConfig() *rest.Config {
 	return &rest.Config{Host: "https://" + c.NodeIP.String() + ":443", BearerToken: c.adminToken,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: c.caFile()},
-		Dial:            nsDialer(c.Sim.NodeNS()), QPS: 100, Burst: 200}
+		Dial:            nsDialer(c.first().NS), QPS: 100, Burst: 200}
 }
 
 // Client is the admin's clientset (RESTConfig).
@@ -234,22 +309,43 @@ func (c *Cluster) Client() kubernetes.Interface {
 	return cs
 }
 
-// Pid is the process ID of a cluster program ("kubelet", "containerd",
-// ...; 0 if it never started).
-func (c *Cluster) Pid(name string) int {
-	if p := c.procs[name]; p != nil && !p.Exited() {
+// Pid is the process ID of a program of the first node, where the
+// control plane runs too ("kubelet", "containerd", "kube-apiserver", ...;
+// 0 if it never started).
+func (c *Cluster) Pid(name string) int { return c.first().Pid(name) }
+
+// Pid is the process ID of a program of the node (0 if not running).
+func (n *Node) Pid(name string) int {
+	if p := n.procs[name]; p != nil && !p.Exited() {
 		return p.Pid()
 	}
 	return 0
 }
 
-// Logs returns the tail of a cluster program's log ("kubelet", ...).
-func (c *Cluster) Logs(name string, lines int) string {
-	p := c.procs[name]
+// Logs returns the tail of a program's log on the first node.
+func (c *Cluster) Logs(name string, lines int) string { return c.first().Logs(name, lines) }
+
+// Logs returns the tail of a program's log on the node ("kubelet", ...).
+func (n *Node) Logs(name string, lines int) string {
+	p := n.procs[name]
 	if p == nil {
-		return name + " never started"
+		return name + " never started on " + n.Name
 	}
 	return kubetest.Tail(p.Log, lines)
+}
+
+// ImportImage imports a tarball into every node's containerd.
+func (c *Cluster) ImportImage(tarball string) {
+	c.t.Helper()
+	for _, n := range c.Nodes {
+		n.ImportImage(tarball)
+	}
+}
+
+// RestartKubelet restarts the first node's kubelet (Node.RestartKubelet).
+func (c *Cluster) RestartKubelet() {
+	c.t.Helper()
+	c.first().RestartKubelet()
 }
 
 // diagnose logs what a failed test needs: the pods and events, the
@@ -263,15 +359,18 @@ func (c *Cluster) diagnose() {
 			c.t.Logf("kubectl %s:\n%s", strings.Join(args, " "), lastLines(out, 60))
 		}
 	}
-	if c.holder != nil {
-		logs, _ := filepath.Glob(c.Root("/var/log/pods/enid-system_enid-*/enid/*.log")) // none is "none"
-		for _, l := range logs {
-			c.t.Logf("%s (tail):\n%s", l, kubetest.Tail(l, 40))
+	for _, n := range c.Nodes {
+		if n.holder == nil {
+			continue
 		}
-	}
-	for _, name := range []string{"kubelet", "containerd"} {
-		if c.procs[name] != nil {
-			c.t.Logf("%s (tail):\n%s", name, c.Logs(name, 30))
+		logs, _ := filepath.Glob(n.Root("/var/log/pods/enid-system_enid-*/enid/*.log")) // none is "none"
+		for _, l := range logs {
+			c.t.Logf("%s %s (tail):\n%s", n.Name, l, kubetest.Tail(l, 40))
+		}
+		for _, name := range []string{"kubelet", "containerd", "kube-proxy"} {
+			if n.procs[name] != nil {
+				c.t.Logf("%s %s (tail):\n%s", n.Name, name, n.Logs(name, 30))
+			}
 		}
 	}
 }
@@ -295,24 +394,35 @@ func (c *Cluster) Close() {
 	if c.t.Failed() {
 		c.diagnose()
 	}
-	for _, name := range []string{"kubelet", "kube-scheduler", "kube-controller-manager"} {
-		c.stop(name)
+	for _, n := range c.Nodes {
+		n.stop("kubelet")
+		n.stop("kube-proxy")
+	}
+	if len(c.Nodes) > 0 {
+		c.first().stop("kube-scheduler")
+		c.first().stop("kube-controller-manager")
 	}
 	var errs []string
-	if err := killCgroups(c.cgroup); err != nil {
-		errs = append(errs, err.Error())
+	for _, n := range c.Nodes {
+		if err := killCgroups(n.cgroup); err != nil {
+			errs = append(errs, err.Error())
+		}
+		n.stop("containerd")
+		if err := killShims(n.sock); err != nil {
+			errs = append(errs, err.Error())
+		}
 	}
-	c.stop("containerd")
-	if err := killShims(c.sock); err != nil {
-		errs = append(errs, err.Error())
+	if len(c.Nodes) > 0 {
+		c.first().stop("kube-apiserver")
+		c.first().stop("etcd")
 	}
-	c.stop("kube-apiserver")
-	c.stop("etcd")
-	if c.holder != nil {
-		c.holder.Stop(5 * time.Second)
-	}
-	if err := removeCgroups(c.cgroup); err != nil {
-		errs = append(errs, err.Error())
+	for _, n := range c.Nodes {
+		if n.holder != nil {
+			n.holder.Stop(5 * time.Second)
+		}
+		if err := removeCgroups(n.cgroup); err != nil {
+			errs = append(errs, err.Error())
+		}
 	}
 	if c.Sim != nil {
 		if err := c.Sim.Close(); err != nil {
@@ -327,8 +437,8 @@ func (c *Cluster) Close() {
 	}
 }
 
-func (c *Cluster) stop(name string) {
-	if p := c.procs[name]; p != nil {
+func (n *Node) stop(name string) {
+	if p := n.procs[name]; p != nil {
 		p.Stop(20 * time.Second)
 	}
 }

@@ -38,8 +38,12 @@ func (c *Cluster) caFile() string { return filepath.Join(c.Dir, "certs", "apiser
 // the tokens' keys are the cluster's).
 func (c *Cluster) startControlPlane() {
 	c.t.Helper()
-	tokens := fmt.Sprintf("%s,admin,uid-admin,\"system:masters\"\n%s,system:node:%s,uid-node,\"system:nodes\"\n",
-		c.adminToken, c.nodeToken, c.NodeName)
+	// The static tokens: the admin, each node's kubelet, and kube-proxy
+	// as the user the bootstrap policy binds to system:node-proxier.
+	tokens := fmt.Sprintf("%s,admin,uid-admin,\"system:masters\"\n%s,system:kube-proxy,uid-kube-proxy,\n", c.adminToken, c.proxyToken)
+	for _, n := range c.Nodes {
+		tokens += fmt.Sprintf("%s,system:node:%s,uid-%s,\"system:nodes\"\n", n.token, n.Name, n.Name)
+	}
 	if err := os.WriteFile(filepath.Join(c.Dir, "tokens.csv"), []byte(tokens), 0o600); err != nil {
 		c.t.Fatal(err)
 	}
@@ -52,17 +56,16 @@ func (c *Cluster) startControlPlane() {
 		c.t.Fatal(err)
 	}
 	client, peer := "http://127.0.0.1:"+etcdPort, "http://127.0.0.1:"+etcdPeerPort
-	c.run("etcd", filepath.Join(c.bin, "etcd"), "--name", "node", "--data-dir", filepath.Join(c.Dir, "etcd"),
+	c.first().run("etcd", filepath.Join(c.bin, "etcd"), "--name", "node", "--data-dir", filepath.Join(c.Dir, "etcd"),
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
 		"--initial-cluster", "node="+peer, "--unsafe-no-fsync")
 	insecure := c.httpClient(&tls.Config{InsecureSkipVerify: true}) //nolint:gosec // readiness probes of the cluster's own servers
 	kubetest.WaitHTTP(c.t, insecure, client+"/health", nil, 30*time.Second)
-	c.run("kube-apiserver", filepath.Join(c.bin, "kube-apiserver"),
+	c.first().run("kube-apiserver", filepath.Join(c.bin, "kube-apiserver"),
 		"--etcd-servers", client,
 		"--bind-address", "0.0.0.0", "--secure-port", apiPort, "--advertise-address", c.NodeIP.String(),
-		// No kube-proxy: the Service address is on lo (ServiceIP).
-		"--endpoint-reconciler-type", "none",
+		"--endpoint-reconciler-type", c.endpointReconciler(),
 		"--cert-dir", filepath.Join(c.Dir, "certs"),
 		"--token-auth-file", filepath.Join(c.Dir, "tokens.csv"),
 		"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",
@@ -74,9 +77,9 @@ func (c *Cluster) startControlPlane() {
 		map[string]string{"Authorization": "Bearer " + c.adminToken}, 90*time.Second)
 	admin := c.kubeconfig("admin", c.adminToken)
 	c.Kubeconfig = admin
-	c.run("kube-scheduler", filepath.Join(c.bin, "kube-scheduler"), "--kubeconfig", admin,
+	c.first().run("kube-scheduler", filepath.Join(c.bin, "kube-scheduler"), "--kubeconfig", admin,
 		"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", schedulerPort)
-	c.run("kube-controller-manager", filepath.Join(c.bin, "kube-controller-manager"), "--kubeconfig", admin,
+	c.first().run("kube-controller-manager", filepath.Join(c.bin, "kube-controller-manager"), "--kubeconfig", admin,
 		"--leader-elect=false", "--bind-address", "127.0.0.1", "--secure-port", controllerPort,
 		"--controllers", "*", "--service-account-private-key-file", saKey, "--root-ca-file", c.caFile(),
 		"--use-service-account-credentials=false")
@@ -94,14 +97,26 @@ func (c *Cluster) kubeconfig(name, token string) string {
 	return p
 }
 
-// HTTPClient is an HTTP client whose connections start in the node's
-// network namespace: from the host it reaches what the node reaches (pod
-// addresses, the control plane, the simulator).
+// HTTPClient is an HTTP client whose connections start in the first
+// node's network namespace: from the host it reaches what the node
+// reaches (pod addresses, the control plane, the simulator).
 func (c *Cluster) HTTPClient() *http.Client { return c.httpClient(nil) }
 
-func (c *Cluster) httpClient(tc *tls.Config) *http.Client {
+func (c *Cluster) httpClient(tc *tls.Config) *http.Client { return nsHTTPClient(c.first().NS, tc) }
+
+// HTTPClient is an HTTP client whose connections start in the node's
+// network namespace, as a program on the node's host network.
+func (n *Node) HTTPClient() *http.Client { return nsHTTPClient(n.NS, nil) }
+
+// VPCHTTPClient is an HTTP client whose connections start in the vpc
+// namespace: a client elsewhere in the VPC (another instance, a load
+// balancer's backend address), reaching nodes through their primary
+// interfaces and pods through their ENIs.
+func (c *Cluster) VPCHTTPClient() *http.Client { return nsHTTPClient(c.Sim.Topology.VPCNS, nil) }
+
+func nsHTTPClient(ns string, tc *tls.Config) *http.Client {
 	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: nsDialer(c.Sim.NodeNS()), TLSClientConfig: tc, DisableKeepAlives: true}}
+		DialContext: nsDialer(ns), TLSClientConfig: tc, DisableKeepAlives: true}}
 }
 
 // nsDialer dials from inside the namespace at path: the socket is made on
@@ -118,4 +133,15 @@ func nsDialer(path string) func(ctx context.Context, network, addr string) (net.
 		})
 		return conn, err
 	}
+}
+
+// endpointReconciler is how the API server publishes the kubernetes
+// Service's endpoint: as a production server does (a lease) for
+// kube-proxy to translate, or not at all when there is no kube-proxy and
+// the first node answers the Service's address itself (ServiceIP on lo).
+func (c *Cluster) endpointReconciler() string {
+	if c.o.KubeProxy {
+		return "lease"
+	}
+	return "none"
 }

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/testbed/simvpc"
@@ -40,8 +42,25 @@ type Options struct {
 	// the node's primary interface its address and default route, as the
 	// node's DHCP client would (enid never touches the primary ENI).
 	ListenInNode bool
-	Logger       *slog.Logger
+	// ListenInVPC, with a datapath, opens the simulator's listeners in the
+	// vpc namespace instead, at the VPC's own service addresses: the
+	// metadata service at MetadataIP:80 and the ECS API at ECSIP:80, where
+	// every node of the VPC (AddPeer) reaches them through its primary
+	// interface, and the metadata service tells the nodes apart by their
+	// source address. The primary interfaces are addressed as with
+	// ListenInNode.
+	ListenInVPC bool
+	Logger      *slog.Logger
 }
+
+// The VPC's service addresses with ListenInVPC: the metadata service's
+// well-known address, and the address the region's VPC endpoint of the
+// ECS API resolves to inside the VPC (an address of the same
+// 100.64.0.0/10 range; the real one varies by region).
+const (
+	MetadataIP = "100.100.100.200"
+	ECSIP      = "100.100.80.10"
+)
 
 // Node is a running simulated node.
 type Node struct {
@@ -51,6 +70,21 @@ type Node struct {
 	Topology *simvpc.Topology
 	log      *slog.Logger
 	hookErrs chan error
+	// inVPC: the simulator listens at the VPC's service addresses.
+	inVPC bool
+
+	mu sync.Mutex // guards nodeNS
+	// nodeNS maps an instance to its node namespace (the first instance
+	// to Topology.NodeNS, peers to theirs).
+	nodeNS map[string]string
+}
+
+// Peer is another instance of the simulated VPC with a node namespace of
+// its own (AddPeer): a second node of a cluster.
+type Peer struct {
+	Instance ecssim.InstanceInfo
+	// NS is the path of the namespace playing it.
+	NS string
 }
 
 // Start starts the simulator (and the namespaces).
@@ -71,7 +105,7 @@ func Start(o Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
-	n := &Node{Sim: sim, log: o.Logger}
+	n := &Node{Sim: sim, log: o.Logger, nodeNS: map[string]string{}}
 	if o.Datapath {
 		tp, err := simvpc.New(o.Name)
 		if err != nil {
@@ -87,6 +121,11 @@ func Start(o Options) (*Node, error) {
 		return nil, fmt.Errorf("add instance: %w", err)
 	}
 	n.Instance = inst
+	if n.Topology != nil {
+		n.mu.Lock()
+		n.nodeNS[inst.ID] = n.Topology.NodeNS
+		n.mu.Unlock()
+	}
 	if err := n.startSim(o); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("start simulator: %w", err)
@@ -98,20 +137,73 @@ func Start(o Options) (*Node, error) {
 // in the node namespace once the primary ENI is plugged and addressed
 // there (it is attached at creation: no hook plugs it).
 func (n *Node) startSim(o Options) error {
-	if !o.ListenInNode || n.Topology == nil {
+	if (!o.ListenInNode && !o.ListenInVPC) || n.Topology == nil {
 		return n.Sim.Start(o.ECSAddr, o.MetadataAddr)
 	}
-	ev, ok := n.Sim.Event(n.Instance.PrimaryENI)
+	if err := n.plugPrimary(n.Instance, n.Topology.NodeNS); err != nil {
+		return err
+	}
+	if o.ListenInNode {
+		return simvpc.InNS(n.Topology.NodeNS, func() error { return n.Sim.Start(o.ECSAddr, o.MetadataAddr) })
+	}
+	n.inVPC = true
+	for _, ip := range []string{MetadataIP, ECSIP} {
+		if err := n.Topology.AddVPCLoopback(netip.MustParseAddr(ip)); err != nil {
+			return err
+		}
+	}
+	return simvpc.InNS(n.Topology.VPCNS, func() error {
+		return n.Sim.Start(net.JoinHostPort(ECSIP, "80"), net.JoinHostPort(MetadataIP, "80"))
+	})
+}
+
+// plugPrimary plugs an instance's primary ENI (attached at creation: no
+// hook plugs it) into its node namespace and addresses it there, with the
+// default route, as the node's DHCP client would.
+func (n *Node) plugPrimary(inst ecssim.InstanceInfo, ns string) error {
+	ev, ok := n.Sim.Event(inst.PrimaryENI)
 	if !ok {
-		return fmt.Errorf("the primary ENI %s of %s is not in the simulator", n.Instance.PrimaryENI, n.Instance.ID)
+		return fmt.Errorf("the primary ENI %s of %s is not in the simulator", inst.PrimaryENI, inst.ID)
 	}
-	if err := n.Topology.PlugENI(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, ev.IPv4...); err != nil {
+	if err := n.Topology.PlugENIInto(ns, ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, ev.IPv4...); err != nil {
 		return err
 	}
-	if err := n.Topology.AddressPrimary(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway); err != nil {
-		return err
+	return n.Topology.AddressPrimary(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway)
+}
+
+// AddPeer adds another instance to the simulated VPC, with a node
+// namespace of its own, its primary interface addressed there: the next
+// node of a cluster. Its ENIs are plugged into its namespace. It needs a
+// datapath.
+func (n *Node) AddPeer(instanceType, vswitchID string) (Peer, error) {
+	if n.Topology == nil {
+		return Peer{}, errors.New("add peer: the simulated node has no datapath")
 	}
-	return simvpc.InNS(n.Topology.NodeNS, func() error { return n.Sim.Start(o.ECSAddr, o.MetadataAddr) })
+	ns, err := n.Topology.AddNode()
+	if err != nil {
+		return Peer{}, fmt.Errorf("add peer: %w", err)
+	}
+	inst, err := n.Sim.AddInstance(ecssim.InstanceSpec{InstanceType: instanceType, VSwitchID: vswitchID})
+	if err != nil {
+		return Peer{}, fmt.Errorf("add peer: %w", err)
+	}
+	n.mu.Lock()
+	n.nodeNS[inst.ID] = ns
+	n.mu.Unlock()
+	if err := n.plugPrimary(inst, ns); err != nil {
+		return Peer{}, fmt.Errorf("add peer: %w", err)
+	}
+	return Peer{Instance: inst, NS: ns}, nil
+}
+
+// nsOf is the node namespace of an instance's ENIs.
+func (n *Node) nsOf(instanceID string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ns, ok := n.nodeNS[instanceID]; ok {
+		return ns
+	}
+	return n.Topology.NodeNS
 }
 
 func (n *Node) logHook(what string, ev ecssim.ENIEvent, err error) {
@@ -122,7 +214,7 @@ func (n *Node) logHook(what string, ev ecssim.ENIEvent, err error) {
 
 func (n *Node) onAttach(ev ecssim.ENIEvent) {
 	ips := append(append([]netip.Addr{}, ev.IPv4...), ev.IPv6...)
-	n.logHook("plug eni", ev, n.Topology.PlugENI(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, ips...))
+	n.logHook("plug eni", ev, n.Topology.PlugENIInto(n.nsOf(ev.InstanceID), ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, ips...))
 }
 
 func (n *Node) onDetach(ev ecssim.ENIEvent) {
@@ -138,11 +230,17 @@ func (n *Node) onUnassign(ev ecssim.ENIEvent) {
 }
 
 // Env returns the variables a separate process uses to reach the
-// simulator as this node (what `enid sim` prints).
+// simulator as this node (what `enid sim` prints). With ListenInVPC the
+// metadata endpoint is the bare well-known address, which answers every
+// node about itself.
 func (n *Node) Env() map[string]string {
+	md := n.Sim.MetadataURL(n.Instance.ID)
+	if n.inVPC {
+		md = "http://" + MetadataIP
+	}
 	return map[string]string{
 		"ENID_ECS_ENDPOINT":               n.Sim.Endpoint(),
-		"ENID_METADATA_ENDPOINT":          n.Sim.MetadataURL(n.Instance.ID),
+		"ENID_METADATA_ENDPOINT":          md,
 		"ALIBABA_CLOUD_ACCESS_KEY_ID":     ecssim.DefaultAccessKeyID,
 		"ALIBABA_CLOUD_ACCESS_KEY_SECRET": ecssim.DefaultAccessKeySecret,
 		"ALIBABA_CLOUD_REGION_ID":         n.Sim.Dump().Region,

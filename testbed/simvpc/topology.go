@@ -22,18 +22,24 @@ const GatewayV6 = "fe80::fffe"
 // in the VPC that pods can reach over IPv6 (and that the vpc pings from).
 const VPCHostV6 = "fd00:ffff::1"
 
-// Topology is a vpc namespace and a node namespace with ENIs plugged
-// between them. Its methods are safe for concurrent use (the simulator's
-// attach hook calls them from its own goroutines).
+// Topology is a vpc namespace and one or more node namespaces with ENIs
+// plugged between them: the first node is NodeNS, AddNode makes more (a
+// cluster of several instances in one VPC). Its methods are safe for
+// concurrent use (the simulator's attach hook calls them from its own
+// goroutines).
 type Topology struct {
-	// VPCNS and NodeNS are the namespaces' paths.
+	// VPCNS and NodeNS are the namespaces' paths (NodeNS: the first node).
 	VPCNS, NodeNS string
+	name          string
 
 	mu sync.Mutex // guards the fields below
 	// plugs maps a lower-case MAC to its plugged ENI.
 	plugs map[string]*plug
-	// next is the number of the next node-side device name (eth<next>).
-	next int
+	// next is, per node namespace, the number of its next node-side
+	// device name (eth<next>).
+	next map[string]int
+	// nodes are the node namespaces added by AddNode.
+	nodes []string
 	// pods are the pod namespaces created by NewPodNS and not yet removed.
 	pods map[string]bool
 	// closed is set by Close.
@@ -43,6 +49,7 @@ type Topology struct {
 // plug is one ENI: a veth whose node end has the ENI's MAC.
 type plug struct {
 	mac      net.HardwareAddr
+	nodeNS   string
 	nodeName string
 	vpcName  string
 }
@@ -58,7 +65,7 @@ func New(name string) (*Topology, error) {
 	if err != nil {
 		return nil, errors.Join(err, deleteNS(vpc))
 	}
-	tp := &Topology{VPCNS: vpc, NodeNS: node, plugs: map[string]*plug{}, next: 1, pods: map[string]bool{}}
+	tp := &Topology{VPCNS: vpc, NodeNS: node, name: name, plugs: map[string]*plug{}, next: map[string]int{}, pods: map[string]bool{}}
 	// The vpc namespace routes between vSwitches like the VPC does.
 	if err := writeSysctls(vpc, map[string]string{
 		"net/ipv4/ip_forward":          "1",
@@ -92,8 +99,28 @@ func (tp *Topology) Close() error {
 	for p := range tp.pods {
 		errs = append(errs, deleteNS(p))
 	}
+	for _, n := range tp.nodes {
+		errs = append(errs, deleteNS(n))
+	}
 	errs = append(errs, deleteNS(tp.NodeNS), deleteNS(tp.VPCNS))
 	return errors.Join(errs...)
+}
+
+// AddNode creates another namespace that plays a node of the same VPC
+// (an instance beside the first) and returns its path; PlugENIInto plugs
+// its ENIs. Close removes it.
+func (tp *Topology) AddNode() (string, error) {
+	path, err := createNS(tp.name + "-node")
+	if err != nil {
+		return "", err
+	}
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	if tp.closed {
+		return "", errors.Join(errors.New("add node: topology closed"), deleteNS(path))
+	}
+	tp.nodes = append(tp.nodes, path)
+	return path, nil
 }
 
 // NewPodNS creates a pod namespace (lo up). cleanup removes it and may be
@@ -127,12 +154,18 @@ func (tp *Topology) DeletePodNS(path string) error {
 	return deleteNS(path)
 }
 
-// PlugENI attaches an ENI: a veth pair whose node end (named eth1, eth2, ...
-// in order of plugging, down) has the MAC, and whose vpc end holds the
-// vSwitch gateway (as /32) and GatewayV6, with /32 (or /128) routes and
-// permanent neighbours for primary and ips, as the VPC's own tables know
-// where each address lives.
+// PlugENI attaches an ENI to the first node: a veth pair whose node end
+// (named eth1, eth2, ... in order of plugging, down) has the MAC, and
+// whose vpc end holds the vSwitch gateway (as /32) and GatewayV6, with /32
+// (or /128) routes and permanent neighbours for primary and ips, as the
+// VPC's own tables know where each address lives.
 func (tp *Topology) PlugENI(mac string, primary netip.Addr, cidr netip.Prefix, gateway netip.Addr, ips ...netip.Addr) error {
+	return tp.PlugENIInto(tp.NodeNS, mac, primary, cidr, gateway, ips...)
+}
+
+// PlugENIInto is PlugENI for the node namespace at nodeNS (NodeNS or one
+// AddNode made); device names count per node.
+func (tp *Topology) PlugENIInto(nodeNS, mac string, primary netip.Addr, cidr netip.Prefix, gateway netip.Addr, ips ...netip.Addr) error {
 	hw, err := net.ParseMAC(mac)
 	if err != nil {
 		return fmt.Errorf("plug eni: %w", err)
@@ -145,12 +178,12 @@ func (tp *Topology) PlugENI(mac string, primary netip.Addr, cidr netip.Prefix, g
 		tp.mu.Unlock()
 		return fmt.Errorf("plug eni %s: already plugged", mac)
 	}
-	p := &plug{mac: hw, nodeName: fmt.Sprintf("eth%d", tp.next), vpcName: "v" + strings.ReplaceAll(hw.String(), ":", "")}
-	tp.next++
+	tp.next[nodeNS]++
+	p := &plug{mac: hw, nodeNS: nodeNS, nodeName: fmt.Sprintf("eth%d", tp.next[nodeNS]), vpcName: "v" + strings.ReplaceAll(hw.String(), ":", "")}
 	tp.plugs[hw.String()] = p
 	tp.mu.Unlock()
 
-	nodeFD, err := netns.GetFromPath(tp.NodeNS)
+	nodeFD, err := netns.GetFromPath(nodeNS)
 	if err != nil {
 		return fmt.Errorf("plug eni %s: %w", mac, err)
 	}
@@ -225,7 +258,7 @@ func (tp *Topology) AddressPrimary(mac string, ip netip.Addr, cidr netip.Prefix,
 	if err != nil {
 		return err
 	}
-	return withHandle(tp.NodeNS, func(h *netlink.Handle) error {
+	return withHandle(p.nodeNS, func(h *netlink.Handle) error {
 		l, err := h.LinkByName(p.nodeName)
 		if err != nil {
 			return fmt.Errorf("address primary %s: %w", mac, err)
@@ -245,18 +278,29 @@ func (tp *Topology) AddressPrimary(mac string, ip netip.Addr, cidr netip.Prefix,
 	})
 }
 
-// AddNodeLoopback adds an address (a /32 or /128) to the node
+// AddNodeLoopback adds an address (a /32 or /128) to the first node
 // namespace's lo: an address the node itself answers on, such as a
 // Service address a kube-proxy would otherwise translate.
 func (tp *Topology) AddNodeLoopback(ip netip.Addr) error {
-	return withHandle(tp.NodeNS, func(h *netlink.Handle) error {
+	return addLoopback(tp.NodeNS, ip)
+}
+
+// AddVPCLoopback adds an address to the vpc namespace's lo: a service of
+// the VPC itself, such as the metadata address 100.100.100.200, which
+// every node reaches through its primary interface's default route.
+func (tp *Topology) AddVPCLoopback(ip netip.Addr) error {
+	return addLoopback(tp.VPCNS, ip)
+}
+
+func addLoopback(ns string, ip netip.Addr) error {
+	return withHandle(ns, func(h *netlink.Handle) error {
 		lo, err := h.LinkByName("lo")
 		if err != nil {
 			return err
 		}
 		a := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}}
 		if err := h.AddrAdd(lo, a); err != nil {
-			return fmt.Errorf("add %s to the node's lo: %w", ip, err)
+			return fmt.Errorf("add %s to lo in %s: %w", ip, ns, err)
 		}
 		return nil
 	})
