@@ -28,18 +28,7 @@ type net2 struct {
 // NodePort, back to itself), on the same node and across nodes, each a
 // subtest that fails on its own.
 func TestTwoNodes(t *testing.T) {
-	before := cluster.Host()
-	d := &day{t: t, dir: t.TempDir()}
-	d.root = cluster.ModuleRoot(t)
-	tarball, image := cluster.EnidImage(t, d.root, "", d.dir)
-	d.image = image
-	d.c = cluster.Start(t, cluster.Options{Nodes: 2, KubeProxy: true, Images: []string{tarball},
-		Taints: []string{startupTaint}, VSwitchID: vswMain,
-		Sim: ecssim.Config{VSwitches: []ecssim.VSwitchConfig{
-			{ID: vswMain, Zone: zone, CIDR: netip.MustParsePrefix("192.168.0.0/24")},
-			{ID: vswExtra, Zone: zone, CIDR: netip.MustParsePrefix("192.168.1.0/24")},
-		}}})
-	n := &net2{day: d}
+	n, done := startTwoNodes(t, nil)
 	if !t.Run("apply", n.apply) {
 		return
 	}
@@ -47,13 +36,33 @@ func TestTwoNodes(t *testing.T) {
 		return
 	}
 	t.Run("matrix", n.matrix)
-	dir := d.c.Dir
-	d.c.Close()
-	if diff := before.Diff(cluster.Host()); len(diff) > 0 {
-		t.Errorf("the cluster changed the host:\n%s", strings.Join(diff, "\n"))
-	}
-	if left := cluster.Leftovers(dir); len(left) > 0 {
-		t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
+	done()
+}
+
+// startTwoNodes starts the two-node cluster with kube-proxy and enid's
+// image (and images, imported on both nodes); done closes it and checks
+// the host is as before and no process is left.
+func startTwoNodes(t *testing.T, images []string) (n *net2, done func()) {
+	before := cluster.Host()
+	d := &day{t: t, dir: t.TempDir()}
+	d.root = cluster.ModuleRoot(t)
+	tarball, image := cluster.EnidImage(t, d.root, "", d.dir)
+	d.image = image
+	d.c = cluster.Start(t, cluster.Options{Nodes: 2, KubeProxy: true, Images: append([]string{tarball}, images...),
+		Taints: []string{startupTaint}, VSwitchID: vswMain,
+		Sim: ecssim.Config{VSwitches: []ecssim.VSwitchConfig{
+			{ID: vswMain, Zone: zone, CIDR: netip.MustParsePrefix("192.168.0.0/24")},
+			{ID: vswExtra, Zone: zone, CIDR: netip.MustParsePrefix("192.168.1.0/24")},
+		}}})
+	return &net2{day: d}, func() {
+		dir := d.c.Dir
+		d.c.Close()
+		if diff := before.Diff(cluster.Host()); len(diff) > 0 {
+			t.Errorf("the cluster changed the host:\n%s", strings.Join(diff, "\n"))
+		}
+		if left := cluster.Leftovers(dir); len(left) > 0 {
+			t.Errorf("processes left behind:\n%s", strings.Join(left, "\n"))
+		}
 	}
 }
 
