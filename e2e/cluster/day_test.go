@@ -48,6 +48,8 @@ type day struct {
 	root string
 	// image is the enid image the DaemonSet runs (this tree's).
 	image string
+	// alloc is the config's eni.ipv4Allocation ("": the default).
+	alloc string
 }
 
 // TestOperatorsDay runs the steps in order on one cluster; a step that
@@ -160,13 +162,20 @@ pool:
 eni:
   vSwitches:
     %s: [%s]
-  securityGroups: [%s]
+  securityGroups: [%s]%s
 cloud:
   endpoint: %s
   metadataEndpoint: %s
   credentials:
     source: env
-`, zone, strings.Join(vsws, ", "), ecssim.DefaultSecurityGroup, env["ENID_ECS_ENDPOINT"], env["ENID_METADATA_ENDPOINT"])
+`, zone, strings.Join(vsws, ", "), ecssim.DefaultSecurityGroup, d.allocLine(), env["ENID_ECS_ENDPOINT"], env["ENID_METADATA_ENDPOINT"])
+}
+
+func (d *day) allocLine() string {
+	if d.alloc == "" {
+		return ""
+	}
+	return "\n  ipv4Allocation: " + d.alloc
 }
 
 // apply is the install: kubectl apply -k, the DaemonSet's pod running,

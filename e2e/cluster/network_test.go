@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -35,8 +36,74 @@ func TestTwoNodes(t *testing.T) {
 	if !t.Run("workload", n.workload) {
 		return
 	}
-	t.Run("matrix", n.matrix)
+	if !t.Run("secondary", n.matrix) {
+		return
+	}
+	if !t.Run("switch-to-prefix", n.switchToPrefix) {
+		return
+	}
+	t.Run("prefix", n.matrix)
 	done()
+}
+
+// switchToPrefix edits the ConfigMap to eni.ipv4Allocation: prefix (the
+// agents switch in place) and makes the workload's pods again: each gets
+// an address inside a /28 prefix of its node's ENIs.
+func (n *net2) switchToPrefix(t *testing.T) {
+	c := n.c
+	n.alloc = "prefix"
+	patch, err := json.Marshal(map[string]any{"data": map[string]string{"config.yaml": n.config(vswMain)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MustKubectl("-n", "enid-system", "patch", "configmap", "enid-config", "--type", "merge", "-p", string(patch))
+	// The edit reaches each agent at its kubelet's next pod sync (about
+	// 10 s): wait until both nodes hold a prefix.
+	deadline := time.Now().Add(2 * time.Minute)
+	for !n.prefixOnEveryNode() {
+		if time.Now().After(deadline) {
+			t.Fatal("no /28 prefix on every node 2 minutes after the ConfigMap edit")
+		}
+		time.Sleep(time.Second)
+	}
+	c.MustKubectl("delete", "pod", "a1", "a2", "client", "b", "--wait=true", "--timeout=2m")
+	c.MustKubectl("apply", "-f", filepath.Join(n.dir, "matrix.yaml"))
+	c.MustKubectl("wait", "--for=condition=Ready", "pod/a1", "pod/a2", "pod/client", "pod/b", "--timeout=3m")
+	for _, name := range []string{"a1", "a2", "client", "b"} {
+		var p corev1.Pod
+		getJSON(t, c, &p, "get", "pod", name, "-o", "json")
+		if !n.inPrefix(netip.MustParseAddr(p.Status.PodIP)) {
+			t.Errorf("pod %s got %s, not an address of a /28 prefix", name, p.Status.PodIP)
+		}
+	}
+}
+
+// prefixOnEveryNode: every node's instance has an ENI holding a prefix.
+func (n *net2) prefixOnEveryNode() bool {
+	has := map[string]bool{}
+	for _, e := range n.c.Sim.Sim.Dump().ENIs {
+		if len(e.IPv4Prefixes) > 0 {
+			has[e.InstanceID] = true
+		}
+	}
+	for _, node := range n.c.Nodes {
+		if !has[node.Instance.ID] {
+			return false
+		}
+	}
+	return true
+}
+
+// inPrefix: the address is inside a prefix an ENI holds.
+func (n *net2) inPrefix(a netip.Addr) bool {
+	for _, e := range n.c.Sim.Sim.Dump().ENIs {
+		for _, p := range e.IPv4Prefixes {
+			if p.Contains(a) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // startTwoNodes starts the two-node cluster with kube-proxy and enid's
