@@ -313,4 +313,3 @@ func (n *net2) allPodsIn(t *testing.T, ns, selector string) []corev1.Pod {
 	getJSON(t, n.c, &list, "-n", ns, "get", "pods", "-l", selector, "-o", "json")
 	return list.Items
 }
-
