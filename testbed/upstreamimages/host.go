@@ -24,7 +24,13 @@ import (
 // images carry.
 type hostTools struct {
 	busybox, dash, curl, nc, wget, ss, ip, bash string
+	nginx                                       string
 }
+
+// ciNginx is where .ci/run unpacks Debian's nginx package (dpkg-deb -x)
+// rather than installing it: installed, its service would start on the
+// host's port 80.
+const ciNginx = "/usr/local/lib/enid-ci/nginx/usr/sbin/nginx"
 
 // findHostTools finds each tool in the first of its usual places (Debian
 // with or without a merged /usr) and says which package to install for
@@ -49,6 +55,7 @@ func findHostTools() (hostTools, error) {
 		ss:      find("iproute2", "/usr/bin/ss", "/bin/ss", "/usr/sbin/ss", "/sbin/ss"),
 		ip:      find("iproute2", "/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"),
 		bash:    find("bash", "/usr/bin/bash", "/bin/bash"),
+		nginx:   find("nginx, or unpack it: apt-get download nginx && dpkg-deb -x nginx_*.deb /usr/local/lib/enid-ci/nginx", "/usr/sbin/nginx", ciNginx),
 	}
 	if len(missing) > 0 {
 		return h, fmt.Errorf("the upstream test images need: %s", strings.Join(missing, ", "))

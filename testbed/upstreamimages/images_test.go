@@ -204,6 +204,20 @@ func TestImagesRunTheSuitesCommands(t *testing.T) {
 		}
 	}
 
+	// nginx as the Endpoints and EndpointSlice tests' pods run it: the
+	// image's own command, serving on port 80.
+	p.startContainer(ctx, "nginx", Nginx)
+	var page string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		page, err = p.exec(ctx, `curl -g -q -s -i --connect-timeout 1 http://127.0.0.1:80/`)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || !strings.HasPrefix(page, "HTTP/1.1 200 OK") || !strings.Contains(page, "nginx serves this page") {
+		t.Errorf("nginx on port 80: %v\n%s", err, page)
+	}
+
 	// pause: the program upstream's image runs, with its version, as the
 	// user upstream's image names; it runs until signalled and then exits
 	// cleanly, as a sandbox must.

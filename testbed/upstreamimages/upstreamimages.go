@@ -46,11 +46,15 @@ const (
 	// Pause is the suite's name for the sandbox image, which some tests
 	// also run as a container (service latency, jobs).
 	Pause = "registry.k8s.io/pause:3.10.2"
+	// Nginx serves HTTP on port 80; the Endpoints and EndpointSlice tests
+	// run it as their pods' container. Upstream: the official nginx 1.27
+	// image; here Debian bookworm's nginx (1.22).
+	Nginx = "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"
 )
 
 // Names returns the names of the images Build writes, in the order of its
 // tarballs.
-func Names() []string { return []string{Agnhost, BusyBox, Pause} }
+func Names() []string { return []string{Agnhost, BusyBox, Pause, Nginx} }
 
 // pauseVersion is what the pause program prints for -v (upstream stamps
 // v<tag>-<git describe>; there is no git here).
@@ -99,6 +103,10 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	nginxFiles, err := nginxImage(ctx, host)
+	if err != nil {
+		return nil, err
+	}
 	images := []struct {
 		name  string
 		file  string
@@ -110,10 +118,15 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 			// The ports upstream's Dockerfile exposes (netexec, porter,
 			// serve-hostname, ...): documentation only, as in the original.
 			ExposedPorts: map[string]struct{}{"80/tcp": {}, "8080/tcp": {}, "8081/tcp": {}, "9376/tcp": {}, "5000/tcp": {}}}},
-		{BusyBox, "busybox.tar", append(busybox, baseFiles()...), v1.Config{
+		{BusyBox, "busybox.tar", append(busybox, baseFiles("", "")...), v1.Config{
 			Cmd: []string{"sh"}, Env: []string{pathEnv}, WorkingDir: "/"}},
 		{Pause, "pause.tar", []ociimage.File{{Path: "/pause", Mode: 0o755, Data: pause}}, v1.Config{
 			Entrypoint: []string{"/pause"}, User: "65535:65535", WorkingDir: "/"}},
+		{Nginx, "nginx.tar", nginxFiles, v1.Config{
+			Cmd: []string{"nginx", "-g", "daemon off;"}, Env: []string{pathEnv}, WorkingDir: "/",
+			ExposedPorts: map[string]struct{}{"80/tcp": {}},
+			// nginx's graceful stop, as the official image has it.
+			StopSignal: "SIGQUIT"}},
 	}
 	var tarballs []string
 	for _, im := range images {
@@ -173,19 +186,75 @@ func agnhostImage(ctx context.Context, src string, host hostTools, agnhost []byt
 		return nil, err
 	}
 	files = append(files, bb...)
-	return append(files, baseFiles()...), nil
+	// The user and group agnhost's Dockerfile adds (adduser -u 1000,
+	// addgroup -g 50000) for a supplemental-groups test.
+	return append(files, baseFiles("user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n",
+		"user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n")...), nil
+}
+
+// nginxImage lays out Debian's nginx with its libraries, a shell (busybox,
+// as the base image's), a configuration of ours that serves a page on port
+// 80 as the official image's default does, logs to the container's
+// standard output and error, and the nginx user it runs its workers as.
+func nginxImage(ctx context.Context, host hostTools) ([]ociimage.File, error) {
+	files, err := dynamicFiles(ctx, []placed{{host.nginx, "/usr/sbin/nginx"}})
+	if err != nil {
+		return nil, err
+	}
+	bb, err := busyboxFiles(ctx, host.busybox, "/bin", nil)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, bb...)
+	conf := `user nginx;
+worker_processes auto;
+error_log /dev/stderr notice;
+pid /run/nginx.pid;
+
+events {
+    worker_connections 1024;
+}
+
+http {
+    types {
+        text/html html htm;
+        text/plain txt;
+    }
+    default_type application/octet-stream;
+    access_log /dev/stdout;
+    sendfile on;
+    keepalive_timeout 65;
+
+    server {
+        listen 80;
+        listen [::]:80;
+        server_name localhost;
+        location / {
+            root /usr/share/nginx/html;
+            index index.html;
+        }
+    }
+}
+`
+	page := "<!DOCTYPE html>\n<html><head><title>nginx</title></head>\n<body><p>nginx serves this page.</p></body></html>\n"
+	files = append(files,
+		ociimage.File{Path: "/etc/nginx/nginx.conf", Mode: 0o644, Data: []byte(conf)},
+		ociimage.File{Path: "/usr/share/nginx/html/index.html", Mode: 0o644, Data: []byte(page)},
+		ociimage.File{Path: "/var/log/nginx/access.log", Link: "/dev/stdout"},
+		ociimage.File{Path: "/var/log/nginx/error.log", Link: "/dev/stderr"},
+		ociimage.File{Path: "/var/lib/nginx", Mode: fs.ModeDir | 0o755},
+		ociimage.File{Path: "/run", Mode: fs.ModeDir | 0o755},
+	)
+	return append(files, baseFiles("nginx:x:101:101:nginx:/nonexistent:/bin/false\n", "nginx:x:101:\n")...), nil
 }
 
 // baseFiles are the account files and /tmp every base image (alpine,
-// busybox) has; the user and group are the ones agnhost's Dockerfile adds.
-func baseFiles() []ociimage.File {
-	passwd := "root:x:0:0:root:/root:/bin/sh\n" +
-		"nobody:x:65534:65534:nobody:/:/sbin/nologin\n" +
-		"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n"
-	group := "root:x:0:root\n" +
-		"nogroup:x:65534:\n" +
-		"user-defined-in-image:x:1000:\n" +
-		"group-defined-in-image:x:50000:user-defined-in-image\n"
+// busybox) has, with the accounts an image adds (passwd and group lines).
+func baseFiles(passwd, group string) []ociimage.File {
+	passwd = "root:x:0:0:root:/root:/bin/sh\n" +
+		"nobody:x:65534:65534:nobody:/:/sbin/nologin\n" + passwd
+	group = "root:x:0:root\n" +
+		"nogroup:x:65534:\n" + group
 	return []ociimage.File{
 		{Path: "/etc/passwd", Mode: 0o644, Data: []byte(passwd)},
 		{Path: "/etc/group", Mode: 0o644, Data: []byte(group)},
