@@ -1,6 +1,7 @@
 package upstreamimages
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,6 +61,38 @@ func TestNamesAreTheSuites(t *testing.T) {
 	for _, n := range Names() {
 		if !slices.Contains(listed, n) {
 			t.Errorf("the suite does not list %s; it lists %d images:\n%s", n, len(listed), out)
+		}
+	}
+}
+
+// TestBuildIsDeterministic: two builds write the same bytes, so a cluster
+// that imports them again finds the images it has.
+func TestBuildIsDeterministic(t *testing.T) {
+	bin := kubeBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a, err := Build(ctx, t.TempDir(), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Build(ctx, t.TempDir(), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != len(Names()) || len(b) != len(a) {
+		t.Fatalf("tarballs %q and %q, want one per name of %q", a, b, Names())
+	}
+	for i := range a {
+		x, err := os.ReadFile(a[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := os.ReadFile(b[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s: two builds differ (%d and %d bytes)", Names()[i], len(x), len(y))
 		}
 	}
 }

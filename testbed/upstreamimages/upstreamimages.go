@@ -175,6 +175,7 @@ func agnhostImage(ctx context.Context, src string, host hostTools, agnhost []byt
 		return nil, err
 	}
 	files = append(files, tools...)
+	files = append(files, nsswitch)
 	// Where alpine has a real tool, busybox's applet of that name is not
 	// installed: one program per name, the one upstream's image runs.
 	shadowed := map[string]bool{}
@@ -206,6 +207,7 @@ func nginxImage(ctx context.Context, host hostTools) ([]ociimage.File, error) {
 		return nil, err
 	}
 	files = append(files, bb...)
+	files = append(files, nsswitch)
 	conf := `user nginx;
 worker_processes auto;
 error_log /dev/stderr notice;
@@ -247,6 +249,11 @@ http {
 	)
 	return append(files, baseFiles("nginx:x:101:101:nginx:/nonexistent:/bin/false\n", "nginx:x:101:\n")...), nil
 }
+
+// nsswitch makes the glibc programs (curl, wget, nginx) read /etc/hosts
+// before asking DNS, as Debian's default file says and as alpine's musl
+// does; without the file glibc asks DNS first.
+var nsswitch = ociimage.File{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("passwd: files\ngroup: files\nhosts: files dns\n")}
 
 // baseFiles are the account files and /tmp every base image (alpine,
 // busybox) has, with the accounts an image adds (passwd and group lines).
