@@ -27,40 +27,53 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// File is one regular file of a layer.
+// File is one entry of a layer: a regular file, or a directory when Mode
+// has fs.ModeDir, or a symbolic link when Link is set.
 type File struct {
 	// Path is absolute, slash-separated.
 	Path string
+	// Mode's permission bits are the entry's; of its other bits only
+	// fs.ModeDir (a directory with no files, such as a mount point) and,
+	// on a directory, fs.ModeSticky count.
 	Mode fs.FileMode
+	// Data is a regular file's content.
 	Data []byte
+	// Link, when set, makes the entry a symbolic link to Link (Mode and
+	// Data are then unused): one binary under many names, as busybox is.
+	Link string
 }
 
 // LayerTar writes files as one uncompressed tar, the same bytes for the
 // same files whatever their order or the clock: every parent directory
-// gets its own entry (0755), entries are sorted by path, every entry is
-// owned by root and stamped with epoch, in the USTAR format (no PAX
-// records with access or change times).
+// gets its own entry (0755 unless files name it), entries are sorted by
+// path, every entry is owned by root and stamped with epoch, in the USTAR
+// format (no PAX records with access or change times).
 func LayerTar(files []File, epoch time.Time) ([]byte, error) {
 	type entry struct {
 		name string
-		file *File
+		file *File // nil for a parent no file names
 	}
-	seen := map[string]bool{}
+	byName := map[string]bool{}
 	var entries []entry
 	for i := range files {
 		f := &files[i]
-		if !strings.HasPrefix(f.Path, "/") || path.Clean(f.Path) != f.Path {
+		if !strings.HasPrefix(f.Path, "/") || path.Clean(f.Path) != f.Path || f.Path == "/" {
 			return nil, fmt.Errorf("layer path %q: want a clean absolute path", f.Path)
 		}
 		name := strings.TrimPrefix(f.Path, "/")
-		if seen[name] {
+		if f.Link == "" && f.Mode.IsDir() {
+			name += "/"
+		}
+		if byName[strings.TrimSuffix(name, "/")] {
 			return nil, fmt.Errorf("layer path %q twice", f.Path)
 		}
-		seen[name] = true
+		byName[strings.TrimSuffix(name, "/")] = true
 		entries = append(entries, entry{name: name, file: f})
-		for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
-			if !seen[dir+"/"] {
-				seen[dir+"/"] = true
+	}
+	for _, e := range slices.Clone(entries) {
+		for dir := path.Dir(strings.TrimSuffix(e.name, "/")); dir != "."; dir = path.Dir(dir) {
+			if !byName[dir] {
+				byName[dir] = true
 				entries = append(entries, entry{name: dir + "/"})
 			}
 		}
@@ -70,15 +83,23 @@ func LayerTar(files []File, epoch time.Time) ([]byte, error) {
 	w := tar.NewWriter(&buf)
 	for _, e := range entries {
 		h := &tar.Header{Name: e.name, ModTime: epoch, Format: tar.FormatUSTAR, Uid: 0, Gid: 0}
-		if e.file == nil {
+		switch {
+		case e.file == nil:
 			h.Typeflag, h.Mode = tar.TypeDir, 0o755
-		} else {
+		case e.file.Link != "":
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, e.file.Link, 0o777
+		case e.file.Mode.IsDir():
+			h.Typeflag, h.Mode = tar.TypeDir, int64(e.file.Mode.Perm())
+			if e.file.Mode&fs.ModeSticky != 0 { // /tmp: anyone writes, only owners delete
+				h.Mode |= 0o1000
+			}
+		default:
 			h.Typeflag, h.Mode, h.Size = tar.TypeReg, int64(e.file.Mode.Perm()), int64(len(e.file.Data))
 		}
 		if err := w.WriteHeader(h); err != nil {
 			return nil, fmt.Errorf("layer entry %s: %w", e.name, err)
 		}
-		if e.file != nil {
+		if h.Typeflag == tar.TypeReg {
 			if _, err := w.Write(e.file.Data); err != nil {
 				return nil, fmt.Errorf("layer entry %s: %w", e.name, err)
 			}

@@ -1,9 +1,11 @@
 #!/bin/sh
 # build.sh builds kube-apiserver, kubectl and etcd (and, when asked, the
-# kubelet, kube-scheduler and kube-controller-manager) from the Go module
+# kubelet, kube-scheduler, kube-controller-manager, kube-proxy, the upstream
+# e2e suite e2e.test and its test program agnhost) from the Go module
 # proxy into a cache directory, once per machine, for the tests in
 # kube/kubetest and examples/kubernetes (kubectl renders the kustomizations),
-# for the real-cluster harness kube/clustertest (all six) and for
+# for the real-cluster harness testbed/cluster (all six), for the upstream
+# [sig-network] e2e tests (network-e2e) and for
 # desired/testdata/kubelet/capture.sh (the kubelet writes the checkpoint
 # files enid reads as hints). Prebuilt binaries cannot
 # be downloaded in our CI, but all of them build from modules: kubernetes' own
@@ -15,12 +17,21 @@
 #   DIR      default: $ENID_KUBE_BIN, else $XDG_CACHE_HOME/enid-kube, else
 #            $HOME/.cache/enid-kube. Prints DIR on success.
 #   PROGRAM  any of kube-apiserver kubectl etcd kubelet kube-scheduler
-#            kube-controller-manager, or "all" for the six; default: the
-#            first three (the other three cost another ~20 min on 2 loaded
-#            cores, and only the real-cluster harness and the capture script
-#            need them).
+#            kube-controller-manager kube-proxy e2e.test agnhost, or a group:
+#            "all" for the first six, "network-e2e" for the last three (what
+#            Kubernetes' own [sig-network] e2e tests need beside a cluster:
+#            kube-proxy on each node, the upstream suite binary e2e.test, and
+#            agnhost, the program in the suite's test images, see
+#            testbed/upstreamimages); default: the first three (the other
+#            three of "all" cost another ~20 min on 2 loaded cores, and only
+#            the real-cluster harness and the capture script need them).
 # Cost on a 2-core machine: ~5 min, ~3 GB peak RSS the first time for the
-# first three, ~25 min for all six; seconds after.
+# first three, ~25 min for all six; seconds after. network-e2e once all is
+# built (nice -n 10 on 2 loaded cores, 2026-12-03, wall time): the first
+# time kube-proxy 17 s and agnhost 9 s (most of their packages are the
+# six's), e2e.test 3 min 46 s with 2.9 GB peak RSS (the suite's own
+# packages); with a warm Go build cache 6 s, 10 s and 3 s (a relink each,
+# go mod tidy included). e2e.test is 118 MB, kube-proxy 79 MB, agnhost 64 MB.
 # A binary already built for these versions is not built again: each binary
 # has its own stamp, DIR/.version-PROGRAM (DIR/VERSION, the stamp of older
 # caches, still counts for the first three).
@@ -30,14 +41,16 @@ K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
 DIR=${1:-${ENID_KUBE_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/enid-kube}}
 [ $# -gt 0 ] && shift
-PROGRAMS=${*:-kube-apiserver kubectl etcd}
-[ "$PROGRAMS" = all ] && PROGRAMS="kube-apiserver kubectl etcd kubelet kube-scheduler kube-controller-manager"
 STAGING=v0.${K8S_VERSION#v1.}
 
-for p in $PROGRAMS; do
+PROGRAMS=""
+for p in ${*:-kube-apiserver kubectl etcd}; do
 	case $p in
-	kube-apiserver | kubectl | etcd | kubelet | kube-scheduler | kube-controller-manager) ;;
-	*) echo "build.sh: unknown program $p (want kube-apiserver, kubectl, etcd, kubelet, kube-scheduler, kube-controller-manager or all)" >&2; exit 2 ;;
+	all) PROGRAMS="$PROGRAMS kube-apiserver kubectl etcd kubelet kube-scheduler kube-controller-manager" ;;
+	network-e2e) PROGRAMS="$PROGRAMS kube-proxy e2e.test agnhost" ;;
+	kube-apiserver | kubectl | etcd | kubelet | kube-scheduler | kube-controller-manager | kube-proxy | e2e.test | agnhost)
+		PROGRAMS="$PROGRAMS $p" ;;
+	*) echo "build.sh: unknown program $p (want kube-apiserver, kubectl, etcd, kubelet, kube-scheduler, kube-controller-manager, kube-proxy, e2e.test, agnhost, all or network-e2e)" >&2; exit 2 ;;
 	esac
 done
 
@@ -89,6 +102,9 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/test/e2e"
+	_ "k8s.io/kubernetes/test/images/agnhost"
 )
 EOM
 GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
@@ -102,9 +118,16 @@ MINOR=${K8S_VERSION#v*.}; MINOR=${MINOR%%.*}
 LD="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=$MAJOR -X k8s.io/component-base/version.gitMinor=$MINOR"
 for cmd in $KUBE; do
 	# None of them needs cgo (kubelet-node.md): static binaries run in any
-	# mount namespace the harness makes, and one CGO_ENABLED for all lets
-	# the programs share their compiled packages.
-	CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
+	# mount namespace the harness makes (agnhost in an image with no libc),
+	# and one CGO_ENABLED for all lets the programs share their compiled
+	# packages.
+	case $cmd in
+	# The suite is a test binary: its specs are registered by its _test.go
+	# files, so it is built with go test -c.
+	e2e.test) CGO_ENABLED=0 nice -n 10 go test -c -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" k8s.io/kubernetes/test/e2e ;;
+	agnhost) CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" k8s.io/kubernetes/test/images/agnhost ;;
+	*) CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" ;;
+	esac
 	mv "$DIR/$cmd.tmp" "$DIR/$cmd"
 	stamp "$cmd"
 done

@@ -1,0 +1,452 @@
+package upstreamimages
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/enidnet/enid/kube/kubetest"
+	"github.com/enidnet/enid/testbed/ctrtest"
+)
+
+// kubeBin returns build.sh's cache when it holds agnhost; without it the
+// test skips, except where the Kubernetes binaries are required
+// (kubetest.Required: CI), where it fails.
+func kubeBin(t *testing.T) string {
+	t.Helper()
+	dir := kubetest.BinDir()
+	if dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "agnhost")); err == nil {
+			return dir
+		}
+	}
+	msg := "agnhost is not built: run sh kube/kubetest/build.sh DIR network-e2e"
+	if kubetest.Required() {
+		t.Fatal(msg + "; it is required here (CI=true or ENID_REQUIRE_KUBE=1)")
+	}
+	t.Skip("skipped: " + msg)
+	return ""
+}
+
+// TestNamesAreTheSuites: every image Build writes is one the suite of
+// KubernetesVersion asks for (e2e.test --list-images), so a pod of the
+// suite finds it imported and never tries a registry.
+func TestNamesAreTheSuites(t *testing.T) {
+	bin := filepath.Join(kubeBin(t), "e2e.test")
+	if _, err := os.Stat(bin); err != nil {
+		msg := "e2e.test is not built: run sh kube/kubetest/build.sh DIR network-e2e"
+		if kubetest.Required() {
+			t.Fatal(msg)
+		}
+		t.Skip("skipped: " + msg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--list-images")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("e2e.test --list-images: %v", err)
+	}
+	listed := strings.Fields(string(out))
+	for _, n := range Names() {
+		if !slices.Contains(listed, n) {
+			t.Errorf("the suite does not list %s; it lists %d images:\n%s", n, len(listed), out)
+		}
+	}
+}
+
+// TestBuildIsDeterministic: two builds write the same bytes, so a cluster
+// that imports them again finds the images it has.
+func TestBuildIsDeterministic(t *testing.T) {
+	bin := kubeBin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	a, err := Build(ctx, t.TempDir(), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Build(ctx, t.TempDir(), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != len(Names()) || len(b) != len(a) {
+		t.Fatalf("tarballs %q and %q, want one per name of %q", a, b, Names())
+	}
+	for i := range a {
+		x, err := os.ReadFile(a[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := os.ReadFile(b[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s: two builds differ (%d and %d bytes)", Names()[i], len(x), len(y))
+		}
+	}
+}
+
+// pod is a running agnhost container playing a pod: netexec serves in it
+// as in the suite's endpoint and test-container pods, and other containers
+// join its network namespace as a pod's containers share the sandbox's.
+type pod struct {
+	t      *testing.T
+	c      *ctrtest.Containerd
+	id     string   // its first container
+	netns  string   // /proc/PID/ns/net of its first container's task
+	execs  int      // numbers exec and run ids
+	detach []string // containers started detached, removed at cleanup
+}
+
+// TestImagesRunTheSuitesCommands imports the built images into a
+// containerd of the test's own and runs in them, with ctr, the commands
+// the [sig-network] tests run in their pods (kubectl exec ... /bin/sh -x
+// -c CMD, or a container's command), each with the output the suite
+// checks for. Each case names where in the suite its command comes from.
+func TestImagesRunTheSuitesCommands(t *testing.T) {
+	bin := kubeBin(t)
+	c := ctrtest.Start(t, "enid-upstreamimages-test")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tarballs, err := Build(ctx, t.TempDir(), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range tarballs {
+		if _, err := c.Run(ctx, "images", "import", tb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := c.Run(ctx, "images", "ls", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range Names() {
+		if !slices.Contains(strings.Fields(out), n) {
+			t.Fatalf("after the import, ctr images ls -q says %q, want %s", out, n)
+		}
+	}
+
+	// The suite's netexec endpoint pod (framework/network/utils.go
+	// createNetShellPodSpec): HTTP on 8080, UDP on 8081, NODE_NAME from
+	// the downward API.
+	p := startPod(ctx, t, c, "netexec", []string{"--env", "NODE_NAME=node-a"}, Agnhost,
+		"/agnhost", "netexec", "--http-port=8080", "--udp-port=8081")
+	p.waitServing(ctx)
+	host := strings.TrimSpace(p.mustExec(ctx, "hostname"))
+	if host == "" {
+		t.Fatal("hostname in the agnhost image printed nothing")
+	}
+	// A second server in the pod: the jig's TCP/UDP serve-hostname
+	// backends (framework/service/jig.go, /agnhost serve-hostname
+	// --http=false --tcp --udp).
+	p.startContainer(ctx, "serve-hostname", Agnhost, "/agnhost", "serve-hostname", "--http=false", "--tcp", "--udp", "--port=9376")
+
+	h := regexp.QuoteMeta(host)
+	for _, tc := range []struct {
+		from string // where the suite runs it
+		cmd  string
+		fail bool   // the suite wants a non-zero exit
+		want string // a regexp the trimmed standard output must match
+		// polled: the suite polls this command until it succeeds, and
+		// its first tries may fail for reasons of the server's making.
+		polled bool
+	}{
+		{"framework/network DialFromNode (udp)", `echo hostName | nc -w 1 -u 127.0.0.1 8081 | grep -v '^\s*$'`, false, "^" + h + "$", false},
+		{"framework/network DialFromNode (udp, NODE_NAME)", `echo 'envvar NODE_NAME' | nc -w 1 -u 127.0.0.1 8081 | grep -v '^\s*$'`, false, "^node-a$", false},
+		{"framework/network DialFromNode (http)", `curl -g -q -s --max-time 15 --connect-timeout 1 http://127.0.0.1:8080/hostName | grep -v '^\s*$'`, false, "^" + h + "$", false},
+		{"framework/network DialFromNode (http, NODE_NAME)", `curl -g -q -s --max-time 15 --connect-timeout 1 'http://127.0.0.1:8080/envvar?var=NODE_NAME' | grep -v '^\s*$'`, false, "^node-a$", false},
+		{"framework/network DialFromContainer (http)", `curl -g -q -s 'http://127.0.0.1:8080/dial?request=hostname&protocol=http&host=127.0.0.1&port=8080&tries=1'`, false, `^\{"responses":\["` + h + `"\]\}$`, false},
+		{"framework/network DialFromContainer (udp)", `curl -g -q -s 'http://127.0.0.1:8080/dial?request=hostname&protocol=udp&host=127.0.0.1&port=8081&tries=1'`, false, `^\{"responses":\["` + h + `"\]\}$`, false},
+		{"framework/network DialEchoFromTestContainer", `curl -g -q -s 'http://127.0.0.1:8080/dial?request=echo?msg=hello&protocol=http&host=127.0.0.1&port=8080&tries=1'`, false, `^\{"responses":\["hello"\]\}$`, false},
+		{"framework/network GetHTTPCodeFromTestContainer", `curl -g -q -s -o /dev/null -w %{http_code} http://127.0.0.1:8080/hostName`, false, "^200$", false},
+		{"framework/network GetSelfURL", `curl -i -q -s --connect-timeout 1 http://localhost:8080/healthz`, false, `^HTTP/1.1 200 OK`, false},
+		{"framework/service testEndpointReachability (tcp)", `echo hostName | nc -v -t -w 2 127.0.0.1 8080`, false, `HTTP/1.1 400 Bad Request`, false},
+		{"framework/service testEndpointReachability (udp)", `echo hostName | nc -v -u -w 2 127.0.0.1 8081`, false, "^" + h + "$", false},
+		// serve-hostname --tcp writes its name and closes at once: when
+		// nc's "hostName" arrives after the close, the server's reset can
+		// discard the name before nc reads it.
+		{"framework/service testEndpointReachability (serve-hostname tcp)", `echo hostName | nc -v -t -w 2 127.0.0.1 9376`, false, "^" + h + "$", true},
+		// nc -v -u first probes the port with a few "X" datagrams, and
+		// serve-hostname answers each: the name comes more than once.
+		{"framework/service testEndpointReachability (serve-hostname udp)", `echo hostName | nc -v -u -w 2 127.0.0.1 9376`, false, "^(" + h + ")+$", false},
+		{"network/service affinityCheckFromPod", `for i in $(seq 0 2); do echo; curl -q -s --connect-timeout 2 --max-time 60 http://127.0.0.1:8080/hostname ; done`, false, "^" + h + "\n\n?" + h + "\n\n?" + h + "$", false},
+		{"network/service verifyServeHostnameServiceUp", `for i in $(seq 1 3); do wget -q -O - -T 1 http://127.0.0.1:8080/hostname 2>&1 || true; echo; done`, false, "^" + h + "\n" + h + "\n" + h + "$", false},
+		{"network/service verifyServeHostnameServiceDown", `curl -g -s --connect-timeout 2 http://127.0.0.1:1 && echo service-down-failed`, true, "^$", false},
+		{"network/service (a service that must not answer)", `curl -q -s --connect-timeout 2 http://127.0.0.1:1/; test "$?" -ne "0"`, false, "^$", false},
+		{"network/service checkReachabilityFromPod", `wget -T 5 -qO- "http://127.0.0.1:8080/hostname"`, false, "^" + h + "$", false},
+		{"network/service (a node port no one listens on)", `! ss -ant46 'sport = :8089' | tail -n +2 | grep LISTEN`, false, "^$", false},
+		{"network/service (a node port someone listens on)", `! ss -ant46 'sport = :8080' | tail -n +2 | grep LISTEN`, true, "LISTEN", false},
+		{"network/service (agnhost connect, open)", `/agnhost connect --timeout=3s 127.0.0.1:8080`, false, "^$", false},
+		{"network/service (agnhost connect, closed)", `/agnhost connect --timeout=3s 127.0.0.1:1`, true, "", false},
+		{"network/service (source IP)", `curl -g -s --interface 127.0.0.1 --connect-timeout 3 http://127.0.0.1:8080/clientip`, false, `^127\.0\.0\.1:[0-9]+$`, false},
+		{"network/service (health check node port)", `curl -s -o /dev/null -w "%{http_code}" --max-time 5 http://127.0.0.1:8080/healthz`, false, "^200$", false},
+		{"network/kube_proxy (proxy mode, route_localnet)", `curl --silent 127.0.0.1:8080/hostname; echo; cat /proc/sys/net/ipv4/conf/all/route_localnet`, false, "^" + h + "\n[01]$", false},
+		{"network/service (a terminating pod's command)", `/bin/sleep 1`, false, "^$", false},
+		{"network/service (a failing container's command)", `/bin/false`, true, "^$", false},
+		{"network/service (evicted pod)", `dd if=/dev/urandom of=/tmp/file bs=1M count=1 2>/dev/null && ls -l /tmp/file`, false, "1048576", false},
+	} {
+		out, err := p.exec(ctx, tc.cmd)
+		for try := 1; tc.polled && try < 10 && (err != nil || !regexp.MustCompile(tc.want).MatchString(strings.TrimSpace(out))); try++ {
+			time.Sleep(time.Second)
+			out, err = p.exec(ctx, tc.cmd)
+		}
+		var ee *exec.ExitError
+		switch {
+		case err != nil && !errors.As(err, &ee):
+			t.Errorf("%s: %s: %v", tc.from, tc.cmd, err)
+			continue
+		case tc.fail && err == nil:
+			t.Errorf("%s: %s: exit 0, want a failure (output %q)", tc.from, tc.cmd, out)
+		case !tc.fail && err != nil:
+			t.Errorf("%s: %s: %v, want exit 0 (output %q)", tc.from, tc.cmd, err, out)
+		}
+		if !regexp.MustCompile(tc.want).MatchString(strings.TrimSpace(out)) {
+			t.Errorf("%s: %s printed %q, want it to match %q", tc.from, tc.cmd, out, tc.want)
+		}
+	}
+
+	// BusyBox in the pod's network (the conntrack tests' init and client
+	// containers: /bin/sh -c with echo, sleep and nc).
+	for _, tc := range []struct {
+		from string
+		args []string
+		want string
+	}{
+		{"network/conntrack (init container)", []string{"/bin/sh", "-c", "echo Pausing start. && sleep 1"}, "^Pausing start\\.$"},
+		{"network/conntrack (client: nc to a server)", []string{"sh", "-c", "echo hostName | nc -w 2 127.0.0.1 9376"}, "^" + h + "$"},
+	} {
+		out, err := p.run(ctx, BusyBox, tc.args...)
+		if err != nil {
+			t.Errorf("%s: %q in busybox: %v", tc.from, tc.args, err)
+			continue
+		}
+		if !regexp.MustCompile(tc.want).MatchString(strings.TrimSpace(out)) {
+			t.Errorf("%s: %q in busybox printed %q, want it to match %q", tc.from, tc.args, out, tc.want)
+		}
+	}
+
+	// nginx as the Endpoints and EndpointSlice tests' pods run it: the
+	// image's own command, serving on port 80.
+	p.startContainer(ctx, "nginx", Nginx)
+	var page string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		page, err = p.exec(ctx, `curl -g -q -s -i --connect-timeout 1 http://127.0.0.1:80/`)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || !strings.HasPrefix(page, "HTTP/1.1 200 OK") || !strings.Contains(page, "nginx serves this page") {
+		t.Errorf("nginx on port 80: %v\n%s", err, page)
+	}
+
+	// pause: the program upstream's image runs, with its version, as the
+	// user upstream's image names; it runs until signalled and then exits
+	// cleanly, as a sandbox must.
+	out, err = p.run(ctx, Pause, "/pause", "-v")
+	if err != nil || strings.TrimSpace(out) != "pause.c "+pauseVersion {
+		t.Errorf("pause -v: %q (%v), want %q", out, err, "pause.c "+pauseVersion)
+	}
+	checkRunsUntilSignalled(ctx, t, c, Pause, "65535", 0)
+	// agnhost's default command (Entrypoint /agnhost, Cmd pause): the
+	// container the suite makes of NewAgnhostPod with no arguments. It
+	// exits 2 on SIGTERM (agnhost/pause/pause.go: 1 for SIGINT, 2 for
+	// SIGTERM).
+	checkRunsUntilSignalled(ctx, t, c, Agnhost, "0", 2)
+}
+
+// startPod starts a container detached, as a pod's first container, and
+// returns it once its task runs.
+func startPod(ctx context.Context, t *testing.T, c *ctrtest.Containerd, id string, flags []string, image string, cmd ...string) *pod {
+	t.Helper()
+	p := &pod{t: t, c: c, id: id}
+	t.Cleanup(p.remove)
+	p.start(ctx, id, flags, image, cmd...)
+	pid := taskPID(ctx, t, c, id)
+	if pid == "" {
+		t.Fatalf("task %s is not running", id)
+	}
+	p.netns = "/proc/" + pid + "/ns/net"
+	return p
+}
+
+// start starts a detached container, its output in a log file shown if
+// the test fails.
+func (p *pod) start(ctx context.Context, id string, flags []string, image string, cmd ...string) {
+	p.t.Helper()
+	log := filepath.Join(p.t.TempDir(), id+".log")
+	p.detach = append(p.detach, id)
+	args := append([]string{"run", "-d", "--runc-root", p.c.RuncRoot, "--log-uri", "file://" + log}, flags...)
+	if _, err := p.c.Run(ctx, append(append(args, image, id), cmd...)...); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() {
+		if p.t.Failed() {
+			b, _ := os.ReadFile(log) // best effort: it only explains a failure
+			p.t.Logf("output of %s:\n%s", id, b)
+		}
+	})
+}
+
+// startContainer starts another container of the pod: in its network
+// namespace, detached.
+func (p *pod) startContainer(ctx context.Context, id, image string, cmd ...string) {
+	p.t.Helper()
+	p.start(ctx, id, []string{"--with-ns", "network:" + p.netns}, image, cmd...)
+}
+
+// waitServing waits until netexec answers on 8080 and 8081 inside the pod.
+func (p *pod) waitServing(ctx context.Context) {
+	p.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := p.exec(ctx, "curl -s -o /dev/null -w %{http_code} http://127.0.0.1:8080/healthz")
+		if err == nil && strings.TrimSpace(out) == "200" {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("netexec does not serve: %v %q", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// exec runs cmd in the pod's first container as the suite's RunHostCmd
+// does (kubectl exec POD -- /bin/sh -x -c CMD) and returns its standard
+// output; a non-zero exit is an *exec.ExitError.
+func (p *pod) exec(ctx context.Context, cmd string) (string, error) {
+	p.execs++
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, stderr, err := p.c.Output(ctx, "task", "exec", "--exec-id", fmt.Sprintf("exec-%d", p.execs), p.id, "/bin/sh", "-x", "-c", cmd)
+	if err != nil {
+		return out, fmt.Errorf("%w (stderr %q)", err, stderr)
+	}
+	return out, nil
+}
+
+func (p *pod) mustExec(ctx context.Context, cmd string) string {
+	p.t.Helper()
+	out, err := p.exec(ctx, cmd)
+	if err != nil {
+		p.t.Fatalf("%s: %v", cmd, err)
+	}
+	return out
+}
+
+// run runs a container of image in the pod's network namespace to its end
+// and returns its standard output.
+func (p *pod) run(ctx context.Context, image string, args ...string) (string, error) {
+	p.execs++
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, stderr, err := p.c.Output(ctx, append([]string{"run", "--rm", "--runc-root", p.c.RuncRoot,
+		"--with-ns", "network:" + p.netns, image, fmt.Sprintf("run-%d", p.execs)}, args...)...)
+	if err != nil {
+		return out, fmt.Errorf("%w (stderr %q)", err, stderr)
+	}
+	return out, nil
+}
+
+// remove kills and removes the pod's containers.
+func (p *pod) remove() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, id := range slices.Backward(p.detach) {
+		// SIGKILL: the servers have no state to save; a task already gone
+		// is fine, and the removals below report what is left.
+		_, _ = p.c.Run(ctx, "task", "kill", "-s", "SIGKILL", id)
+	}
+	for _, id := range p.detach {
+		deadline := time.Now().Add(20 * time.Second)
+		for taskPID(ctx, p.t, p.c, id) != "" && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if _, err := p.c.Run(ctx, "task", "rm", "-f", id); err != nil && !strings.Contains(err.Error(), "not found") {
+			p.t.Error(err)
+		}
+		if _, err := p.c.Run(ctx, "containers", "rm", id); err != nil {
+			p.t.Error(err)
+		}
+	}
+}
+
+// taskPID returns the pid of id's task while it runs ("" otherwise).
+func taskPID(ctx context.Context, t *testing.T, c *ctrtest.Containerd, id string) string {
+	t.Helper()
+	out, err := c.Run(ctx, "task", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == id && f[2] == "RUNNING" {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+// checkRunsUntilSignalled runs image's own entrypoint and command (no
+// arguments, as a pod that names only the image), wants it running as uid
+// after a second, then stops it with SIGTERM, as the kubelet does, and
+// wants exit status code.
+func checkRunsUntilSignalled(ctx context.Context, t *testing.T, c *ctrtest.Containerd, image, uid string, code int) {
+	t.Helper()
+	id := "default-" + strings.NewReplacer("/", "-", ":", "-", ".", "-").Replace(image[strings.LastIndex(image, "/")+1:])
+	cmd := exec.CommandContext(ctx, c.Ctr, "--address", c.Sock, "-n", c.Namespace, "run", "--rm", "--runc-root", c.RuncRoot, image, id)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	// Ends when the container ends: SIGTERM below, or ctx.
+	go func() { done <- cmd.Wait() }()
+	var pid string
+	for deadline := time.Now().Add(20 * time.Second); pid == "" && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		pid = taskPID(ctx, t, c, id)
+	}
+	if pid == "" {
+		t.Errorf("%s's default command is not running: %s", image, out.String())
+	} else {
+		time.Sleep(time.Second)
+		status, err := os.ReadFile("/proc/" + pid + "/status")
+		if err != nil {
+			t.Errorf("%s exited within a second: %v\n%s", image, err, out.String())
+		} else if m := regexp.MustCompile(`(?m)^Uid:\s+(\d+)`).FindSubmatch(status); m == nil || string(m[1]) != uid {
+			t.Errorf("%s runs as uid %q, want %s", image, m, uid)
+		}
+		if _, err := c.Run(ctx, "task", "kill", "-s", "SIGTERM", id); err != nil {
+			t.Error(err)
+		}
+	}
+	select {
+	case err := <-done:
+		got := 0
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			got = ee.ExitCode()
+		} else if err != nil {
+			t.Errorf("%s: %v", image, err)
+		}
+		if got != code {
+			t.Errorf("%s after SIGTERM: exit %d, want %d; output:\n%s", image, got, code, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s did not end 30 s after SIGTERM", image)
+		_, _ = c.Run(ctx, "task", "kill", "-s", "SIGKILL", id) // the test failed already; just end it
+		<-done
+	}
+	t.Logf("%s's default command said: %q", image, out.String())
+}
