@@ -66,6 +66,9 @@ func (c *Cluster) startControlPlane() {
 		"--etcd-servers", client,
 		"--bind-address", "0.0.0.0", "--secure-port", apiPort, "--advertise-address", c.NodeIP.String(),
 		"--endpoint-reconciler-type", c.endpointReconciler(),
+		// Nodes' names resolve nowhere here (no DNS): exec, logs and
+		// port-forward reach a kubelet at its Node's InternalIP.
+		"--kubelet-preferred-address-types", "InternalIP",
 		"--cert-dir", filepath.Join(c.Dir, "certs"),
 		"--token-auth-file", filepath.Join(c.Dir, "tokens.csv"),
 		"--authorization-mode", "Node,RBAC", "--enable-admission-plugins", "NodeRestriction",

@@ -1,0 +1,244 @@
+package cluster_test
+
+import (
+	"context"
+	"encoding/xml"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/enidnet/enid/kube/kubetest"
+	"github.com/enidnet/enid/testbed/upstreamimages"
+)
+
+var (
+	upstream = flag.Bool("upstream", false,
+		"run Kubernetes' own [sig-network] e2e tests (the upstream e2e.test, with ginkgo) on the two-node cluster; .ci/run does (docs/testing.md)")
+	upstreamProcs = flag.Int("upstream-procs", 4, "ginkgo processes running the upstream tests at once")
+	upstreamFocus = flag.String("upstream-focus", upstreamSelection,
+		"the upstream tests to run (a ginkgo focus regexp); the skip list applies to it")
+)
+
+// upstreamSelection is what TestUpstreamNetwork runs: the networking
+// granular checks (pod to pod and node to pod, HTTP and UDP, on one node
+// and across nodes, and through Services) and the Service tests.
+const upstreamSelection = `\[sig-network\] (Networking Granular Checks|Services) `
+
+// upstreamSkips are the selected tests that are not run, each with why it
+// cannot pass here. docs/testing.md lists them (TestUpstreamSkipsDocumented).
+var upstreamSkips = []struct{ pattern, reason string }{
+	{`\[Feature:SCTPConnectivity\]|SCTP`, "SCTP: the machine's kernel has no sctp module (no SCTP socket can be opened)"},
+	{`LoadBalancer`, "needs a cloud load balancer: enid is a CNI, the simulated cloud has no SLB"},
+	{`\[Disruptive\]`, "restarts or partitions nodes through SSH or a provider, which this cluster has neither of"},
+}
+
+// upstreamSkipRegexp joins the skip list for ginkgo's --skip.
+func upstreamSkipRegexp() string {
+	var ps []string
+	for _, s := range upstreamSkips {
+		ps = append(ps, s.pattern)
+	}
+	return strings.Join(ps, "|")
+}
+
+// TestUpstreamNetwork runs Kubernetes' own network tests, the upstream
+// e2e.test built from k8s.io/kubernetes at the kubelet's version, on the
+// two-node cluster networked by enid, with their images built here and
+// imported on both nodes. Every selected test must pass; it prints how
+// many ran, passed and were skipped. It runs only with -upstream (a run
+// takes minutes); .ci/run runs it.
+func TestUpstreamNetwork(t *testing.T) {
+	if !*upstream {
+		t.Skip("the upstream network tests run with -upstream (docs/testing.md, \"Kubernetes' own network tests\")")
+	}
+	bin := kubetest.BinDir()
+	for _, p := range []string{"e2e.test", "ginkgo"} {
+		if bin == "" || !isExec(filepath.Join(bin, p)) {
+			msg := p + " is not built (sh kube/kubetest/build.sh DIR all)"
+			if kubetest.Required() {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	images := upstreamImages(t)
+	n, done := startTwoNodes(t, images)
+	if !t.Run("apply", n.apply) {
+		return
+	}
+	t.Run("e2e.test", func(t *testing.T) { n.runUpstream(t, bin) })
+	done()
+}
+
+func isExec(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// runUpstream runs the selection with ginkgo in parallel from the first
+// node (where the API server's address is reachable), then reads its
+// JUnit report.
+func (n *net2) runUpstream(t *testing.T, bin string) {
+	c := n.c
+	report := filepath.Join(n.dir, "upstream")
+	if err := os.MkdirAll(report, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--net=" + c.Nodes[0].NS, "--", filepath.Join(bin, "ginkgo"),
+		fmt.Sprintf("--procs=%d", *upstreamProcs), "--no-color", "-v", "--timeout=40m",
+		"--focus=" + *upstreamFocus, "--skip=" + upstreamSkipRegexp(),
+		"--junit-report=" + filepath.Join(report, "junit.xml"),
+		filepath.Join(bin, "e2e.test"), "--",
+		"--kubeconfig=" + c.Kubeconfig, "--provider=skeleton", "--num-nodes=2",
+		"--kubectl-path=" + filepath.Join(bin, "kubectl"), "--report-dir=" + report,
+		"--minStartupPods=0", "--allowed-not-ready-nodes=0"}
+	logPath := filepath.Join(report, "ginkgo.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("nsenter", args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	start := time.Now()
+	runErr := cmd.Run()
+	logf.Close()
+	res, err := readJUnit(filepath.Join(report, "junit.xml"), regexp.MustCompile(*upstreamFocus))
+	if err != nil {
+		t.Fatalf("the upstream tests' report: %v (ginkgo: %v)\n%s", err, runErr, kubetest.Tail(logPath, 80))
+	}
+	t.Logf("upstream [sig-network]: %d selected, %d ran, %d passed, %d failed, %d skipped, in %s",
+		res.selected, res.ran, res.passed, len(res.failed), len(res.skipped), time.Since(start).Round(time.Second))
+	for _, s := range res.skipped {
+		t.Logf("skipped: %s", s)
+	}
+	for _, f := range res.failed {
+		t.Errorf("failed: %s", f)
+	}
+	if runErr != nil && len(res.failed) == 0 {
+		t.Errorf("ginkgo: %v\n%s", runErr, kubetest.Tail(logPath, 80))
+	}
+	if res.ran == 0 {
+		t.Errorf("no upstream test ran\n%s", kubetest.Tail(logPath, 80))
+	}
+	if t.Failed() {
+		t.Logf("ginkgo's output (tail):\n%s", kubetest.Tail(logPath, 200))
+	}
+}
+
+// junitResult counts the report's selected specs.
+type junitResult struct {
+	selected, ran, passed int
+	failed, skipped       []string
+}
+
+// readJUnit reads ginkgo's JUnit report: the specs whose name matches
+// focus, how many ran and passed, which failed and which were skipped
+// (with the skip list's or the test's own reason).
+func readJUnit(path string, focus *regexp.Regexp) (junitResult, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return junitResult{}, err
+	}
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Status  string `xml:"status,attr"`
+				Skipped *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"skipped"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+				Error *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"error"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		return junitResult{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var r junitResult
+	for _, s := range doc.Suites {
+		for _, tc := range s.Cases {
+			if !focus.MatchString(tc.Name) {
+				continue
+			}
+			r.selected++
+			switch {
+			case tc.Failure != nil || tc.Error != nil:
+				r.ran++
+				msg := ""
+				if tc.Failure != nil {
+					msg = tc.Failure.Message
+				} else {
+					msg = tc.Error.Message
+				}
+				r.failed = append(r.failed, tc.Name+": "+firstLine(msg))
+			case tc.Skipped != nil:
+				r.skipped = append(r.skipped, tc.Name+": "+skipReason(tc.Name, tc.Skipped.Message))
+			default:
+				r.ran++
+				r.passed++
+			}
+		}
+	}
+	slices.Sort(r.skipped)
+	return r, nil
+}
+
+// skipReason is the skip list's reason for a spec, or the test's own.
+func skipReason(name, msg string) string {
+	for _, s := range upstreamSkips {
+		if regexp.MustCompile(s.pattern).MatchString(name) {
+			return s.reason
+		}
+	}
+	return firstLine(msg)
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// TestUpstreamSkipsDocumented: docs/testing.md lists every pattern of the
+// skip list with its reason, so the list an operator reads is the one
+// that runs.
+func TestUpstreamSkipsDocumented(t *testing.T) {
+	root := filepath.Join("..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "docs", "testing.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, s := range upstreamSkips {
+		if !strings.Contains(doc, "`"+s.pattern+"`") || !strings.Contains(doc, s.reason) {
+			t.Errorf("docs/testing.md does not list the skip %q with its reason %q", s.pattern, s.reason)
+		}
+	}
+}
+
+// upstreamImages builds the images the upstream tests run (agnhost,
+// busybox, pause, ... under the names e2e.test asks for).
+func upstreamImages(t *testing.T) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	tarballs, err := upstreamimages.Build(ctx, t.TempDir(), kubetest.BinDir())
+	if err != nil {
+		t.Fatalf("the upstream tests' images: %v", err)
+	}
+	return tarballs
+}
