@@ -87,3 +87,23 @@ func prefixList(ps []netip.Prefix) string {
 // serviceCIDRs: pods are served, but their Service traffic leaves through
 // their ENI into a VPC that does not know ClusterIPs.
 const noServiceCIDRs = "config: serviceCIDRs is empty in mode exclusive-eni: exclusive pods cannot reach Services (ClusterIPs leave through their ENI into the VPC); set it to the cluster's Service range, e.g. serviceCIDRs: [10.96.0.0/12]"
+
+// overlapProblems lists the serviceCIDRs that overlap an observed
+// vSwitch's CIDR: an exclusive pod would send its traffic to those VPC
+// addresses through the node instead of its ENI (it still arrives, by
+// another path, with the node's netfilter in the way), which is almost
+// certainly a wrong range.
+func overlapProblems(cfg desired.Config, vsws []observed.VSwitch) []string {
+	var out []string
+	for _, p := range cfg.ServicePrefixes() {
+		for _, v := range vsws {
+			for _, c := range []netip.Prefix{v.CIDR, v.IPv6CIDR} {
+				if c.IsValid() && c.Overlaps(p) {
+					out = append(out, "config: serviceCIDRs "+p.String()+" overlaps vSwitch "+v.ID+" ("+c.String()+
+						"): exclusive pods reach those VPC addresses through the node, not their ENI; list only the cluster's Service range")
+				}
+			}
+		}
+	}
+	return out
+}

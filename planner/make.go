@@ -259,6 +259,7 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 		if len(d.Config.ServiceCIDRs) == 0 {
 			b.plan.Problems = append(b.plan.Problems, noServiceCIDRs)
 		}
+		b.plan.Problems = append(b.plan.Problems, overlapProblems(d.Config, o.VSwitches)...)
 	}
 	b.indexAddrs()
 	// Forget leak stamps of ENIs that are no longer Available.
