@@ -3,6 +3,7 @@ package desired
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -89,6 +90,13 @@ type Config struct {
 	Pool    Pool      `json:"pool"`
 	ENI     ENIConfig `json:"eni"`
 	Cloud   Cloud     `json:"cloud"`
+	// ServiceCIDRs are the destinations an exclusive-eni pod reaches
+	// through the node rather than its ENI: the cluster's Service
+	// (ClusterIP) ranges, which kube-proxy translates in the node's
+	// netfilter and the VPC does not route. IPv4 and IPv6 prefixes, as
+	// strings ("10.96.0.0/12"); ServicePrefixes parses them. Unused in
+	// shared-eni mode, where all pod traffic passes through the node.
+	ServiceCIDRs []string `json:"serviceCIDRs,omitempty"`
 	// StickyIPHold is how long a sticky pod's address is kept after the pod
 	// is deleted, waiting for it to come back under the same name.
 	StickyIPHold Duration `json:"stickyIPHold,omitempty"`
@@ -106,6 +114,18 @@ type Config struct {
 	StaleEntryTimeout Duration `json:"staleEntryTimeout,omitempty"`
 	// Overrides are per-node changes, applied in order to nodes they match.
 	Overrides []Override `json:"overrides,omitempty"`
+}
+
+// ServicePrefixes returns ServiceCIDRs parsed and masked, in order; a
+// string that does not parse is left out (Validate reports it).
+func (c Config) ServicePrefixes() []netip.Prefix {
+	var ps []netip.Prefix
+	for _, s := range c.ServiceCIDRs {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			ps = append(ps, p.Masked())
+		}
+	}
+	return ps
 }
 
 // StickyForStatefulSets reports whether StatefulSet pods get sticky

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"regexp"
@@ -90,6 +91,7 @@ func (c Config) problems() []Problem {
 	v.securityGroupSets(c.ENI, c.Pool.Batch)
 	v.cloud(c.Cloud)
 
+	v.serviceCIDRs(c.ServiceCIDRs)
 	v.duration("stickyIPHold", c.StickyIPHold)
 	v.duration("resyncPeriod", c.ResyncPeriod)
 	v.duration("staleEntryTimeout", c.StaleEntryTimeout)
@@ -317,5 +319,36 @@ func (v *validator) rate(path string, qps float64, burst int) {
 	}
 	if burst < 1 {
 		v.add(path+".burst", "must be >= 1 (got %d)", burst)
+	}
+}
+
+// maxServiceCIDRs caps serviceCIDRs: each is a route in every exclusive
+// pod; clusters have one Service range per family.
+const maxServiceCIDRs = 8
+
+// serviceCIDRs checks serviceCIDRs: prefixes in CIDR notation, with no
+// host bits, none twice, none that would take a pod's whole traffic.
+func (v *validator) serviceCIDRs(cidrs []string) {
+	if len(cidrs) > maxServiceCIDRs {
+		v.add("serviceCIDRs", "at most %d prefixes (got %d): list the cluster's Service ranges, one per family (kube-apiserver's --service-cluster-ip-range)", maxServiceCIDRs, len(cidrs))
+	}
+	seen := map[netip.Prefix]bool{}
+	for i, s := range cidrs {
+		path := fmt.Sprintf("serviceCIDRs[%d]", i)
+		p, err := netip.ParsePrefix(s)
+		switch {
+		case err != nil:
+			v.add(path, "must be an IPv4 or IPv6 prefix in CIDR notation, the cluster's Service range as kube-apiserver's --service-cluster-ip-range gives it, e.g. 10.96.0.0/12 (got %q)", s)
+		case p.Addr().Zone() != "" || p.Addr().Is4In6():
+			v.add(path, "must be a plain IPv4 or IPv6 prefix, e.g. 10.96.0.0/12 or fd00:10:96::/112 (got %q)", s)
+		case p.Masked() != p:
+			v.add(path, "has host bits set: write the network address, %s (got %q)", p.Masked(), s)
+		case p.Bits() == 0:
+			v.add(path, "%s would send all of a pod's traffic through the node instead of its ENI: list only the Service range, e.g. 10.96.0.0/12 (got %q)", p, s)
+		case seen[p]:
+			v.add(path, "%s is listed twice: remove one", p)
+		default:
+			seen[p] = true
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/enidnet/enid/observed"
@@ -211,6 +212,23 @@ func (d *Datapath) moveIn(ctx context.Context, pod *nsRef, mac net.HardwareAddr,
 // ensureViaRoutes makes the main table route each destination via gw out
 // of l (onlink), replacing a route to the same destination elsewhere.
 func ensureViaRoutes(h *netlink.Handle, l netlink.Link, gw netip.Addr, dsts []netip.Prefix, ch *Changes) error {
+	// Routes enid set before for prefixes no longer asked for (the
+	// config's serviceCIDRs changed) go first: only enid's, via gw on the
+	// service veth, which enid created.
+	have, err := viaRouteList(h, l, gw)
+	if err != nil {
+		return err
+	}
+	for _, r := range have {
+		dst := prefixOf(r.Dst)
+		if slices.Contains(dsts, dst) {
+			continue
+		}
+		if err := h.RouteDel(&r); err != nil && !isNotFound(mapErr(err)) {
+			return fmt.Errorf("delete route %s via %s: %w", dst, gw, mapErr(err))
+		}
+		ch.add("delete route %s via %s dev %s in pod", dst, gw, l.Attrs().Name)
+	}
 	for _, dst := range dsts {
 		routes, err := dump("list routes", func() ([]netlink.Route, error) {
 			return h.RouteListFiltered(familyOf(dst.Addr()), &netlink.Route{Table: unix.RT_TABLE_MAIN, Dst: ipNet(dst)},
@@ -235,6 +253,38 @@ func ensureViaRoutes(h *netlink.Handle, l netlink.Link, gw netip.Addr, dsts []ne
 		ch.add("add route %s via %s dev %s onlink in pod", dst, gw, l.Attrs().Name)
 	}
 	return nil
+}
+
+// viaRouteList lists the main-table routes of gw's family that enid set
+// on l via gw (protocol Proto): an exclusive pod's host routes.
+func viaRouteList(h *netlink.Handle, l netlink.Link, gw netip.Addr) ([]netlink.Route, error) {
+	routes, err := dump("list routes", func() ([]netlink.Route, error) {
+		return h.RouteListFiltered(familyOf(gw), &netlink.Route{Table: unix.RT_TABLE_MAIN, LinkIndex: l.Attrs().Index, Protocol: Proto},
+			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_OIF|netlink.RT_FILTER_PROTOCOL)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []netlink.Route
+	for _, r := range routes {
+		if r.Dst != nil && addrOf(r.Gw) == gw {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// viaRoutes returns the destinations of viaRouteList.
+func viaRoutes(h *netlink.Handle, l netlink.Link, gw netip.Addr) ([]netip.Prefix, error) {
+	routes, err := viaRouteList(h, l, gw)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	for _, r := range routes {
+		out = append(out, prefixOf(r.Dst))
+	}
+	return out, nil
 }
 
 // TeardownExclusive returns the ENI to the node under its original name

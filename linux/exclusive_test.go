@@ -2,6 +2,7 @@ package linux_test
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,9 +89,37 @@ func TestExclusiveENI(t *testing.T) {
 			got = append(got, p)
 		}
 	}
-	want := []observed.PodNet{{Key: s.Key, HostVeth: res.HostVeth, NetNS: ns, IPv4: podIP, IPv6: podIP6, ENIMAC: mac, Exclusive: true, Healthy: true}}
-	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+	want := []observed.PodNet{{Key: s.Key, HostVeth: res.HostVeth, NetNS: ns, IPv4: podIP, IPv6: podIP6, ENIMAC: mac, Exclusive: true,
+		HostRoutes: s.HostRoutes, Healthy: true}}
+	addrEq := cmp.Comparer(func(a, b netip.Addr) bool { return a == b })
+	prefixEq := cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })
+	if diff := cmp.Diff(want, got, addrEq, prefixEq); diff != "" {
 		t.Errorf("observed (-want +got):\n%s", diff)
+	}
+
+	// The host routes change (the config's serviceCIDRs did): the route no
+	// longer asked for goes, the new one comes, the others stay.
+	s.HostRoutes = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd99::/108")}
+	_, ch, err = e.dp.EnsureExclusive(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv := res.Interfaces[2].Name
+	wantCh := []string{"delete route 172.21.0.0/20 via 169.254.1.1 dev " + sv + " in pod", "add route 10.96.0.0/12 via 169.254.1.1 dev " + sv + " onlink in pod"}
+	if diff := cmp.Diff(wantCh, []string(ch)); diff != "" {
+		t.Errorf("changes of the new host routes (-want +got):\n%s", diff)
+	}
+	if pod := dumpNS(t, ns); contains(pod, "route 172.21.0.0/20 via 169.254.1.1 dev "+sv+" table 254 proto 222 scope 0") ||
+		!contains(pod, "route 10.96.0.0/12 via 169.254.1.1 dev "+sv+" table 254 proto 222 scope 0") {
+		t.Errorf("pod routes after the change:\n%s", pod)
+	}
+	if n, err = e.dp.Observe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range n.Pods {
+		if p.Key == s.Key && !slices.Equal(p.HostRoutes, s.HostRoutes) {
+			t.Errorf("observed host routes %v, want %v", p.HostRoutes, s.HostRoutes)
+		}
 	}
 	for _, d := range n.ENIDevices {
 		if d.MAC == mac {

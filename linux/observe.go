@@ -203,42 +203,45 @@ func (d *Datapath) observePod(v nodeView, idx podIndex, hv netlink.Link, lab lab
 		}
 	}
 	if podNS {
-		probs = append(probs, d.checkPodNS(hv, lab, p, ips)...)
+		var pprobs []string
+		pprobs, p.HostRoutes = d.checkPodNS(hv, lab, p, ips)
+		probs = append(probs, pprobs...)
 	}
 	p.Problems = probs
 	p.Healthy = len(probs) == 0
 	return p
 }
 
-// checkPodNS inspects the pod side of an attachment and lists problems.
-func (d *Datapath) checkPodNS(hv netlink.Link, lab label, p observed.PodNet, ips []netip.Addr) []string {
+// checkPodNS inspects the pod side of an attachment and lists problems;
+// for an exclusive one it also returns the host routes found in the pod.
+func (d *Datapath) checkPodNS(hv netlink.Link, lab label, p observed.PodNet, ips []netip.Addr) ([]string, []netip.Prefix) {
 	if lab.NetNS == "" {
-		return []string{"netns not recorded"}
+		return []string{"netns not recorded"}, nil
 	}
 	pod, err := d.openPod(lab.NetNS)
 	if err != nil {
-		return []string{fmt.Sprintf("netns %s: %v", lab.NetNS, err)}
+		return []string{fmt.Sprintf("netns %s: %v", lab.NetNS, err)}, nil
 	}
 	defer func() { _ = pod.Close() }() // releasing descriptors cannot fail usefully
 	if p.Exclusive {
 		return checkPodENI(pod, hv, lab, ips)
 	}
-	return d.checkPodVeth(pod, hv, lab, ips)
+	return d.checkPodVeth(pod, hv, lab, ips), nil
 }
 
 // checkPodENI inspects the pod side of an exclusive attachment: the ENI
 // in the pod under its name, up, carrying the default routes on eth0, and
-// the service veth paired with hv.
-func checkPodENI(pod *nsRef, hv netlink.Link, lab label, ips []netip.Addr) []string {
-	var probs []string
+// the service veth paired with hv; and returns the host routes enid set on
+// that veth (viaRoutes).
+func checkPodENI(pod *nsRef, hv netlink.Link, lab label, ips []netip.Addr) (probs []string, routes []netip.Prefix) {
 	problem := func(f string, a ...any) { probs = append(probs, fmt.Sprintf(f, a...)) }
 	mac, err := net.ParseMAC(lab.ENI)
 	if err != nil {
-		return []string{fmt.Sprintf("label eni %q: %v", lab.ENI, err)}
+		return []string{fmt.Sprintf("label eni %q: %v", lab.ENI, err)}, nil
 	}
 	l, err := linkByMAC(pod.h, mac)
 	if err != nil {
-		return []string{fmt.Sprintf("eni %s not in the pod: %v", lab.ENI, err)}
+		return []string{fmt.Sprintf("eni %s not in the pod: %v", lab.ENI, err)}, nil
 	}
 	if l.Attrs().Name != lab.Key.IfName {
 		problem("eni %s is named %s in the pod, not %s", lab.ENI, l.Attrs().Name, lab.Key.IfName)
@@ -254,10 +257,20 @@ func checkPodENI(pod *nsRef, hv netlink.Link, lab label, ips []netip.Addr) []str
 			problem("no %s default route via %s in the pod", familyName(ip), l.Attrs().Name)
 		}
 	}
-	if sv, err := linkByName(pod.h, svcVethName(lab.Key)); err != nil || !paired(hv, sv) {
+	sv, err := linkByName(pod.h, svcVethName(lab.Key))
+	if err != nil || !paired(hv, sv) {
 		problem("service veth %s missing in the pod", svcVethName(lab.Key))
+		return probs, nil
 	}
-	return probs
+	for _, ip := range ips {
+		rs, err := viaRoutes(pod.h, sv, podGateway(ip))
+		if err != nil {
+			problem("host routes in the pod: %v", err)
+		}
+		routes = append(routes, rs...)
+	}
+	slices.SortFunc(routes, netip.Prefix.Compare)
+	return probs, routes
 }
 
 // checkPodVeth inspects the pod side of a shared attachment: the pod's

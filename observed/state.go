@@ -295,6 +295,11 @@ type PodNet struct {
 	ENIMAC string
 	// Exclusive is true when an ENI was moved into the pod's netns.
 	Exclusive bool
+	// HostRoutes are, in exclusive mode, the destinations the pod routes
+	// through its service veth to the node (enid's routes via the
+	// service gateway in the pod), sorted; nil when none or when the
+	// pod's namespace was not read.
+	HostRoutes []netip.Prefix
 	// Healthy is true when every piece enid sets up for the attachment is
 	// present and correct (veth, addresses, routes, rules, neighbour).
 	Healthy bool

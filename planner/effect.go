@@ -319,7 +319,7 @@ func publishStatus(st *observed.State, a Action) {
 func podNet(a Action, r Result) observed.PodNet {
 	p := a.Pod
 	return observed.PodNet{Key: p.Key, HostVeth: r.HostVeth, NetNS: p.NetNS, IPv4: p.IPv4, IPv6: p.IPv6,
-		ENIMAC: p.ENIMAC, Exclusive: a.Kind == MoveENI, Healthy: true}
+		ENIMAC: p.ENIMAC, Exclusive: a.Kind == MoveENI, HostRoutes: a.HostRoutes, Healthy: true}
 }
 
 func withPod(st *observed.State, p observed.PodNet) { upsert(&st.Node.Pods, p, podCmp) }

@@ -57,6 +57,8 @@ type builder struct {
 	// excl is exclusive-ENI mode: one unit is a whole ENI, named by its
 	// primary address (and first IPv6).
 	excl bool
+	// hostRoutes are exclusive pods' routes through the node (hostroutes.go).
+	hostRoutes hostRoutes
 
 	plan     Plan
 	complete bool
@@ -252,6 +254,13 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	}
 	b.classifyENIs(o)
 	b.excl = d.Config.Mode == desired.ModeExclusiveENI
+	if b.excl {
+		b.hostRoutes = exclusiveHostRoutes(d.Config, o)
+		if len(d.Config.ServiceCIDRs) == 0 {
+			b.plan.Problems = append(b.plan.Problems, noServiceCIDRs)
+		}
+		b.plan.Problems = append(b.plan.Problems, overlapProblems(d.Config, o.VSwitches)...)
+	}
 	b.indexAddrs()
 	// Forget leak stamps of ENIs that are no longer Available.
 	for id := range b.mem.LeakedSince {

@@ -105,6 +105,10 @@ func (b *builder) podActions() {
 		pn := p.kn
 		good := pn != nil && pn.Healthy && pn.Exclusive == exclusive && pn.IPv4 == p.ipv4 &&
 			pn.IPv6 == p.ipv6 && pn.ENIMAC == e.eni.MAC
+		if good && exclusive {
+			_, differ := b.hostRoutes.differ(pn.HostRoutes, b.hostRoutes.forPod(p.ipv4.IsValid(), p.ipv6.IsValid()))
+			good = !differ
+		}
 		if good {
 			b.publish(st, p.pub, nil, true)
 			continue
@@ -176,8 +180,16 @@ func (b *builder) reservePodActions() {
 func (b *builder) setupAction(p *podState, gw, gw6 netip.Addr) Action {
 	e, pn, exclusive := p.eni, p.kn, b.excl
 	reason := Reason{p.source, sourceText(p.source)}
+	var routes []netip.Prefix
+	if exclusive {
+		routes = b.hostRoutes.forPod(p.ipv4.IsValid(), p.ipv6.IsValid())
+	}
 	if pn != nil {
-		reason = Reason{ReasonKernelDiffers, kernelDiff(pn, p, exclusive)}
+		text := kernelDiff(pn, p, exclusive)
+		if d, ok := b.hostRoutes.differ(pn.HostRoutes, routes); ok && exclusive {
+			text = strings.TrimPrefix(text+"; "+d, "; ")
+		}
+		reason = Reason{ReasonKernelDiffers, text}
 	}
 	kind := SetupPod
 	if exclusive {
@@ -193,6 +205,7 @@ func (b *builder) setupAction(p *podState, gw, gw6 netip.Addr) Action {
 		}),
 	}
 	if exclusive {
+		a.HostRoutes = routes
 		a.Prefix = prefixOf(p, e)
 		if gw6.IsValid() {
 			a.PrefixV6 = prefixV6Of(p, e)

@@ -321,6 +321,12 @@ type Action struct {
 	// PrefixV6 is the pod's IPv6 address with the vSwitch's IPv6 prefix
 	// length (MoveENI on a dual-stack or IPv6 node).
 	PrefixV6 netip.Prefix `json:"prefixV6,omitzero"`
+	// HostRoutes are the destinations a MoveENI's pod reaches through its
+	// service veth (via the node) rather than its ENI: the config's
+	// serviceCIDRs and the node's own primary address (/32), only those of
+	// the pod's families, sorted. The datapath installs exactly these and
+	// removes any other it installed before.
+	HostRoutes []netip.Prefix `json:"hostRoutes,omitempty"`
 	// Pod is the attachment for SetupPod, TeardownPod, MoveENI, ReturnENI.
 	Pod *PodTarget `json:"pod,omitempty"`
 	// Status is what PublishStatus writes; nil means remove the status file

@@ -64,6 +64,11 @@ func randomWorld(t *testing.T, seed uint64) {
 	}
 	must(fmt.Sprintf("config mode=%s stack=%s minIdle=%d maxIdle=%d minTotal=%d batch=%d delay=%ds cooldown=%ds hold=%ds vswitches=vsw-b,vsw-a sg=sg-1 ipv4Allocation=%s",
 		mode, stack, minIdle, maxIdle, r.IntN(8), 1+r.IntN(6), r.IntN(180), r.IntN(60), r.IntN(300), alloc))
+	if mode == "exclusive" {
+		// Exclusive pods carry host routes (no draw: the other worlds
+		// stay as they were).
+		must("config services=10.96.0.0/12,fd00:10:96::/112")
+	}
 	if r.IntN(2) == 0 {
 		must("eni eni-f foreign status=InUse dev=4 vsw=vsw-a ips=10.0.9.1,10.0.9.2")
 	}
@@ -111,6 +116,10 @@ func randomWorld(t *testing.T, seed uint64) {
 		}
 		if mode == "shared" && r.IntN(8) == 0 {
 			must("config ipv4Allocation=" + allocs[r.IntN(3)])
+		}
+		if mode == "exclusive" && r.IntN(8) == 0 {
+			// serviceCIDRs changed under running pods.
+			must("config services=" + []string{"", "10.96.0.0/12", "10.96.0.0/12,172.20.0.0/16,fd00:10:96::/112"}[r.IntN(3)])
 		}
 		if r.IntN(6) == 0 {
 			vsw := []string{"vsw-a", "vsw-b"}[r.IntN(2)]

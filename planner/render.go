@@ -195,6 +195,12 @@ func describe(a Action) string {
 			if a.Pod.MTU > 0 && (a.Kind == SetupPod || a.Kind == MoveENI) {
 				w.WriteString(" mtu " + itoa(a.Pod.MTU))
 			}
+			if len(a.HostRoutes) > 0 {
+				w.WriteString(" via node")
+				for _, r := range a.HostRoutes {
+					w.WriteString(" " + r.String())
+				}
+			}
 		}
 	case PublishStatus:
 		if a.Status == nil {

@@ -77,6 +77,7 @@ func (c *checker) common() {
 	c.deny(k != CreateENI && k != AssignIPs && (a.IPv4Count != 0 || a.IPv6Count != 0), "address counts")
 	c.deny(k != MoveENI && a.Prefix.IsValid(), "Prefix")
 	c.deny(k != MoveENI && a.PrefixV6.IsValid(), "PrefixV6")
+	c.deny(k != MoveENI && len(a.HostRoutes) > 0, "HostRoutes")
 	c.deny(k != CreateENI && k != UpdateENI && len(a.SecurityGroups) > 0, "SecurityGroups")
 	c.deny(k != CreateENI && k != AssignIPs && a.IPv4PrefixCount != 0, "IPv4PrefixCount")
 	c.deny(k != UnassignIPs && len(a.IPv4Prefixes) > 0, "IPv4Prefixes")
@@ -163,6 +164,10 @@ func (c *checker) podAction() {
 	if a.Kind == MoveENI {
 		c.need(a.Prefix.IsValid() || a.PrefixV6.IsValid(), "Prefix or PrefixV6")
 		c.need(!a.PrefixV6.IsValid() || a.GatewayV6.IsValid(), "GatewayV6 with PrefixV6")
+		for _, r := range a.HostRoutes {
+			fam := (r.Addr().Is4() && a.Prefix.IsValid()) || (r.Addr().Is6() && a.PrefixV6.IsValid())
+			c.need(r.IsValid() && r.Masked() == r && r.Bits() > 0 && fam, "HostRoutes of masked, non-default prefixes of the pod's families (got "+r.String()+")")
+		}
 	}
 }
 

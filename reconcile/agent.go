@@ -805,6 +805,11 @@ func (a *Agent) noteConfig(d desired.State) {
 		if a.configSeen != nil {
 			a.log.Info("config changed: applying it", "config", d.Config.String())
 		}
+		if d.Config.Mode == desired.ModeExclusiveENI && len(d.Config.ServiceCIDRs) == 0 {
+			// Served all the same (see docs/config.md); said once per
+			// config here, and on every plan.
+			a.log.Warn("serviceCIDRs is empty in mode exclusive-eni: exclusive pods cannot reach Services; set it to the cluster's Service range")
+		}
 		cfg := d.Config
 		a.configSeen = &cfg
 	}

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,5 +71,22 @@ func TestRefreshAfterConflict(t *testing.T) {
 	c.replace(observed.State{At: t0.Add(confirmRefresh), Complete: true})
 	if at, ok := c.refreshAt(time.Hour); !ok || !at.Equal(t0.Add(2*confirmRefresh)) {
 		t.Errorf("refreshAt after the observation that settled the conflict = %v, %v: want %v (the action's confirmation alone)", at, ok, t0.Add(2*confirmRefresh))
+	}
+}
+
+// TestReplaceNodeKeepsHostRoutes: a read of the node namespace alone
+// cannot see an exclusive pod's host routes (they are in its namespace);
+// the cache keeps those of the last full observation, or the planner would
+// set every exclusive pod up again after each node read.
+func TestReplaceNodeKeepsHostRoutes(t *testing.T) {
+	key := observed.AttachmentKey{ContainerID: "c1", IfName: "eth0"}
+	routes := []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("192.168.0.1/32")}
+	var c cache
+	c.replace(observed.State{Complete: true, Node: observed.Node{Pods: []observed.PodNet{
+		{Key: key, Exclusive: true, HostRoutes: routes, Healthy: true}}}})
+	c.replaceNode(observed.Node{Pods: []observed.PodNet{{Key: key, Exclusive: true, Healthy: true}}})
+	st, _ := c.snapshot()
+	if len(st.Node.Pods) != 1 || !slices.Equal(st.Node.Pods[0].HostRoutes, routes) {
+		t.Errorf("pods after a node read: %+v, want c1 with host routes %v", st.Node.Pods, routes)
 	}
 }

@@ -809,7 +809,8 @@ func (x *executor) setupPod(ctx context.Context, r *run, i int, a planner.Action
 func (x *executor) moveENI(ctx context.Context, r *run, i int, a planner.Action) error {
 	p := a.Pod
 	res, _, err := x.dp.EnsureExclusive(ctx, linux.ExclusiveSpec{Key: p.Key, NetNS: p.NetNS, IfName: p.IfName, MAC: p.ENIMAC,
-		Prefix: a.Prefix, Gateway: a.Gateway, PrefixV6: a.PrefixV6, GatewayV6: a.GatewayV6, MTU: p.MTU})
+		Prefix: a.Prefix, Gateway: a.Gateway, PrefixV6: a.PrefixV6, GatewayV6: a.GatewayV6, MTU: p.MTU,
+		HostRoutes: a.HostRoutes})
 	if err != nil {
 		return fmt.Errorf("move eni %s into pod %s: %w", p.ENIMAC, p.Key, err)
 	}

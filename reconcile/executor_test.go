@@ -393,9 +393,12 @@ func TestExecutorStatuses(t *testing.T) {
 }
 
 // TestExecutorMoveENIDualStack: a MoveENI carries the pod's IPv6 prefix
-// and gateway to the datapath, so the node holds both addresses and the
-// planner does not plan the move again (it did, after each full
-// observation, when only the IPv4 prefix reached the datapath).
+// and gateway, and its host routes (service CIDRs, the node's address),
+// to the datapath, so the node holds both addresses and the routes and
+// the planner does not plan the move again (it did, after each full
+// observation, when only the IPv4 prefix reached the datapath; and no
+// host route reached it at all, so Services were out of exclusive pods'
+// reach).
 func TestExecutorMoveENIDualStack(t *testing.T) {
 	r := newExecutorRig(t)
 	e := r.attached(t)
@@ -404,7 +407,8 @@ func TestExecutorMoveENIDualStack(t *testing.T) {
 	a := planner.Action{ID: 0, Kind: planner.MoveENI, Target: key.String(), ENIID: e.ID, MAC: e.MAC,
 		Prefix: netip.PrefixFrom(v4, 24), Gateway: netip.MustParseAddr("10.0.0.253"),
 		PrefixV6: netip.PrefixFrom(v6, 64), GatewayV6: netip.MustParseAddr("2408:4000:1::fffd"),
-		Pod: &planner.PodTarget{Key: key, NetNS: "/var/run/netns/c1", IfName: "eth0", IPv4: v4, IPv6: v6, ENIID: e.ID, ENIMAC: e.MAC}}
+		HostRoutes: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("192.168.0.10/32"), netip.MustParsePrefix("fd00:10:96::/112")},
+		Pod:        &planner.PodTarget{Key: key, NetNS: "/var/run/netns/c1", IfName: "eth0", IPv4: v4, IPv6: v6, ENIID: e.ID, ENIMAC: e.MAC}}
 	if err := a.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -415,6 +419,9 @@ func TestExecutorMoveENIDualStack(t *testing.T) {
 	}
 	if len(n.Pods) != 1 || n.Pods[0].IPv4 != v4 || n.Pods[0].IPv6 != v6 || !n.Pods[0].Exclusive {
 		t.Fatalf("node pods after MoveENI: %+v, want c1 exclusive with %s and %s", n.Pods, v4, v6)
+	}
+	if !slices.Equal(n.Pods[0].HostRoutes, a.HostRoutes) {
+		t.Errorf("host routes after MoveENI: %v, want the plan's %v", n.Pods[0].HostRoutes, a.HostRoutes)
 	}
 }
 

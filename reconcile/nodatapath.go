@@ -177,7 +177,7 @@ func (n *NoDatapath) EnsurePod(_ context.Context, s linux.PodSpec) (linux.PodRes
 
 // EnsureExclusive records the exclusive attachment.
 func (n *NoDatapath) EnsureExclusive(_ context.Context, s linux.ExclusiveSpec) (linux.PodResult, linux.Changes, error) {
-	return n.record(planner.Action{Kind: planner.MoveENI, Pod: &planner.PodTarget{Key: s.Key, NetNS: s.NetNS,
+	return n.record(planner.Action{Kind: planner.MoveENI, HostRoutes: s.HostRoutes, Pod: &planner.PodTarget{Key: s.Key, NetNS: s.NetNS,
 		IPv4: s.Prefix.Addr(), IPv6: s.PrefixV6.Addr(), ENIMAC: s.MAC}})
 }
 

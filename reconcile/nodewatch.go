@@ -120,8 +120,9 @@ func (a *Agent) rereadNode(ctx context.Context) {
 // replaceNode replaces the kernel half of the cached observation with a
 // reading of the node namespace alone. A pod's side (its namespace) is not
 // in that reading: a pod the cache holds unhealthy stays so, with its
-// problems, and one it holds healthy takes the node's verdict. At worst a
-// pod whose node-side problem was just repaired is set up once more (a
+// problems, and one it holds healthy takes the node's verdict; an
+// exclusive pod keeps the host routes last read in its namespace. At worst
+// a pod whose node-side problem was just repaired is set up once more (a
 // no-op); a node-side problem is never hidden.
 func (c *cache) replaceNode(n observed.Node) {
 	c.mu.Lock()
@@ -134,6 +135,9 @@ func (c *cache) replaceNode(n observed.Node) {
 	for i := range n.Pods {
 		p := &n.Pods[i]
 		j, ok := slices.BinarySearchFunc(old, p.Key, func(x observed.PodNet, k observed.AttachmentKey) int { return x.Key.Compare(k) })
+		if ok && p.HostRoutes == nil {
+			p.HostRoutes = old[j].HostRoutes
+		}
 		if ok && !old[j].Healthy {
 			p.Healthy = false
 			p.Problems = append(slices.Clone(p.Problems), old[j].Problems...)

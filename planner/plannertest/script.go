@@ -587,6 +587,9 @@ func applyConfig(c *desired.Config, a *scriptArgs, zone string) {
 	if v, ok := a.kv["sg"]; ok {
 		c.ENI.SecurityGroups = list(v)
 	}
+	if v, ok := a.kv["services"]; ok {
+		c.ServiceCIDRs = list(v)
+	}
 	if v, ok := a.kv["tags"]; ok {
 		c.ENI.Tags = map[string]string{}
 		for _, t := range list(v) {
@@ -655,6 +658,13 @@ func (w *World) Dump() string {
 		fmt.Fprintf(&b, "kernel %s%s", p.Key, joinAddrs([]netip.Addr{p.IPv4, p.IPv6}))
 		if p.Exclusive {
 			b.WriteString(" exclusive")
+		}
+		if len(p.HostRoutes) > 0 {
+			rs := make([]string, len(p.HostRoutes))
+			for i, r := range p.HostRoutes {
+				rs[i] = r.String()
+			}
+			b.WriteString(" hostRoutes=" + strings.Join(rs, ","))
 		}
 		b.WriteString("\n")
 	}
