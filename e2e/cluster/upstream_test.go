@@ -87,10 +87,19 @@ func isExec(p string) bool {
 // JUnit report.
 func (n *net2) runUpstream(t *testing.T, bin string) {
 	c := n.c
-	report := filepath.Join(n.dir, "upstream")
-	if err := os.MkdirAll(report, 0o755); err != nil {
+	// The report and ginkgo's output outlive a failed run (CI prints
+	// where); a passed run removes them.
+	report, err := os.MkdirTemp("", "enid-upstream-")
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("the upstream run's output and JUnit report are kept in %s", report)
+			return
+		}
+		os.RemoveAll(report)
+	}()
 	args := []string{"--net=" + c.Nodes[0].NS, "--", filepath.Join(bin, "ginkgo"),
 		fmt.Sprintf("--procs=%d", *upstreamProcs), "--no-color", "-v", "--timeout=40m",
 		"--focus=" + *upstreamFocus, "--skip=" + upstreamSkipRegexp(),
