@@ -17,21 +17,24 @@ import (
 // ENI" is then exactly "the route back to the source leaves by this veth",
 // which is what strict reverse-path filtering checks.
 //
-//   - IPv4: net.ipv4.conf.<veth>.rp_filter=1 (strict). The kernel applies
-//     max(conf.all, conf.<dev>), and a new namespace copies conf.all from
-//     the host's current value (devconf_inherit_init_net 0): a host with
-//     all=2 (loose; Ubuntu's default) would weaken every device, so the vpc
-//     namespace's conf.all is set to 0, which leaves each device's own value
-//     in force.
-//   - IPv6 has no rp_filter. The same check is an nftables rule in the vpc
-//     namespace, table ip6 simvpc, chain antispoof (prerouting, priority
-//     raw): iifname <veth> fib saddr . iif oif missing drop, i.e. "no route
-//     to the source through the device it came in on". Link-local sources
-//     (neighbour discovery) pass: fe80::/64 is routed on every veth. DAD
-//     probes (source ::) are dropped, which only lets DAD succeed.
+// The check is an nftables rule in the vpc namespace, table inet simvpc,
+// chain antispoof (prerouting, priority raw), one per ENI:
 //
-// `ip netns exec <vpc> nft list table ip6 simvpc` and
-// `sysctl net.ipv4.conf.<veth>.rp_filter` show it.
+//	iifname <veth> fib saddr . iif oif missing drop
+//
+// ("no route to the source through the device it came in on"), for IPv4
+// and IPv6 alike. Not rp_filter=1 on the veth, though it checks the same
+// for IPv4: the kernel applies rp_filter to ARP requests too (arp_process
+// validates the sender address as a source), and a node sends its ARP for
+// a secondary ENI's gateway with the address of another interface (the
+// primary's, when the pod's source is not local), so the vpc would refuse
+// to answer: the VPC answers ARP whatever its sender. nftables' inet
+// family never sees ARP. IPv6 has no rp_filter at all. Link-local sources
+// (neighbour discovery) pass: fe80::/64 is routed on every veth. DAD
+// probes (source ::) are dropped, which only lets DAD succeed.
+//
+// `ip netns exec <vpc> nft list table inet simvpc` shows it, with a
+// counter of the packets each rule dropped.
 
 // antiSpoofTable is the vpc namespace's nftables table of the IPv6 check.
 const antiSpoofTable = "simvpc"
@@ -39,12 +42,6 @@ const antiSpoofTable = "simvpc"
 // antiSpoof makes the vpc drop what arrives on the vpc end vpcDev of an
 // ENI's veth from a source that is not routed back to it.
 func antiSpoof(vpcNS, vpcDev string) error {
-	if err := writeSysctls(vpcNS, map[string]string{
-		"net/ipv4/conf/all/rp_filter":            "0",
-		"net/ipv4/conf/" + vpcDev + "/rp_filter": "1",
-	}); err != nil {
-		return fmt.Errorf("anti-spoofing on %s: %w", vpcDev, err)
-	}
 	fd, err := netns.GetFromPath(vpcNS)
 	if err != nil {
 		return fmt.Errorf("anti-spoofing on %s: %w", vpcDev, err)
@@ -56,7 +53,7 @@ func antiSpoof(vpcNS, vpcDev string) error {
 	}
 	// AddTable and AddChain create or leave in place: one table and chain
 	// for every ENI, one rule per ENI.
-	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv6, Name: antiSpoofTable})
+	t := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: antiSpoofTable})
 	policy := nftables.ChainPolicyAccept
 	ch := c.AddChain(&nftables.Chain{
 		Name: "antispoof", Table: t, Type: nftables.ChainTypeFilter,

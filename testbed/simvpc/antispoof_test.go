@@ -64,7 +64,7 @@ func arrives(t *testing.T, node string, src netip.Addr, rx *net.UDPConn) bool {
 // TestAntiSpoofing: what an ENI sends from one of its own addresses
 // (primary, secondary, IPv6) reaches the VPC; what it sends from another
 // ENI's address, or from an address of no ENI, is dropped, for IPv4 and
-// IPv6, even when the host's conf.all.rp_filter would make it loose.
+// IPv6, even when the vpc's conf.all.rp_filter is loose.
 func TestAntiSpoofing(t *testing.T) {
 	roottest.Need(t)
 	tp := linuxtest.NewTopology(t)
@@ -80,7 +80,7 @@ func TestAntiSpoofing(t *testing.T) {
 	if err := tp.PlugENI(macB, b, cidr, gw, b6); err != nil {
 		t.Fatal(err)
 	}
-	// What a host whose sysctl.d makes all interfaces loose (2) does to a
+	// What a host whose sysctl.d makes all interfaces loose (2) gives a
 	// new namespace: the topology must stay strict anyway.
 	if err := linuxtest.SetSysctl(tp.VPCNS, "net/ipv4/conf/all/rp_filter", "2"); err != nil {
 		t.Fatal(err)
