@@ -223,7 +223,7 @@ func replyTableProblem(c *nftables.Conn, primary string) (string, error) {
 	}
 	for i, r := range rules {
 		if !reflect.DeepEqual(r.Exprs, readBack(wantRules[i].Exprs)) || string(r.UserData) != string(wantRules[i].UserData) {
-			return fmt.Sprintf("chain %s rule %d is not %q", nftChain, i+1, ruleComment(wantRules[i])), nil
+			return fmt.Sprintf("chain %s rule %d differs from %q", nftChain, i+1, ruleComment(wantRules[i])), nil
 		}
 	}
 	return "", nil
@@ -296,7 +296,7 @@ func replyRules(t *nftables.Table, c *nftables.Chain, primary string) []*nftable
 	keep := u32(^uint32(MarkPrimary))
 	zero := u32(0)
 	return []*nftables.Rule{
-		{Table: t, Chain: c, UserData: comment(fmt.Sprintf("enid: iifname %q ct direction original ct mark set ct mark | %#x", primary, MarkPrimary)),
+		{Table: t, Chain: c, UserData: comment(fmt.Sprintf("enid: connection entering on %s: ct mark | %#x", primary, MarkPrimary)),
 			Exprs: []expr.Any{
 				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameBytes(primary)},
@@ -306,7 +306,7 @@ func replyRules(t *nftables.Table, c *nftables.Chain, primary string) []*nftable
 				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: keep, Xor: mark},
 				&expr.Ct{Key: expr.CtKeyMARK, Register: 1, SourceRegister: true},
 			}},
-		{Table: t, Chain: c, UserData: comment(fmt.Sprintf("enid: iifname \"%s*\" ct mark & %#x != 0 meta mark set meta mark | %#x", podVethPrefix, MarkPrimary, MarkPrimary)),
+		{Table: t, Chain: c, UserData: comment(fmt.Sprintf("enid: from a pod, of such a connection: meta mark | %#x", MarkPrimary)),
 			Exprs: []expr.Any{
 				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(podVethPrefix)},
