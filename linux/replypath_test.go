@@ -257,7 +257,13 @@ func nsName(path string) string { return path[strings.LastIndexByte(path, '/')+1
 // namespace.
 func iptables(t *testing.T, ns string, args ...string) {
 	t.Helper()
-	out, err := exec.Command("ip", append([]string{"netns", "exec", nsName(ns), "iptables", "-w"}, args...)...).CombinedOutput()
+	xtables(t, ns, "iptables", args...)
+}
+
+// xtables runs iptables or ip6tables in the namespace.
+func xtables(t *testing.T, ns, bin string, args ...string) {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"netns", "exec", nsName(ns), bin, "-w"}, args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("iptables %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -269,12 +275,16 @@ func iptables(t *testing.T, ns string, args ...string) {
 // POSTROUTING that it triggers.
 func kubeProxyNodePort(t *testing.T, ns string, node netip.Addr, port int, backend netip.AddrPort, masq bool) {
 	t.Helper()
-	dst := []string{"-d", node.String() + "/32", "-p", "tcp", "--dport", fmt.Sprint(port)}
-	if masq {
-		iptables(t, ns, append(append([]string{"-t", "nat", "-A", "PREROUTING"}, dst...), "-j", "MARK", "--set-xmark", "0x4000/0x4000")...)
-		iptables(t, ns, "-t", "nat", "-A", "POSTROUTING", "-m", "mark", "--mark", "0x4000/0x4000", "-j", "MASQUERADE")
+	bin := "iptables"
+	if node.Is6() {
+		bin = "ip6tables"
 	}
-	iptables(t, ns, append(append([]string{"-t", "nat", "-A", "PREROUTING"}, dst...), "-j", "DNAT", "--to-destination", backend.String())...)
+	dst := []string{"-d", netip.PrefixFrom(node, node.BitLen()).String(), "-p", "tcp", "--dport", fmt.Sprint(port)}
+	if masq {
+		xtables(t, ns, bin, append(append([]string{"-t", "nat", "-A", "PREROUTING"}, dst...), "-j", "MARK", "--set-xmark", "0x4000/0x4000")...)
+		xtables(t, ns, bin, "-t", "nat", "-A", "POSTROUTING", "-m", "mark", "--mark", "0x4000/0x4000", "-j", "MASQUERADE")
+	}
+	xtables(t, ns, bin, append(append([]string{"-t", "nat", "-A", "PREROUTING"}, dst...), "-j", "DNAT", "--to-destination", backend.String())...)
 }
 
 // serveTCP answers every connection to addr in the namespace with reply.
@@ -384,5 +394,69 @@ func TestReplyPathNodePort(t *testing.T) {
 	}
 	if err := try(30081, time.Second); err == nil {
 		t.Error("NodePort answered after RemoveReplyPath")
+	}
+}
+
+// TestReplyPathNodePortIPv6 is TestReplyPathNodePort over IPv6: the
+// primary interface has an IPv6 address and default route, ip6tables
+// DNATs <nodeIPv6>:<port> to the pod's IPv6 address, and the client is the
+// vpc's IPv6 host.
+func TestReplyPathNodePortIPv6(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := ctxT(t)
+	node6 := netip.MustParseAddr("fd00:9::5")
+	if err := e.tp.PlugENI(primaryMAC, primaryIP, primaryCIDR, primaryGW, node6); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.tp.AddressPrimary(primaryMAC, primaryIP, primaryCIDR, primaryGW); err != nil {
+		t.Fatal(err)
+	}
+	name, err := e.tp.NodeName(primaryMAC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := nsHandle(t, e.tp.NodeNS)
+	l, err := h.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: node6.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
+		t.Fatal(err)
+	}
+	gw6 := netip.MustParseAddr(linuxtest.GatewayV6)
+	if err := h.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, Gw: gw6.AsSlice()}); err != nil {
+		t.Fatal(err)
+	}
+	s := e.podSpec(t, 0, 10)
+	if _, _, err := e.dp.EnsurePod(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	backend := netip.AddrPortFrom(s.IPv6, 8080)
+	serveTCP(t, s.NetNS, backend, "pod")
+	kubeProxyNodePort(t, e.tp.NodeNS, node6, 30080, backend, true)
+	kubeProxyNodePort(t, e.tp.NodeNS, node6, 30081, backend, false)
+	client := netip.MustParseAddr(linuxtest.VPCHostV6)
+	try := func(port int, within time.Duration) error {
+		got, err := fetchTCP(e.tp.VPCNS, client, netip.AddrPortFrom(node6, uint16(port)), within)
+		if err == nil && got != "pod" {
+			err = fmt.Errorf("answer %q, want %q", got, "pod")
+		}
+		return err
+	}
+	if got, err := fetchTCP(e.tp.VPCNS, client, backend, 5*time.Second); err != nil || got != "pod" {
+		t.Fatalf("straight to the pod: %q, %v\n%s", got, err, netState(e.tp))
+	}
+	for _, port := range []int{30080, 30081} {
+		if err := try(port, time.Second); err == nil {
+			t.Errorf("NodePort [%s]:%d answered without the reply path", node6, port)
+		}
+	}
+	if _, err := e.dp.EnsureReplyPath(ctx, linux.ReplyPathSpec{PrimaryMAC: primaryMAC}); err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []int{30080, 30081} {
+		if err := try(port, 5*time.Second); err != nil {
+			t.Errorf("NodePort [%s]:%d with the reply path: %v", node6, port, err)
+		}
 	}
 }
