@@ -215,6 +215,25 @@ func TestServicesReplyPath(t *testing.T) {
 	if got, err := fetch(a.NetNS, netip.Addr{}, netip.AddrPortFrom(vipVPCMasq, 80), time.Second); err == nil {
 		t.Errorf("pod a -> ClusterIP of an address in the VPC, masqueraded: answered %q; docs/datapath.md says the VPC drops it", got)
 	}
+	// Restart: the agent, killed, finds its rule in place and its table
+	// gone (deleted while it was away); it puts the table back and keeps
+	// one rule per family.
+	n.agent.kill()
+	inNS(t, tp.NodeNS, "nft", "delete", "table", "inet", "enid")
+	n.startAgent()
+	n.waitReady(30 * time.Second)
+	waitFor(t, 20*time.Second, "the table put back after a restart", func() (bool, string) {
+		out, err := exec.Command("ip", "netns", "exec", nsName(tp.NodeNS), "nft", "list", "tables").CombinedOutput()
+		return err == nil && strings.Count(string(out), "table inet enid") == 1, string(out)
+	})
+	for _, fam := range []string{"-4", "-6"} {
+		if out := inNS(t, tp.NodeNS, "ip", fam, "rule", "show", "priority", "1024"); strings.Count(out, "fwmark 0x2000/0x2000 lookup main") != 1 {
+			t.Errorf("ip %s rule show priority 1024 after a restart:\n%s", fam, out)
+		}
+	}
+	if got, err := fetch(tp.VPCNS, vpcHost, netip.AddrPortFrom(nodeIP, 30081), 5*time.Second); err != nil || got != "a" {
+		t.Errorf("NodePort after a restart: %q, %v", got, err)
+	}
 	if t.Failed() {
 		t.Logf("vpc anti-spoofing:\n%s", inNS(t, tp.VPCNS, "nft", "list", "table", "inet", "simvpc"))
 		t.Logf("node nat:\n%s", inNS(t, tp.NodeNS, "iptables", "-w", "-t", "nat", "-S", "-v"))
