@@ -460,3 +460,22 @@ func TestReplyPathNodePortIPv6(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReplyPathConverged measures EnsureReplyPath on a node where it
+// is in place (what each full observation costs the agent).
+func BenchmarkReplyPathConverged(b *testing.B) {
+	e := newEnv(b, 1)
+	ctx := ctxT(b)
+	if err := e.tp.PlugENI(primaryMAC, primaryIP, primaryCIDR, primaryGW); err != nil {
+		b.Fatal(err)
+	}
+	spec := linux.ReplyPathSpec{PrimaryMAC: primaryMAC}
+	if _, err := e.dp.EnsureReplyPath(ctx, spec); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if ch, err := e.dp.EnsureReplyPath(ctx, spec); err != nil || len(ch) != 0 {
+			b.Fatal(ch, err)
+		}
+	}
+}
