@@ -14,6 +14,7 @@ import (
 
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/linux/linuxtest"
+	"github.com/enidnet/enid/observed"
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -477,5 +478,68 @@ func BenchmarkReplyPathConverged(b *testing.B) {
 		if ch, err := e.dp.EnsureReplyPath(ctx, spec); err != nil || len(ch) != 0 {
 			b.Fatal(ch, err)
 		}
+	}
+}
+
+// TestReplyPathNodePortExclusive: a NodePort to a pod that owns its ENI
+// (exclusive mode). The pod's default route is its own ENI's, so its
+// replies never pass the node's routing. Masqueraded, the reply goes to
+// the node's address through the VPC, arrives on the primary interface,
+// and conntrack sends it on: it works. Not masqueraded
+// (externalTrafficPolicy Local), the pod answers the client straight from
+// its own address, which the client's connection does not expect: that
+// fails, with or without the reply path (docs/datapath.md: not supported
+// in exclusive mode). If it starts to answer, update the docs.
+func TestReplyPathNodePortExclusive(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := ctxT(t)
+	plugPrimary(t, e.tp)
+	vpc := nsHandle(t, e.tp.VPCNS)
+	lo, err := vpc.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vpc.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: vpcClient.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
+		t.Fatal(err)
+	}
+	const mac = "02:00:00:00:00:98"
+	cidr := netip.MustParsePrefix("10.0.8.0/24")
+	gw := netip.MustParseAddr("10.0.8.253")
+	podIP := netip.MustParseAddr("10.0.8.7")
+	if err := e.tp.PlugENI(mac, podIP, cidr, gw); err != nil {
+		t.Fatal(err)
+	}
+	ns, cleanup, err := e.tp.NewPodNS("exclnp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	s := linux.ExclusiveSpec{
+		Key:   observed.AttachmentKey{ContainerID: "exclnp0", IfName: "eth0"},
+		NetNS: ns, IfName: "eth0", MAC: mac,
+		Prefix: netip.PrefixFrom(podIP, 24), Gateway: gw, MTU: 1500,
+		HostRoutes: []netip.Prefix{netip.MustParsePrefix("172.21.0.0/20")},
+	}
+	if _, _, err := e.dp.EnsureExclusive(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	// No shared ENI is configured on this node, and EnsureENI is what sets
+	// ip_forward: a Kubernetes node has it on anyway (kubeadm's preflight
+	// requires it).
+	if err := linuxtest.SetSysctl(e.tp.NodeNS, "net/ipv4/ip_forward", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.dp.EnsureReplyPath(ctx, linux.ReplyPathSpec{PrimaryMAC: primaryMAC}); err != nil {
+		t.Fatal(err)
+	}
+	backend := netip.AddrPortFrom(podIP, 8080)
+	serveTCP(t, ns, backend, "pod")
+	kubeProxyNodePort(t, e.tp.NodeNS, primaryIP, 30080, backend, true)
+	kubeProxyNodePort(t, e.tp.NodeNS, primaryIP, 30081, backend, false)
+	if got, err := fetchTCP(e.tp.VPCNS, vpcClient, netip.AddrPortFrom(primaryIP, 30080), 5*time.Second); err != nil || got != "pod" {
+		t.Errorf("masqueraded NodePort to an exclusive-ENI pod: %q, %v\n%s", got, err, netState(e.tp))
+	}
+	if got, err := fetchTCP(e.tp.VPCNS, vpcClient, netip.AddrPortFrom(primaryIP, 30081), time.Second); err == nil {
+		t.Errorf("NodePort without masquerade to an exclusive-ENI pod answered %q: docs/datapath.md says it cannot", got)
 	}
 }
