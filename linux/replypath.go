@@ -154,12 +154,15 @@ func (d *Datapath) ReplyPathProblems(primary string) ([]string, error) {
 		}
 		n := 0
 		for _, r := range rules {
-			if isMarkRule(r) {
+			switch {
+			case isWantedMarkRule(r):
 				n++
+			case isMarkRule(r):
+				problems = append(problems, "unexpected rule "+markRuleString(r))
 			}
 		}
 		if n != 1 {
-			problems = append(problems, fmt.Sprintf("%d rules %s, want 1", n, ruleString(markRule(fam))))
+			problems = append(problems, fmt.Sprintf("%d rules %s, want 1", n, markRuleString(markRule(fam))))
 		}
 	}
 	return problems, nil

@@ -172,6 +172,9 @@ func TestReplyPath(t *testing.T) {
 	if err := h.RuleAdd(&dup); err != nil {
 		t.Fatal(err)
 	}
+	if p, _ := e.dp.ReplyPathProblems(name); len(p) != 1 || !strings.HasPrefix(p[0], "unexpected rule ipv6") {
+		t.Errorf("problems with a wrong IPv6 rule at enid's priority: %q", p)
+	}
 	if ch, err := e.dp.EnsureReplyPath(ctx, spec); err != nil || len(ch) != 1 || !strings.HasPrefix(ch[0], "delete rule ipv6") {
 		t.Errorf("ensure after a wrong IPv6 rule: %q, %v", ch, err)
 	}
