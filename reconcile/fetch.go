@@ -86,6 +86,7 @@ func (a *Agent) applyFetch(ctx context.Context, now time.Time) {
 			a.log.Warn("sweep orphaned pod rules", "err", err)
 		}
 	}
+	a.ensureReplyPath(ctx, st)
 	a.fulls++
 	if st.Complete {
 		a.fullFails = 0

@@ -31,8 +31,11 @@ type rule struct {
 var (
 	sdk     = []string{"github.com/aliyun/alibaba-cloud-sdk-go/"}
 	netlink = []string{"github.com/vishvananda/netlink", "github.com/vishvananda/netns", "golang.org/x/sys/unix"}
-	cniLibs = []string{"github.com/containernetworking/cni/", "github.com/containernetworking/plugins/pkg/ns"}
-	k8s     = []string{"k8s.io/"}
+	// nftables is netfilter over netlink (the agent's image has no
+	// iptables or nft binary to exec).
+	nftables = append(slices.Clone(netlink), "github.com/google/nftables")
+	cniLibs  = []string{"github.com/containernetworking/cni/", "github.com/containernetworking/plugins/pkg/ns"}
+	k8s      = []string{"k8s.io/"}
 )
 
 var rules = map[string]rule{
@@ -45,7 +48,7 @@ var rules = map[string]rule{
 	"cloud": {enid: []string{"observed", "internal/clock", "internal/fileread"}, ext: append(slices.Clone(sdk), "sigs.k8s.io/yaml"),
 		why: "the only door to the cloud API: the SDK and the observed types; its config types are its own (not desired's); YAML for the credentials file"},
 	"cloud/ecssim": {why: "the simulator speaks HTTP the real SDK talks to: stdlib only, it shares no code with the client it tests"},
-	"linux":        {enid: []string{"observed", "internal/netnsid", "internal/podkey"}, ext: netlink, why: "the datapath: netlink and namespaces, reporting observed types"},
+	"linux":        {enid: []string{"observed", "internal/netnsid", "internal/podkey"}, ext: nftables, why: "the datapath: netlink (routes, rules, nftables) and namespaces, reporting observed types"},
 	"kube":         {enid: []string{"internal/clock"}, ext: k8s, why: "the only client-go user, with types of its own (and the agent's clock, a stdlib-only leaf)"},
 	"reconcile": {enid: []string{"cloud", "desired", "observed", "planner", "linux", "reconcile/status", "internal/clock", "internal/fileread", "internal/netnsid", "internal/podkey"},
 		ext: []string{"github.com/prometheus/client_golang/prometheus"}, why: "the loop joins the floors below it (never kube: cmd/enid wires it through interfaces)"},
@@ -65,7 +68,7 @@ var rules = map[string]rule{
 	"internal/podkey":   {why: "attachment identity (key, grammar, file names, atomic write): a stdlib-only leaf under observed"},
 	"internal/roottest": {why: "test helper: skip or fail without root"},
 	"testbed/cnirun":    {ext: []string{"github.com/containernetworking/cni/"}, why: "drives enid-cni through the real libcni (demo, bench, e2e)"},
-	"testbed/simvpc":    {ext: netlink, why: "the simulated VPC's namespaces, linked by enid demo: no test package"},
+	"testbed/simvpc":    {ext: nftables, why: "the simulated VPC's namespaces (and its anti-spoofing), linked by enid demo: no test package"},
 	"testbed/simnode":   {enid: []string{"cloud/ecssim", "testbed/simvpc"}, why: "a simulated node: the simulator plus its namespaces"},
 	"testbed/ctrtest": {enid: []string{"internal/roottest"}, ext: []string{"golang.org/x/sys/unix"},
 		why: "test helper: a test's own containerd, and what it leaves behind (e2e, image, upstreamimages)"},

@@ -21,9 +21,10 @@ const (
 	VPCHostV6 = simvpc.VPCHostV6
 )
 
-// New, Ping, Sysctl and SetSysctl are simvpc's.
+// New, InNS, Ping, Sysctl and SetSysctl are simvpc's.
 var (
 	New       = simvpc.New
+	InNS      = simvpc.InNS
 	Ping      = simvpc.Ping
 	Sysctl    = simvpc.Sysctl
 	SetSysctl = simvpc.SetSysctl

@@ -158,7 +158,8 @@ func (tp *Topology) DeletePodNS(path string) error {
 // (named eth1, eth2, ... in order of plugging, down) has the MAC, and
 // whose vpc end holds the vSwitch gateway (as /32) and GatewayV6, with /32
 // (or /128) routes and permanent neighbours for primary and ips, as the
-// VPC's own tables know where each address lives.
+// VPC's own tables know where each address lives. The vpc drops what the
+// ENI sends from any other source, as the VPC does (antispoof.go).
 func (tp *Topology) PlugENI(mac string, primary netip.Addr, cidr netip.Prefix, gateway netip.Addr, ips ...netip.Addr) error {
 	return tp.PlugENIInto(tp.NodeNS, mac, primary, cidr, gateway, ips...)
 }
@@ -226,6 +227,9 @@ func (tp *Topology) PlugENIInto(nodeNS, mac string, primary netip.Addr, cidr net
 	// does: an exclusive-ENI pod, which holds the vSwitch prefix on link,
 	// reaches another pod of the vSwitch through the VPC.
 	if err := writeSysctls(tp.VPCNS, map[string]string{"net/ipv4/conf/" + p.vpcName + "/proxy_arp": "1"}); err != nil {
+		return fmt.Errorf("plug eni %s: %w", mac, err)
+	}
+	if err := antiSpoof(tp.VPCNS, p.vpcName); err != nil {
 		return fmt.Errorf("plug eni %s: %w", mac, err)
 	}
 	return nil
