@@ -107,6 +107,13 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 	if err := ctx.Err(); err != nil {
 		return PodResult{}, err
 	}
+	// What the pod sends through its service veth (HostRoutes: Services,
+	// the node) is forwarded by the node: kube-proxy translates it there
+	// and routes it on. Shared-mode ENIs turn forwarding on (EnsureENI);
+	// a node with only exclusive pods has no such ENI, so the pod does.
+	if err := d.ensureForwarding(s.HostRoutes, ch); err != nil {
+		return PodResult{}, err
+	}
 	lab := label{Key: s.Key, NetNS: s.NetNS, Mode: modeExclusive, ENI: mac.String(), IPv4: s.Prefix.Addr(), IPv6: s.PrefixV6.Addr()}
 	hv, sv, err := d.ensureVeth(pod, HostVethName(s.Key), svcVethName(s.Key), s.MTU, lab.String(), ch)
 	if err != nil {
@@ -385,4 +392,30 @@ func (d *Datapath) restoreOnNode(l netlink.Link, ch *Changes) error {
 		ch.add("set %s up", lab.Orig)
 	}
 	return nil
+}
+
+// ensureForwarding turns the node's forwarding on for the families of
+// routes (none: nothing to forward).
+func (d *Datapath) ensureForwarding(routes []netip.Prefix, ch *Changes) error {
+	var set []sysctl
+	v4, v6 := false, false
+	for _, r := range routes {
+		if r.Addr().Is4() {
+			v4 = true
+		} else {
+			v6 = true
+		}
+	}
+	if v4 {
+		set = append(set, sysctl{path: []string{"net", "ipv4", "ip_forward"}, value: "1"})
+	}
+	if v6 {
+		set = append(set, sysctl{path: []string{"net", "ipv6", "conf", "all", "forwarding"}, value: "1"})
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	done, err := d.node.ensureSysctls(set)
+	*ch = append(*ch, done...)
+	return err
 }

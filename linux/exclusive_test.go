@@ -44,9 +44,21 @@ func TestExclusiveENI(t *testing.T) {
 		PrefixV6: netip.PrefixFrom(podIP6, 64), GatewayV6: netip.MustParseAddr(linuxtest.GatewayV6),
 		HostRoutes: []netip.Prefix{netip.MustParsePrefix("172.21.0.0/20"), netip.MustParsePrefix("fd99::/108")},
 	}
+	// A node whose only pods are exclusive has no shared-mode ENI to turn
+	// forwarding on: the pod's service veth does.
+	for _, k := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"} {
+		if err := linuxtest.SetSysctl(e.tp.NodeNS, k, "0"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	res, ch, err := e.dp.EnsureExclusive(ctx, s)
 	if err != nil {
 		t.Fatalf("ensure exclusive: %v (changes %v)", err, ch)
+	}
+	for _, k := range []string{"net/ipv4/ip_forward", "net/ipv6/conf/all/forwarding"} {
+		if v, err := linuxtest.Sysctl(e.tp.NodeNS, k); err != nil || v != "1" {
+			t.Errorf("node %s = %q (%v), want 1: the pod's Service traffic is forwarded by the node", k, v, err)
+		}
 	}
 	if res.PodMAC != mac || len(res.Interfaces) != 3 {
 		t.Errorf("result %+v", res)
