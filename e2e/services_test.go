@@ -205,15 +205,13 @@ func TestServicesReplyPath(t *testing.T) {
 			t.Errorf("%s: %q, %v; want %q", c.what, got, err, c.want)
 		}
 	}
-	// A known limit, not a goal (docs/datapath.md, "Services"): the pod's
-	// connection, masqueraded to the node's primary address, leaves by the
-	// pod's secondary ENI (rule 2048), and the VPC drops it. The reply
-	// path cannot help: nothing of it entered on the primary interface.
-	// kube-proxy must tell pod traffic apart (--detect-local-mode
-	// InterfaceNamePrefix, --pod-interface-name-prefix enid). If this
-	// starts to answer, enid changed: update the docs.
-	if got, err := fetchFrom(a.NetNS, netip.Addr{}, netip.AddrPortFrom(vipVPCMasq, 80), time.Second); err == nil {
-		t.Errorf("pod a -> ClusterIP of an address in the VPC, masqueraded: answered %q; docs/datapath.md says the VPC drops it", got)
+	// kube-proxy with --masquerade-all (or a --cluster-cidr without the
+	// vSwitches) marks the pod's own connection for masquerade: it leaves
+	// with the node's primary address, so rule PrioMasquerade sends it by
+	// the node's route (eth0); by the pod's ENI the VPC would drop it
+	// (docs/datapath.md, "Services").
+	if got, err := fetchFrom(a.NetNS, netip.Addr{}, netip.AddrPortFrom(vipVPCMasq, 80), 5*time.Second); err != nil || got != "vpc" {
+		t.Errorf("pod a -> ClusterIP of an address in the VPC, masqueraded: %q, %v; want %q", got, err, "vpc")
 	}
 	// Restart: the agent, killed, finds its rule in place and its table
 	// gone (deleted while it was away); it puts the table back and keeps

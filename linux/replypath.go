@@ -28,7 +28,10 @@ import (
 //     mangle): a packet of a connection's original direction arriving on
 //     the primary interface sets MarkPrimary in the connection's mark; a
 //     packet arriving on a pod's veth (enid*) of a connection whose mark
-//     holds MarkPrimary gets MarkPrimary in its packet mark.
+//     holds MarkPrimary gets MarkPrimary in its packet mark. A packet from a
+//     pod that kube-proxy marked for masquerade (MarkMasquerade, set in
+//     nat PREROUTING: the chain runs after it) sets MarkPrimary in its
+//     connection's mark first: it will leave with the node's address.
 //   - rule PrioMarked "fwmark MarkPrimary/MarkPrimary lookup main" (IPv4 and
 //     IPv6): such a packet is routed by the main table, out of the primary
 //     interface, before PrioFromPod can send it to the pod's ENI.
@@ -47,6 +50,14 @@ const (
 	// before PrioFromPod (which would send the reply out of the pod's ENI).
 	// AWS's VPC CNI uses 1024 for the same rule.
 	PrioMarked = 1024
+	// MarkMasquerade is kube-proxy's masquerade mark (its default
+	// masqueradeBit 14), set in nat PREROUTING on the first packet of what
+	// it will give the node's own address as source: a pod's connection
+	// to its node's NodePort, everything with masqueradeAll, pod traffic
+	// it takes for outside traffic. Such a connection of a pod's gets
+	// MarkPrimary too: it leaves with the node's address, so by the node's
+	// route.
+	MarkMasquerade = 0x4000
 	// NFTable is the name of enid's nftables table (family inet).
 	NFTable = "enid"
 	// nftChain is the table's only chain.
@@ -286,17 +297,19 @@ func (d *Datapath) ensureReplyTable(primary string, ch *Changes) error {
 }
 
 // replyChain is the table's chain: after conntrack (priority -200) so the
-// connection is known, before routing (every prerouting hook is).
+// connection is known, after nat (-100) so kube-proxy's masquerade mark is
+// set, before routing (every prerouting hook is).
 func replyChain(t *nftables.Table) *nftables.Chain {
 	accept := nftables.ChainPolicyAccept
 	return &nftables.Chain{Name: nftChain, Table: t, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityMangle, Policy: &accept}
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityFilter, Policy: &accept}
 }
 
-// replyRules are the chain's two rules, in order.
+// replyRules are the chain's three rules, in order.
 func replyRules(t *nftables.Table, c *nftables.Chain, primary string) []*nftables.Rule {
 	mark := u32(MarkPrimary)
 	keep := u32(^uint32(MarkPrimary))
+	masq := u32(MarkMasquerade)
 	zero := u32(0)
 	return []*nftables.Rule{
 		{Table: t, Chain: c, UserData: comment(fmt.Sprintf("enid: connection entering on %s: ct mark | %#x", primary, MarkPrimary)),
@@ -305,6 +318,17 @@ func replyRules(t *nftables.Table, c *nftables.Chain, primary string) []*nftable
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifnameBytes(primary)},
 				&expr.Ct{Key: expr.CtKeyDIRECTION, Register: 1},
 				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0}}, // IP_CT_DIR_ORIGINAL,
+				&expr.Ct{Key: expr.CtKeyMARK, Register: 1},
+				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: keep, Xor: mark},
+				&expr.Ct{Key: expr.CtKeyMARK, Register: 1, SourceRegister: true},
+			}},
+		{Table: t, Chain: c, UserData: comment(fmt.Sprintf("enid: from a pod, marked %#x by kube-proxy for masquerade: ct mark | %#x", MarkMasquerade, MarkPrimary)),
+			Exprs: []expr.Any{
+				&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+				&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(podVethPrefix)},
+				&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: masq, Xor: zero},
+				&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: zero},
 				&expr.Ct{Key: expr.CtKeyMARK, Register: 1},
 				&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: keep, Xor: mark},
 				&expr.Ct{Key: expr.CtKeyMARK, Register: 1, SourceRegister: true},

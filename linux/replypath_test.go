@@ -137,7 +137,9 @@ func TestReplyPath(t *testing.T) {
 	}
 	for _, want := range []string{
 		`iifname "` + name + `" ct direction original ct mark set ct mark | 0x00002000`,
+		`iifname "enid*" meta mark & 0x00004000 != 0x00000000 ct mark set ct mark | 0x00002000`,
 		`iifname "enid*" ct mark & 0x00002000 != 0x00000000 meta mark set meta mark | 0x00002000`,
+		`type filter hook prerouting priority filter; policy accept;`,
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("nft list table inet enid lacks %q:\n%s", want, out)
@@ -191,7 +193,7 @@ func TestReplyPath(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "exec", nsName(e.tp.NodeNS), "nft", "delete", "rule", "inet", "enid", "prerouting", "handle", string(handle)).CombinedOutput(); err != nil {
 		t.Fatalf("nft delete rule: %v\n%s", err, out)
 	}
-	if ch, err := e.dp.EnsureReplyPath(ctx, spec); err != nil || len(ch) != 1 || !strings.Contains(ch[0], "holds 1 rules, want 2") {
+	if ch, err := e.dp.EnsureReplyPath(ctx, spec); err != nil || len(ch) != 1 || !strings.Contains(ch[0], "holds 2 rules, want 3") {
 		t.Errorf("ensure after a rule was deleted: %q, %v", ch, err)
 	}
 	// The primary interface renamed: the table follows it.
