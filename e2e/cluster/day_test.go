@@ -50,6 +50,9 @@ type day struct {
 	image string
 	// alloc is the config's eni.ipv4Allocation ("": the default).
 	alloc string
+	// exclusive runs the config in mode exclusive-eni, with the cluster's
+	// Service range in serviceCIDRs and a pool of one or two spare ENIs.
+	exclusive bool
 }
 
 // TestOperatorsDay runs the steps in order on one cluster; a step that
@@ -150,14 +153,13 @@ patches:
 // itself).
 func (d *day) config(vsws ...string) string {
 	env := d.c.Sim.Env()
+	mode := "mode: shared-eni\npool:\n  minIdle: 2\n  maxIdle: 10\n  batch: 5\n"
+	if d.exclusive {
+		mode = fmt.Sprintf("mode: exclusive-eni\nserviceCIDRs: [%s]\npool:\n  minIdle: 1\n  maxIdle: 2\n  batch: 1\n", cluster.ServiceCIDR)
+	}
 	return fmt.Sprintf(`apiVersion: enid.dev/v1alpha1
 kind: AgentConfig
-mode: shared-eni
-pool:
-  minIdle: 2
-  maxIdle: 10
-  batch: 5
-  releaseDelay: 2s
+%s  releaseDelay: 2s
   cooldown: 1s
 eni:
   vSwitches:
@@ -168,7 +170,7 @@ cloud:
   metadataEndpoint: %s
   credentials:
     source: env
-`, zone, strings.Join(vsws, ", "), ecssim.DefaultSecurityGroup, d.allocLine(), env["ENID_ECS_ENDPOINT"], env["ENID_METADATA_ENDPOINT"])
+`, mode, zone, strings.Join(vsws, ", "), ecssim.DefaultSecurityGroup, d.allocLine(), env["ENID_ECS_ENDPOINT"], env["ENID_METADATA_ENDPOINT"])
 }
 
 func (d *day) allocLine() string {

@@ -106,16 +106,44 @@ func (n *net2) inPrefix(a netip.Addr) bool {
 	return false
 }
 
+// TestTwoNodesExclusive is the matrix in exclusive-ENI mode: every pod
+// owns an ENI, and reaches Services and its node through its service
+// veth (serviceCIDRs). kube-proxy masquerades all Service traffic
+// (masqueradeAll), which exclusive mode needs: a backend's default route
+// is its own ENI, so an unmasqueraded reply would skip the node's
+// conntrack (docs/config.md, "Services in exclusive mode").
+func TestTwoNodesExclusive(t *testing.T) {
+	n, done := startTwoNodesWith(t, nil, cluster.Options{InstanceType: "ecs.g7.4xlarge", MasqueradeAll: true})
+	n.exclusive = true
+	if !t.Run("apply", n.apply) {
+		return
+	}
+	if !t.Run("workload", n.workload) {
+		return
+	}
+	if !t.Run("exclusive", n.matrix) {
+		return
+	}
+	done()
+}
+
 // startTwoNodes starts the two-node cluster with kube-proxy and enid's
 // image (and images, imported on both nodes); done closes it and checks
 // the host is as before and no process is left.
 func startTwoNodes(t *testing.T, images []string) (n *net2, done func()) {
+	return startTwoNodesWith(t, images, cluster.Options{})
+}
+
+// startTwoNodesWith is startTwoNodes with o's InstanceType and
+// MasqueradeAll.
+func startTwoNodesWith(t *testing.T, images []string, o cluster.Options) (n *net2, done func()) {
 	before := cluster.Host()
 	d := &day{t: t, dir: t.TempDir()}
 	d.root = cluster.ModuleRoot(t)
 	tarball, image := cluster.EnidImage(t, d.root, "", d.dir)
 	d.image = image
 	d.c = cluster.Start(t, cluster.Options{Nodes: 2, KubeProxy: true, Images: append([]string{tarball}, images...),
+		InstanceType: o.InstanceType, MasqueradeAll: o.MasqueradeAll,
 		Taints: []string{startupTaint}, VSwitchID: vswMain,
 		Sim: ecssim.Config{VSwitches: []ecssim.VSwitchConfig{
 			{ID: vswMain, Zone: zone, CIDR: netip.MustParsePrefix("192.168.0.0/24")},

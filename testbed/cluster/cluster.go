@@ -85,7 +85,10 @@ type Options struct {
 	// API server publishes the kubernetes Service's endpoint (without it,
 	// the first node answers the Service's address itself).
 	KubeProxy bool
-	Logger    *slog.Logger
+	// MasqueradeAll makes kube-proxy masquerade all Service traffic
+	// (its masqueradeAll), as exclusive-ENI nodes need.
+	MasqueradeAll bool
+	Logger        *slog.Logger
 }
 
 // Cluster is a running cluster of one or more nodes.

@@ -31,6 +31,8 @@ detectLocalMode: InterfaceNamePrefix
 detectLocal:
   interfaceNamePrefix: enid
 oomScoreAdj: 0
+iptables:
+  masqueradeAll: %t
 conntrack:
   maxPerCore: 0
   min: 0
@@ -38,7 +40,7 @@ conntrack:
   tcpCloseWaitTimeout: 0s
   udpTimeout: 0s
   udpStreamTimeout: 0s
-`, kubeconfig, n.Name)
+`, kubeconfig, n.Name, n.c.o.MasqueradeAll)
 }
 
 // startKubeProxy starts kube-proxy on the node, as user system:kube-proxy
