@@ -75,15 +75,17 @@ type corefile struct {
 //     SERVFAIL, as on a real cluster without internet. Nothing better is
 //     honest: answering NXDOMAIN would claim the name does not exist.
 //   - cache 30, but not for the cluster domain: a Service created right
-//     after a failed lookup (the e2e tests do this all the time) must
-//     resolve at once, not after a cached NXDOMAIN expires.
+//     after a failed lookup of its name (an e2e test's client pod may ask
+//     before the Service's watch event arrives) must resolve at once, not
+//     after a cached NXDOMAIN expires (30 s, kubernetes' ttl).
 //   - loop: kept. If a node's resolv.conf names a loopback resolver
 //     (127.0.0.53 under systemd-resolved), forward would send queries back
 //     to this CoreDNS in its own network namespace; loop sees its probe
 //     return and CoreDNS exits with "Loop ... detected", a crash the pod
 //     status shows instead of a server that burns CPU and never answers.
-//     This machine's resolv.conf names 10.255.255.53, not a loopback
-//     address, so loop stays quiet here (its probes just time out).
+//     With an upstream that does not answer (offline), loop logs its
+//     failed probes a few times at start and CoreDNS keeps serving (seen
+//     with forward . 192.0.2.1 for 40 s).
 //   - reload picks up ConfigMap edits; loadbalance shuffles A records.
 //   - prometheus serves metrics on 9153 (the Service's metrics port).
 var corefileTemplate = template.Must(template.New("Corefile").Parse(`.:{{.Port}} {
