@@ -74,6 +74,8 @@ var rules = map[string]rule{
 		why: "test helper: a test's own containerd, and what it leaves behind (e2e, image, upstreamimages)"},
 	"testbed/upstreamimages": {enid: []string{"internal/ociimage"}, ext: []string{"github.com/google/go-containerregistry/"},
 		why: "the upstream e2e suite's images, built from local programs; never the cluster harness, which imports it"},
+	"testbed/clusterdns": {enid: []string{"internal/ociimage"}, ext: []string{"github.com/google/go-containerregistry/"},
+		why: "the cluster's DNS (CoreDNS image and manifests); never the cluster harness, which imports it"},
 	"linux/linuxtest": {enid: []string{"testbed/simvpc"}, why: "test helpers over simvpc"},
 	"kube/kubetest":   {ext: k8s, why: "test helper: a real kube-apiserver for tests"},
 	"testbed/cluster": {enid: []string{"cloud/ecssim", "kube/kubetest", "testbed/simnode", "testbed/simvpc", "testbed/ctrtest", "internal/ociimage"},

@@ -1,7 +1,7 @@
 #!/bin/sh
 # build.sh builds kube-apiserver, kubectl and etcd (and, when asked, the
 # kubelet, kube-scheduler, kube-controller-manager, kube-proxy, the upstream
-# e2e suite e2e.test and its test program agnhost) from the Go module
+# e2e suite e2e.test, its test program agnhost and CoreDNS) from the Go module
 # proxy into a cache directory, once per machine, for the tests in
 # kube/kubetest and examples/kubernetes (kubectl renders the kustomizations),
 # for the real-cluster harness testbed/cluster (all six), for the upstream
@@ -17,12 +17,13 @@
 #   DIR      default: $ENID_KUBE_BIN, else $XDG_CACHE_HOME/enid-kube, else
 #            $HOME/.cache/enid-kube. Prints DIR on success.
 #   PROGRAM  any of kube-apiserver kubectl etcd kubelet kube-scheduler
-#            kube-controller-manager kube-proxy e2e.test agnhost, or a group:
-#            "all" for the first six, "network-e2e" for the last three (what
-#            Kubernetes' own [sig-network] e2e tests need beside a cluster:
-#            kube-proxy on each node, the upstream suite binary e2e.test, and
-#            agnhost, the program in the suite's test images, see
-#            testbed/upstreamimages); default: the first three (the other
+#            kube-controller-manager kube-proxy e2e.test agnhost coredns, or a
+#            group: "all" for the first six, "network-e2e" for the last four
+#            (what Kubernetes' own [sig-network] e2e tests need beside a
+#            cluster: kube-proxy on each node, the upstream suite binary
+#            e2e.test, agnhost, the program in the suite's test images, and
+#            CoreDNS, which the DNS tests run in them and a cluster serves
+#            its DNS with; see testbed/upstreamimages); default: the first three (the other
 #            three of "all" cost another ~20 min on 2 loaded cores, and only
 #            the real-cluster harness and the capture script need them).
 # Cost on a 2-core machine: ~5 min, ~3 GB peak RSS the first time for the
@@ -31,7 +32,9 @@
 # time kube-proxy 17 s and agnhost 9 s (most of their packages are the
 # six's), e2e.test 3 min 46 s with 2.9 GB peak RSS (the suite's own
 # packages); with a warm Go build cache 6 s, 10 s and 3 s (a relink each,
-# go mod tidy included). e2e.test is 118 MB, kube-proxy 79 MB, agnhost 64 MB.
+# go mod tidy included). coredns, its own module like etcd: 4 min 33 s and
+# 1.1 GB peak RSS the first time (module downloads included), 10 s warm.
+# e2e.test is 118 MB, kube-proxy 79 MB, coredns 75 MB, agnhost 64 MB.
 # A binary already built for these versions is not built again: each binary
 # has its own stamp, DIR/.version-PROGRAM (DIR/VERSION, the stamp of older
 # caches, still counts for the first three).
@@ -39,6 +42,9 @@ set -eu
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.0}
+# The CoreDNS kubeadm deploys with this Kubernetes (cmd/kubeadm's
+# CoreDNSVersion).
+COREDNS_VERSION=${COREDNS_VERSION:-v1.14.6}
 DIR=${1:-${ENID_KUBE_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/enid-kube}}
 [ $# -gt 0 ] && shift
 STAGING=v0.${K8S_VERSION#v1.}
@@ -47,14 +53,20 @@ PROGRAMS=""
 for p in ${*:-kube-apiserver kubectl etcd}; do
 	case $p in
 	all) PROGRAMS="$PROGRAMS kube-apiserver kubectl etcd kubelet kube-scheduler kube-controller-manager" ;;
-	network-e2e) PROGRAMS="$PROGRAMS kube-proxy e2e.test agnhost" ;;
-	kube-apiserver | kubectl | etcd | kubelet | kube-scheduler | kube-controller-manager | kube-proxy | e2e.test | agnhost)
+	network-e2e) PROGRAMS="$PROGRAMS kube-proxy e2e.test agnhost coredns" ;;
+	kube-apiserver | kubectl | etcd | kubelet | kube-scheduler | kube-controller-manager | kube-proxy | e2e.test | agnhost | coredns)
 		PROGRAMS="$PROGRAMS $p" ;;
-	*) echo "build.sh: unknown program $p (want kube-apiserver, kubectl, etcd, kubelet, kube-scheduler, kube-controller-manager, kube-proxy, e2e.test, agnhost, all or network-e2e)" >&2; exit 2 ;;
+	*) echo "build.sh: unknown program $p (want kube-apiserver, kubectl, etcd, kubelet, kube-scheduler, kube-controller-manager, kube-proxy, e2e.test, agnhost, coredns, all or network-e2e)" >&2; exit 2 ;;
 	esac
 done
 
-version() { if [ "$1" = etcd ]; then echo "$ETCD_VERSION"; else echo "$K8S_VERSION"; fi; }
+version() {
+	case $1 in
+	etcd) echo "$ETCD_VERSION" ;;
+	coredns) echo "$COREDNS_VERSION" ;;
+	*) echo "$K8S_VERSION" ;;
+	esac
+}
 built() {
 	[ -x "$DIR/$1" ] || return 1
 	[ "$(cat "$DIR/.version-$1" 2>/dev/null)" = "$(version "$1")" ] && return 0
@@ -66,11 +78,16 @@ stamp() { version "$1" >"$DIR/.version-$1"; }
 mkdir -p "$DIR"
 KUBE=""
 ETCD=""
+COREDNS=""
 for p in $PROGRAMS; do
 	built "$p" && continue
-	if [ "$p" = etcd ]; then ETCD=etcd; else KUBE="$KUBE $p"; fi
+	case $p in
+	etcd) ETCD=etcd ;;
+	coredns) COREDNS=coredns ;;
+	*) KUBE="$KUBE $p" ;;
+	esac
 done
-if [ -z "$KUBE" ] && [ -z "$ETCD" ]; then
+if [ -z "$KUBE" ] && [ -z "$ETCD" ] && [ -z "$COREDNS" ]; then
 	echo "$DIR"
 	exit 0
 fi
@@ -155,6 +172,32 @@ go mod tidy
 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$DIR/etcd.tmp" go.etcd.io/etcd/server/v3
 mv "$DIR/etcd.tmp" "$DIR/etcd"
 stamp etcd
+fi
+
+# CoreDNS: its own module, like etcd. The DNS tests run it (as /coredns in
+# agnhost's image, see testbed/upstreamimages) and a cluster serves its
+# DNS with it.
+if [ -n "$COREDNS" ]; then
+mkdir -p "$WORK/coredns"
+cd "$WORK/coredns"
+cat >go.mod <<EOM
+module enidkubetest/coredns
+
+go 1.26.8
+
+require github.com/coredns/coredns $COREDNS_VERSION
+EOM
+cat >tools.go <<EOM
+//go:build tools
+
+package tools
+
+import _ "github.com/coredns/coredns"
+EOM
+go mod tidy
+CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$DIR/coredns.tmp" github.com/coredns/coredns
+mv "$DIR/coredns.tmp" "$DIR/coredns"
+stamp coredns
 fi
 
 # The stamp older scripts and caches know, once all three of theirs are built.
