@@ -134,8 +134,8 @@ func startTwoNodes(t *testing.T, images []string) (n *net2, done func()) {
 	return startTwoNodesWith(t, images, cluster.Options{})
 }
 
-// startTwoNodesWith is startTwoNodes with o's InstanceType and
-// MasqueradeAll.
+// startTwoNodesWith is startTwoNodes with o's InstanceType,
+// MasqueradeAll and DNS.
 func startTwoNodesWith(t *testing.T, images []string, o cluster.Options) (n *net2, done func()) {
 	before := cluster.Host()
 	d := &day{t: t, dir: t.TempDir()}
@@ -143,7 +143,7 @@ func startTwoNodesWith(t *testing.T, images []string, o cluster.Options) (n *net
 	tarball, image := cluster.EnidImage(t, d.root, "", d.dir)
 	d.image = image
 	d.c = cluster.Start(t, cluster.Options{Nodes: 2, KubeProxy: true, Images: append([]string{tarball}, images...),
-		InstanceType: o.InstanceType, MasqueradeAll: o.MasqueradeAll,
+		InstanceType: o.InstanceType, MasqueradeAll: o.MasqueradeAll, DNS: o.DNS,
 		Taints: []string{startupTaint}, VSwitchID: vswMain,
 		Sim: ecssim.Config{VSwitches: []ecssim.VSwitchConfig{
 			{ID: vswMain, Zone: zone, CIDR: netip.MustParsePrefix("192.168.0.0/24")},

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/kube/kubetest"
+	"github.com/enidnet/enid/testbed/cluster"
 	"github.com/enidnet/enid/testbed/upstreamimages"
 )
 
@@ -69,8 +70,11 @@ func TestUpstreamNetwork(t *testing.T) {
 		}
 	}
 	images := upstreamImages(t)
-	n, done := startTwoNodes(t, images)
+	n, done := startTwoNodesWith(t, images, cluster.Options{DNS: true})
 	if !t.Run("apply", n.apply) {
+		return
+	}
+	if !t.Run("dns", func(t *testing.T) { n.c.StartDNS() }) {
 		return
 	}
 	t.Run("e2e.test", func(t *testing.T) { n.runUpstream(t, bin) })

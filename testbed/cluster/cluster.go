@@ -85,6 +85,10 @@ type Options struct {
 	// API server publishes the kubernetes Service's endpoint (without it,
 	// the first node answers the Service's address itself).
 	KubeProxy bool
+	// DNS gives the cluster DNS: CoreDNS's image imported on every node,
+	// the kubelets' clusterDNS at DNSIP, and StartDNS to deploy it once a
+	// CNI serves pods (testbed/clusterdns).
+	DNS bool
 	// MasqueradeAll makes kube-proxy masquerade all Service traffic
 	// (its masqueradeAll), as exclusive-ENI nodes need.
 	MasqueradeAll bool
@@ -111,7 +115,9 @@ type Cluster struct {
 	bin        string
 	adminToken string
 	proxyToken string
-	closed     bool
+	// dnsImageName is CoreDNS's image (Options.DNS).
+	dnsImageName string
+	closed       bool
 }
 
 // Node is one node of the cluster: a simulated instance whose namespace
@@ -191,6 +197,9 @@ func Start(t testing.TB, o Options) *Cluster {
 		}
 	}
 	pods := c.buildPodImages()
+	if o.DNS {
+		pods = append(pods, c.dnsImage())
+	}
 	for _, n := range c.Nodes {
 		n.startNode()
 	}
@@ -228,6 +237,9 @@ func need(t testing.TB, o Options) string {
 	programs := Programs
 	if o.KubeProxy {
 		programs = append(slices.Clone(programs), "kube-proxy")
+	}
+	if o.DNS {
+		programs = append(slices.Clone(programs), "coredns")
 	}
 	for _, p := range programs {
 		if bin == "" || !isExec(filepath.Join(bin, p)) {

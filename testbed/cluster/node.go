@@ -208,7 +208,7 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.availab
 configMapAndSecretChangeDetectionStrategy: Watch
 syncFrequency: 10s
 resolvConf: /etc/resolv.conf
-`, n.cgroup, n.sock)
+%s`, n.cgroup, n.sock, n.c.dnsConfig())
 }
 
 // StartKubelet starts the kubelet (again, after StopKubelet), registering
