@@ -22,7 +22,7 @@ import (
 var (
 	upstream = flag.Bool("upstream", false,
 		"run Kubernetes' own [sig-network] e2e tests (the upstream e2e.test, with ginkgo) on the two-node cluster; .ci/run does (docs/testing.md)")
-	upstreamProcs = flag.Int("upstream-procs", 4, "ginkgo processes running the upstream tests at once")
+	upstreamProcs = flag.Int("upstream-procs", 8, "ginkgo processes running the upstream tests at once")
 	upstreamFocus = flag.String("upstream-focus", upstreamSelection,
 		"the upstream tests to run (a ginkgo focus regexp); the skip list applies to it")
 )
@@ -30,7 +30,7 @@ var (
 // upstreamSelection is what TestUpstreamNetwork runs: the networking
 // granular checks (pod to pod and node to pod, HTTP and UDP, on one node
 // and across nodes, and through Services) and the Service tests.
-const upstreamSelection = `\[sig-network\] (Networking Granular Checks|Services) `
+const upstreamSelection = `\[sig-network\] (Networking Granular Checks: |Services )`
 
 // upstreamSkips are the selected tests that are not run, each with why it
 // cannot pass here. docs/testing.md lists them (TestUpstreamSkipsDocumented).
