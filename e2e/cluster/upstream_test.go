@@ -35,7 +35,7 @@ const upstreamSelection = `\[sig-network\] (Networking Granular Checks: |Service
 // upstreamSkips are the selected tests that are not run, each with why it
 // cannot pass here. docs/testing.md lists them (TestUpstreamSkipsDocumented).
 var upstreamSkips = []struct{ pattern, reason string }{
-	{`\[Feature:SCTPConnectivity\]|SCTP`, "SCTP: this machine's kernel has no SCTP (an SCTP socket fails with EPROTONOSUPPORT, and it has no modules to load)"},
+	{`SCTP`, "SCTP: this machine's kernel has no SCTP (an SCTP socket fails with EPROTONOSUPPORT, and it has no modules to load)"},
 	{`LoadBalancer`, "needs a cloud load balancer: enid is a CNI, the simulated cloud has no SLB"},
 	{`\[Disruptive\]`, "restarts or partitions nodes through SSH or a provider, which this cluster has neither of"},
 }
