@@ -62,7 +62,7 @@ func TestUpstreamNetwork(t *testing.T) {
 	bin := kubetest.BinDir()
 	for _, p := range []string{"e2e.test", "ginkgo"} {
 		if bin == "" || !isExec(filepath.Join(bin, p)) {
-			msg := p + " is not built (sh kube/kubetest/build.sh DIR all)"
+			msg := p + " is not built (sh kube/kubetest/build.sh DIR network-e2e)"
 			if kubetest.Required() {
 				t.Fatal(msg)
 			}

@@ -17,11 +17,11 @@
 #   DIR      default: $ENID_KUBE_BIN, else $XDG_CACHE_HOME/enid-kube, else
 #            $HOME/.cache/enid-kube. Prints DIR on success.
 #   PROGRAM  any of kube-apiserver kubectl etcd kubelet kube-scheduler
-#            kube-controller-manager kube-proxy e2e.test agnhost coredns, or a
-#            group: "all" for the first six, "network-e2e" for the last four
+#            kube-controller-manager kube-proxy e2e.test ginkgo agnhost coredns,
+#            or a group: "all" for the first six, "network-e2e" for the last five
 #            (what Kubernetes' own [sig-network] e2e tests need beside a
 #            cluster: kube-proxy on each node, the upstream suite binary
-#            e2e.test, agnhost, the program in the suite's test images, and
+#            e2e.test and ginkgo's runner that runs it in parallel, agnhost, the program in the suite's test images, and
 #            CoreDNS, which the DNS tests run in them and a cluster serves
 #            its DNS with; see testbed/upstreamimages); default: the first three (the other
 #            three of "all" cost another ~20 min on 2 loaded cores, and only
@@ -53,10 +53,10 @@ PROGRAMS=""
 for p in ${*:-kube-apiserver kubectl etcd}; do
 	case $p in
 	all) PROGRAMS="$PROGRAMS kube-apiserver kubectl etcd kubelet kube-scheduler kube-controller-manager" ;;
-	network-e2e) PROGRAMS="$PROGRAMS kube-proxy e2e.test agnhost coredns" ;;
-	kube-apiserver | kubectl | etcd | kubelet | kube-scheduler | kube-controller-manager | kube-proxy | e2e.test | agnhost | coredns)
+	network-e2e) PROGRAMS="$PROGRAMS kube-proxy e2e.test ginkgo agnhost coredns" ;;
+	kube-apiserver | kubectl | etcd | kubelet | kube-scheduler | kube-controller-manager | kube-proxy | e2e.test | ginkgo | agnhost | coredns)
 		PROGRAMS="$PROGRAMS $p" ;;
-	*) echo "build.sh: unknown program $p (want kube-apiserver, kubectl, etcd, kubelet, kube-scheduler, kube-controller-manager, kube-proxy, e2e.test, agnhost, coredns, all or network-e2e)" >&2; exit 2 ;;
+	*) echo "build.sh: unknown program $p (want kube-apiserver, kubectl, etcd, kubelet, kube-scheduler, kube-controller-manager, kube-proxy, e2e.test, ginkgo, agnhost, coredns, all or network-e2e)" >&2; exit 2 ;;
 	esac
 done
 
@@ -122,6 +122,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-proxy"
 	_ "k8s.io/kubernetes/test/e2e"
 	_ "k8s.io/kubernetes/test/images/agnhost"
+	_ "github.com/onsi/ginkgo/v2/ginkgo"
 )
 EOM
 GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
@@ -143,6 +144,9 @@ for cmd in $KUBE; do
 	# files, so it is built with go test -c.
 	e2e.test) CGO_ENABLED=0 nice -n 10 go test -c -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" k8s.io/kubernetes/test/e2e ;;
 	agnhost) CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" k8s.io/kubernetes/test/images/agnhost ;;
+	# ginkgo's runner, at the version the suite was built with (kubernetes'
+	# go.mod pins it): it runs e2e.test in parallel processes.
+	ginkgo) CGO_ENABLED=0 nice -n 10 go build -trimpath -o "$DIR/$cmd.tmp" github.com/onsi/ginkgo/v2/ginkgo ;;
 	*) CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" ;;
 	esac
 	mv "$DIR/$cmd.tmp" "$DIR/$cmd"
