@@ -24,6 +24,7 @@ import (
 // images carry.
 type hostTools struct {
 	busybox, dash, curl, nc, wget, ss, ip, bash string
+	dig, nslookup, host, getent                 string
 	nginx                                       string
 }
 
@@ -47,15 +48,19 @@ func findHostTools() (hostTools, error) {
 		return ""
 	}
 	h := hostTools{
-		busybox: find("busybox-static", "/usr/bin/busybox", "/bin/busybox"),
-		dash:    find("dash", "/usr/bin/dash", "/bin/dash"),
-		curl:    find("curl", "/usr/bin/curl", "/bin/curl"),
-		nc:      find("netcat-openbsd", "/usr/bin/nc.openbsd", "/bin/nc.openbsd"),
-		wget:    find("wget", "/usr/bin/wget", "/bin/wget"),
-		ss:      find("iproute2", "/usr/bin/ss", "/bin/ss", "/usr/sbin/ss", "/sbin/ss"),
-		ip:      find("iproute2", "/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"),
-		bash:    find("bash", "/usr/bin/bash", "/bin/bash"),
-		nginx:   find("nginx, or unpack it: apt-get download nginx && dpkg-deb -x nginx_*.deb /usr/local/lib/enid-ci/nginx", "/usr/sbin/nginx", ciNginx),
+		busybox:  find("busybox-static", "/usr/bin/busybox", "/bin/busybox"),
+		dash:     find("dash", "/usr/bin/dash", "/bin/dash"),
+		curl:     find("curl", "/usr/bin/curl", "/bin/curl"),
+		nc:       find("netcat-openbsd", "/usr/bin/nc.openbsd", "/bin/nc.openbsd"),
+		wget:     find("wget", "/usr/bin/wget", "/bin/wget"),
+		ss:       find("iproute2", "/usr/bin/ss", "/bin/ss", "/usr/sbin/ss", "/sbin/ss"),
+		ip:       find("iproute2", "/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"),
+		bash:     find("bash", "/usr/bin/bash", "/bin/bash"),
+		dig:      find("bind9-dnsutils", "/usr/bin/dig", "/bin/dig"),
+		nslookup: find("bind9-dnsutils", "/usr/bin/nslookup", "/bin/nslookup"),
+		host:     find("bind9-dnsutils", "/usr/bin/host", "/bin/host"),
+		getent:   find("libc-bin", "/usr/bin/getent", "/bin/getent"),
+		nginx:    find("nginx, or unpack it: apt-get download nginx && dpkg-deb -x nginx_*.deb /usr/local/lib/enid-ci/nginx", "/usr/sbin/nginx", ciNginx),
 	}
 	if len(missing) > 0 {
 		return h, fmt.Errorf("the upstream test images need: %s", strings.Join(missing, ", "))

@@ -227,7 +227,7 @@ func TestImagesRunTheSuitesCommands(t *testing.T) {
 		{"network/conntrack (init container)", []string{"/bin/sh", "-c", "echo Pausing start. && sleep 1"}, "^Pausing start\\.$"},
 		{"network/conntrack (client: nc to a server)", []string{"sh", "-c", "echo hostName | nc -w 2 127.0.0.1 9376"}, "^" + h + "$"},
 	} {
-		out, err := p.run(ctx, BusyBox, tc.args...)
+		out, err := p.run(ctx, nil, BusyBox, tc.args...)
 		if err != nil {
 			t.Errorf("%s: %q in busybox: %v", tc.from, tc.args, err)
 			continue
@@ -251,10 +251,47 @@ func TestImagesRunTheSuitesCommands(t *testing.T) {
 		t.Errorf("nginx on port 80: %v\n%s", err, page)
 	}
 
+	// DNS as the DNS tests use it: CoreDNS from agnhost's image serving a
+	// Corefile like generateCoreDNSConfigmap's (network/dns_common.go),
+	// and the musl (agnhost) and glibc probers running createProbeCommand's
+	// dig and getent checks with a resolv.conf that searches its zone.
+	dns := t.TempDir()
+	corefile := ". {\n\thosts {\n\t\t10.9.8.7 abc.acme.local\n\t}\n\tlog\n}\n"
+	resolv := "nameserver 127.0.0.1\nsearch acme.local\noptions ndots:5\n"
+	if err := os.WriteFile(filepath.Join(dns, "Corefile"), []byte(corefile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dns, "resolv.conf"), []byte(resolv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.start(ctx, "coredns", []string{"--with-ns", "network:" + p.netns,
+		"--mount", "type=bind,src=" + dns + ",dst=/etc/coredns,options=rbind:ro"},
+		Agnhost, "/coredns", "-conf", "/etc/coredns/Corefile")
+	probe := `check="$(dig +notcp +noall +answer +search abc A)" && test -n "$check" && echo "OK udp $check";` +
+		`check="$(dig +tcp +noall +answer +search abc A)" && test -n "$check" && echo "OK tcp $check";` +
+		`test -n "$(getent hosts abc)" && echo "OK hosts $(getent hosts abc)"`
+	want := regexp.MustCompile(`^OK udp abc\.acme\.local\.\s+\d+\s+IN\s+A\s+10\.9\.8\.7\n` +
+		`OK tcp abc\.acme\.local\.\s+\d+\s+IN\s+A\s+10\.9\.8\.7\n` +
+		`OK hosts 10\.9\.8\.7\s+abc\.acme\.local$`)
+	mountResolv := []string{"--mount", "type=bind,src=" + filepath.Join(dns, "resolv.conf") + ",dst=/etc/resolv.conf,options=rbind:ro"}
+	for _, image := range []string{Agnhost, GlibcDNSTesting} {
+		var out string
+		// CoreDNS may not serve yet: the suite's probe loops too.
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			out, err = p.run(ctx, mountResolv, image, "sh", "-c", probe)
+			if want.MatchString(strings.TrimSpace(out)) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if !want.MatchString(strings.TrimSpace(out)) {
+			t.Errorf("network/dns_common createProbeCommand in %s: %v\n%s\nwant it to match %s", image, err, out, want)
+		}
+	}
+
 	// pause: the program upstream's image runs, with its version, as the
 	// user upstream's image names; it runs until signalled and then exits
 	// cleanly, as a sandbox must.
-	out, err = p.run(ctx, Pause, "/pause", "-v")
+	out, err = p.run(ctx, nil, Pause, "/pause", "-v")
 	if err != nil || strings.TrimSpace(out) != "pause.c "+pauseVersion {
 		t.Errorf("pause -v: %q (%v), want %q", out, err, "pause.c "+pauseVersion)
 	}
@@ -346,13 +383,13 @@ func (p *pod) mustExec(ctx context.Context, cmd string) string {
 }
 
 // run runs a container of image in the pod's network namespace to its end
-// and returns its standard output.
-func (p *pod) run(ctx context.Context, image string, args ...string) (string, error) {
+// (with ctr run's flags, e.g. mounts) and returns its standard output.
+func (p *pod) run(ctx context.Context, flags []string, image string, args ...string) (string, error) {
 	p.execs++
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	out, stderr, err := p.c.Output(ctx, append([]string{"run", "--rm", "--runc-root", p.c.RuncRoot,
-		"--with-ns", "network:" + p.netns, image, fmt.Sprintf("run-%d", p.execs)}, args...)...)
+	run := append([]string{"run", "--rm", "--runc-root", p.c.RuncRoot, "--with-ns", "network:" + p.netns}, flags...)
+	out, stderr, err := p.c.Output(ctx, append(append(run, image, fmt.Sprintf("run-%d", p.execs)), args...)...)
 	if err != nil {
 		return out, fmt.Errorf("%w (stderr %q)", err, stderr)
 	}

@@ -2,10 +2,10 @@
 // suite (e2e.test, built by kube/kubetest/build.sh network-e2e) runs in its
 // [sig-network] tests, under the exact names the suite asks for, because no
 // registry is reachable here. Each image is made from real programs: agnhost
-// built from the kubernetes module, the pause program compiled from the
-// module's C source, busybox and the tools the suite runs in its pods (sh,
-// curl, nc, wget, ss, ip, bash) from this machine's Debian packages, with the
-// shared libraries they load.
+// and CoreDNS built from their modules, the pause program compiled from the
+// kubernetes module's C source, busybox, nginx and the tools the suite runs
+// in its pods (sh, curl, nc, wget, ss, ip, bash, dig, getent) from this
+// machine's Debian packages, with the shared libraries they load.
 //
 // It sits beside the real-cluster harness (testbed/cluster), which imports
 // the tarballs Build writes into each node's containerd; it does not import
@@ -46,6 +46,9 @@ const (
 	// Pause is the suite's name for the sandbox image, which some tests
 	// also run as a container (service latency, jobs).
 	Pause = "registry.k8s.io/pause:3.10.2"
+	// GlibcDNSTesting is the DNS tests' glibc prober (dig and getent on
+	// Debian bookworm, as upstream's image is) and carries CoreDNS.
+	GlibcDNSTesting = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
 	// Nginx serves HTTP on port 80; the Endpoints and EndpointSlice tests
 	// run it as their pods' container. Upstream: the official nginx 1.27
 	// image; here Debian bookworm's nginx (1.22).
@@ -54,7 +57,7 @@ const (
 
 // Names returns the names of the images Build writes, in the order of its
 // tarballs.
-func Names() []string { return []string{Agnhost, BusyBox, Pause, Nginx} }
+func Names() []string { return []string{Agnhost, BusyBox, Pause, Nginx, GlibcDNSTesting} }
 
 // pauseVersion is what the pause program prints for -v (upstream stamps
 // v<tag>-<git describe>; there is no git here).
@@ -71,10 +74,11 @@ const pathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 // Build writes the images of Names into dir as docker-archive tarballs
 // (what `ctr -n k8s.io images import` reads) and returns their paths in
 // the same order. kubeBin is build.sh's cache directory, which holds
-// agnhost. It needs gcc with a static libc (libc6-dev), Debian's
-// busybox-static, dash, curl, netcat-openbsd, wget, iproute2 and bash, and the
-// kubernetes module in the Go module cache; an error names what is
-// missing. It takes a few seconds.
+// agnhost and coredns. It needs gcc with a static libc (libc6-dev),
+// Debian's busybox-static, dash, curl, netcat-openbsd, wget, iproute2,
+// bash, bind9-dnsutils and nginx (or nginx unpacked where .ci/run puts
+// it), and the kubernetes module in the Go module cache; an error names
+// what is missing. It takes a few seconds.
 func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -91,6 +95,10 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agnhost (sh kube/kubetest/build.sh DIR network-e2e builds it): %w", err)
 	}
+	coredns, err := os.ReadFile(filepath.Join(kubeBin, "coredns"))
+	if err != nil {
+		return nil, fmt.Errorf("coredns (sh kube/kubetest/build.sh DIR network-e2e builds it): %w", err)
+	}
 	busybox, err := busyboxFiles(ctx, host.busybox, "/bin", nil)
 	if err != nil {
 		return nil, err
@@ -99,7 +107,11 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	agnhostFiles, err := agnhostImage(ctx, src, host, agnhost)
+	agnhostFiles, err := agnhostImage(ctx, src, host, agnhost, coredns)
+	if err != nil {
+		return nil, err
+	}
+	glibcDNSFiles, err := glibcDNSImage(ctx, host, coredns)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +139,8 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 			ExposedPorts: map[string]struct{}{"80/tcp": {}},
 			// nginx's graceful stop, as the official image has it.
 			StopSignal: "SIGQUIT"}},
+		{GlibcDNSTesting, "glibc-dns-testing.tar", glibcDNSFiles, v1.Config{
+			Cmd: []string{"bash"}, Env: []string{pathEnv}, WorkingDir: "/"}},
 	}
 	var tarballs []string
 	for _, im := range images {
@@ -141,17 +155,20 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 
 // agnhostImage lays out the agnhost image as upstream's Dockerfile does on
 // alpine: /agnhost (and /agnhost-2, the name the entrypoint tests use),
+// /coredns,
 // busybox's applets as the base's small tools, the tools it installs from
-// packages (curl, netcat-openbsd, iproute2, bash), /uploads for netexec,
+// packages (curl, netcat-openbsd, iproute2, bash, bind-tools), /uploads for netexec,
 // porter's TLS pair, and the user and group one test expects. Two things
 // differ from alpine, both because of how Debian builds busybox-static:
 // /bin/sh is dash, since Debian's busybox shell runs its own applets before
 // any program on PATH (its nc has no -u, -v or -t, which the suite passes
 // to nc), and wget is GNU wget, since Debian's static busybox wget crashes
 // (SIGSEGV) on -T, which the suite passes to wget.
-func agnhostImage(ctx context.Context, src string, host hostTools, agnhost []byte) ([]ociimage.File, error) {
+func agnhostImage(ctx context.Context, src string, host hostTools, agnhost, coredns []byte) ([]ociimage.File, error) {
 	files := []ociimage.File{
 		{Path: "/agnhost", Mode: 0o755, Data: agnhost},
+		// The DNS tests run it as a pod's DNS server (/coredns -conf ...).
+		{Path: "/coredns", Mode: 0o755, Data: coredns},
 		{Path: "/agnhost-2", Link: "agnhost"},
 		{Path: "/uploads", Mode: fs.ModeDir | 0o755},
 	}
@@ -170,6 +187,11 @@ func agnhostImage(ctx context.Context, src string, host hostTools, agnhost []byt
 		{host.ss, "/sbin/ss"},
 		{host.ip, "/sbin/ip"},
 		{host.bash, "/bin/bash"},
+		// bind-tools on alpine; glibc's getent where alpine has musl's.
+		{host.dig, "/usr/bin/dig"},
+		{host.nslookup, "/usr/bin/nslookup"},
+		{host.host, "/usr/bin/host"},
+		{host.getent, "/usr/bin/getent"},
 	})
 	if err != nil {
 		return nil, err
@@ -248,6 +270,35 @@ http {
 		ociimage.File{Path: "/run", Mode: fs.ModeDir | 0o755},
 	)
 	return append(files, baseFiles("nginx:x:101:101:nginx:/nonexistent:/bin/false\n", "nginx:x:101:\n")...), nil
+}
+
+// glibcDNSImage lays out the DNS tests' glibc prober as upstream's image
+// has it on Debian bookworm-slim: dash as /bin/sh, bash, dnsutils (dig,
+// nslookup, host), glibc's getent, and /coredns; busybox stands in for
+// coreutils (the probes need only seq, sleep and test).
+func glibcDNSImage(ctx context.Context, host hostTools, coredns []byte) ([]ociimage.File, error) {
+	files, err := dynamicFiles(ctx, []placed{
+		{host.dash, "/bin/sh"},
+		{host.bash, "/bin/bash"},
+		{host.dig, "/usr/bin/dig"},
+		{host.nslookup, "/usr/bin/nslookup"},
+		{host.host, "/usr/bin/host"},
+		{host.getent, "/usr/bin/getent"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	shadowed := map[string]bool{}
+	for _, f := range files {
+		shadowed[filepath.Base(f.Path)] = true
+	}
+	bb, err := busyboxFiles(ctx, host.busybox, "/bin", shadowed)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, bb...)
+	files = append(files, nsswitch, ociimage.File{Path: "/coredns", Mode: 0o755, Data: coredns})
+	return append(files, baseFiles("", "")...), nil
 }
 
 // nsswitch makes the glibc programs (curl, wget, nginx) read /etc/hosts
