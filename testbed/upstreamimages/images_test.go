@@ -288,6 +288,31 @@ func TestImagesRunTheSuitesCommands(t *testing.T) {
 		}
 	}
 
+	// The conntrack test's boom server (network/conntrack.go "should drop
+	// INVALID conntrack entries"): it listens on 9000 and logs the
+	// connection a client opens (the test's client is busybox's nc).
+	boomLog := p.start(ctx, "boom-server", []string{"--with-ns", "network:" + p.netns, "--env", "POD_IP=127.0.0.1", "--env", "POD_IPS=127.0.0.1"},
+		RegressionIssue74839)
+	var boom []byte
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		// The client's command, as conntrack.go's startup-script runs it.
+		if _, err := p.run(ctx, nil, BusyBox, "sh", "-c", "echo hi | nc -w 1 127.0.0.1 9000"); err != nil {
+			t.Logf("nc to the boom server: %v", err)
+		}
+		boom, _ = os.ReadFile(boomLog) // not there yet is the same as empty
+		if bytes.Contains(boom, []byte("connection established")) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !bytes.Contains(boom, []byte("listen on 0.0.0.0:9000")) || !bytes.Contains(boom, []byte("connection established")) {
+		t.Errorf("regression-issue-74839 did not log a connection:\n%s", boom)
+	}
+	for _, line := range strings.Split(string(boom), "\n") {
+		if strings.Contains(line, "connection established") || strings.Contains(line, "boom packet") || strings.Contains(line, "ERROR") {
+			t.Logf("the boom server logged: %s", line)
+		}
+	}
+
 	// pause: the program upstream's image runs, with its version, as the
 	// user upstream's image names; it runs until signalled and then exits
 	// cleanly, as a sandbox must.
@@ -318,9 +343,9 @@ func startPod(ctx context.Context, t *testing.T, c *ctrtest.Containerd, id strin
 	return p
 }
 
-// start starts a detached container, its output in a log file shown if
-// the test fails.
-func (p *pod) start(ctx context.Context, id string, flags []string, image string, cmd ...string) {
+// start starts a detached container, its output in a log file (shown if
+// the test fails), and returns the log's path.
+func (p *pod) start(ctx context.Context, id string, flags []string, image string, cmd ...string) string {
 	p.t.Helper()
 	log := filepath.Join(p.t.TempDir(), id+".log")
 	p.detach = append(p.detach, id)
@@ -334,6 +359,7 @@ func (p *pod) start(ctx context.Context, id string, flags []string, image string
 			p.t.Logf("output of %s:\n%s", id, b)
 		}
 	})
+	return log
 }
 
 // startContainer starts another container of the pod: in its network

@@ -49,6 +49,10 @@ const (
 	// GlibcDNSTesting is the DNS tests' glibc prober (dig and getent on
 	// Debian bookworm, as upstream's image is) and carries CoreDNS.
 	GlibcDNSTesting = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
+	// RegressionIssue74839 is the conntrack test's server: it answers a
+	// TCP connection on port 9000 with an out-of-window packet and logs
+	// whether the client reset. Upstream: on Debian's debian-base.
+	RegressionIssue74839 = "registry.k8s.io/e2e-test-images/regression-issue-74839:1.5"
 	// Nginx serves HTTP on port 80; the Endpoints and EndpointSlice tests
 	// run it as their pods' container. Upstream: the official nginx 1.27
 	// image; here Debian bookworm's nginx (1.22).
@@ -57,7 +61,9 @@ const (
 
 // Names returns the names of the images Build writes, in the order of its
 // tarballs.
-func Names() []string { return []string{Agnhost, BusyBox, Pause, Nginx, GlibcDNSTesting} }
+func Names() []string {
+	return []string{Agnhost, BusyBox, Pause, Nginx, GlibcDNSTesting, RegressionIssue74839}
+}
 
 // pauseVersion is what the pause program prints for -v (upstream stamps
 // v<tag>-<git describe>; there is no git here).
@@ -98,6 +104,14 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 	coredns, err := os.ReadFile(filepath.Join(kubeBin, "coredns"))
 	if err != nil {
 		return nil, fmt.Errorf("coredns (sh kube/kubetest/build.sh DIR network-e2e builds it): %w", err)
+	}
+	boom, err := os.ReadFile(filepath.Join(kubeBin, "regression-issue-74839"))
+	if err != nil {
+		return nil, fmt.Errorf("regression-issue-74839 (sh kube/kubetest/build.sh DIR network-e2e builds it): %w", err)
+	}
+	debianBase, err := debianBaseFiles(ctx, host)
+	if err != nil {
+		return nil, err
 	}
 	busybox, err := busyboxFiles(ctx, host.busybox, "/bin", nil)
 	if err != nil {
@@ -141,6 +155,9 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 			StopSignal: "SIGQUIT"}},
 		{GlibcDNSTesting, "glibc-dns-testing.tar", glibcDNSFiles, v1.Config{
 			Cmd: []string{"bash"}, Env: []string{pathEnv}, WorkingDir: "/"}},
+		{RegressionIssue74839, "regression-issue-74839.tar",
+			append(debianBase, ociimage.File{Path: "/regression-issue-74839", Mode: 0o755, Data: boom}), v1.Config{
+				Entrypoint: []string{"/regression-issue-74839"}, Env: []string{pathEnv}, WorkingDir: "/"}},
 	}
 	var tarballs []string
 	for _, im := range images {
@@ -270,6 +287,20 @@ http {
 		ociimage.File{Path: "/run", Mode: fs.ModeDir | 0o755},
 	)
 	return append(files, baseFiles("nginx:x:101:101:nginx:/nonexistent:/bin/false\n", "nginx:x:101:\n")...), nil
+}
+
+// debianBaseFiles stand in for Debian's minimal base image: dash as
+// /bin/sh, busybox for coreutils, the account files.
+func debianBaseFiles(ctx context.Context, host hostTools) ([]ociimage.File, error) {
+	files, err := dynamicFiles(ctx, []placed{{host.dash, "/bin/sh"}})
+	if err != nil {
+		return nil, err
+	}
+	bb, err := busyboxFiles(ctx, host.busybox, "/bin", map[string]bool{"sh": true})
+	if err != nil {
+		return nil, err
+	}
+	return append(append(files, bb...), baseFiles("", "")...), nil
 }
 
 // glibcDNSImage lays out the DNS tests' glibc prober as upstream's image
