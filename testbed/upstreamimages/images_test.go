@@ -1,8 +1,10 @@
 package upstreamimages
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -94,6 +96,30 @@ func TestBuildIsDeterministic(t *testing.T) {
 		if !bytes.Equal(x, y) {
 			t.Errorf("%s: two builds differ (%d and %d bytes)", Names()[i], len(x), len(y))
 		}
+		if tags := repoTags(t, x); !slices.Equal(tags, []string{Names()[i]}) {
+			t.Errorf("tarball %d (%s) names %q, want %s: Build's order is not Names'", i, a[i], tags, Names()[i])
+		}
+	}
+}
+
+// repoTags returns the names a docker-archive tarball's manifest.json
+// gives its image, which `ctr images import` tags it with.
+func repoTags(t *testing.T, tarball []byte) []string {
+	t.Helper()
+	r := tar.NewReader(bytes.NewReader(tarball))
+	for {
+		h, err := r.Next()
+		if err != nil {
+			t.Fatalf("no manifest.json in the tarball: %v", err)
+		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var m []struct{ RepoTags []string }
+		if err := json.NewDecoder(r).Decode(&m); err != nil || len(m) != 1 {
+			t.Fatalf("manifest.json: %v (%d images)", err, len(m))
+		}
+		return m[0].RepoTags
 	}
 }
 
