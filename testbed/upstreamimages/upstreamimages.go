@@ -172,10 +172,10 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 
 // agnhostImage lays out the agnhost image as upstream's Dockerfile does on
 // alpine: /agnhost (and /agnhost-2, the name the entrypoint tests use),
-// /coredns,
-// busybox's applets as the base's small tools, the tools it installs from
-// packages (curl, netcat-openbsd, iproute2, bash, bind-tools), /uploads for netexec,
-// porter's TLS pair, and the user and group one test expects. Two things
+// /coredns, busybox's applets as the base's small tools, the tools it
+// installs from packages (curl, netcat-openbsd, iproute2, bash, bind-tools),
+// /uploads for netexec, porter's TLS pair, and the user and group one test
+// expects. Two things
 // differ from alpine, both because of how Debian builds busybox-static:
 // /bin/sh is dash, since Debian's busybox shell runs its own applets before
 // any program on PATH (its nc has no -u, -v or -t, which the suite passes
