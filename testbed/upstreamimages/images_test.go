@@ -326,6 +326,24 @@ func TestImagesRunTheSuitesCommands(t *testing.T) {
 		}
 	}
 
+	// kube_proxy.go's host exec pod (distroless-iptables, privileged):
+	// its command, sleep 600, runs; then the checks it execs in it. Here
+	// in the pod's network namespace, not the host's.
+	p.start(ctx, "e2e-net-exec", []string{"--with-ns", "network:" + p.netns, "--privileged"}, DistrolessIptables, "sleep", "600")
+	for _, tc := range []struct{ cmd, want string }{
+		{"test -f /proc/net/nf_conntrack || which conntrack", "conntrack|^$"},
+		{"conntrack -L 2>&1 | tail -n 1", `flow entries have been shown`},
+		{"cat /proc/net/nf_conntrack | grep -c . || true", `^[0-9]+$`},
+		{"iptables -t nat -L -n | head -n 1", `^Chain PREROUTING`},
+		{"iptables-legacy -t filter -L -n | head -n 1", `^Chain INPUT`},
+		{"iptables-save -t filter | grep -c '^:'", `^[1-9][0-9]*$`},
+	} {
+		out, stderr, err := c.Output(ctx, "task", "exec", "--exec-id", "check", "e2e-net-exec", "/bin/sh", "-x", "-c", tc.cmd)
+		if err != nil || !regexp.MustCompile(tc.want).MatchString(strings.TrimSpace(out)) {
+			t.Errorf("network/kube_proxy (distroless-iptables): %s: %v %q (stderr %q), want it to match %q", tc.cmd, err, out, stderr, tc.want)
+		}
+	}
+
 	// pause: the program upstream's image runs, with its version, as the
 	// user upstream's image names; it runs until signalled and then exits
 	// cleanly, as a sandbox must.

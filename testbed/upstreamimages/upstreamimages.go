@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -53,6 +54,11 @@ const (
 	// TCP connection on port 9000 with an out-of-window packet and logs
 	// whether the client reset. Upstream: on Debian's debian-base.
 	RegressionIssue74839 = "registry.k8s.io/e2e-test-images/regression-issue-74839:1.5"
+	// DistrolessIptables is kube_proxy.go's host exec image: a privileged
+	// hostNetwork pod that reads the node's conntrack table (conntrack,
+	// or /proc/net/nf_conntrack) with sh, test, cat, grep and which.
+	// Upstream: iptables, conntrack and their tools on distroless Debian.
+	DistrolessIptables = "registry.k8s.io/build-image/distroless-iptables:v0.9.9"
 	// Nginx serves HTTP on port 80; the Endpoints and EndpointSlice tests
 	// run it as their pods' container. Upstream: the official nginx 1.27
 	// image; here Debian bookworm's nginx (1.22).
@@ -62,7 +68,7 @@ const (
 // Names returns the names of the images Build writes, in the order of its
 // tarballs.
 func Names() []string {
-	return []string{Agnhost, BusyBox, Pause, Nginx, GlibcDNSTesting, RegressionIssue74839}
+	return []string{Agnhost, BusyBox, Pause, Nginx, GlibcDNSTesting, RegressionIssue74839, DistrolessIptables}
 }
 
 // pauseVersion is what the pause program prints for -v (upstream stamps
@@ -109,7 +115,7 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("regression-issue-74839 (sh kube/kubetest/build.sh DIR network-e2e builds it): %w", err)
 	}
-	debianBase, err := debianBaseFiles(ctx, host)
+	debianBase, err := debianFiles(ctx, host)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +136,10 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 		return nil, err
 	}
 	nginxFiles, err := nginxImage(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	iptablesFiles, err := iptablesImage(ctx, host)
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +168,7 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 		{RegressionIssue74839, "regression-issue-74839.tar",
 			append(debianBase, ociimage.File{Path: "/regression-issue-74839", Mode: 0o755, Data: boom}), v1.Config{
 				Entrypoint: []string{"/regression-issue-74839"}, Env: []string{pathEnv}, WorkingDir: "/"}},
+		{DistrolessIptables, "distroless-iptables.tar", iptablesFiles, v1.Config{Env: []string{pathEnv}, WorkingDir: "/"}},
 	}
 	var tarballs []string
 	for _, im := range images {
@@ -289,33 +300,12 @@ http {
 	return append(files, baseFiles("nginx:x:101:101:nginx:/nonexistent:/bin/false\n", "nginx:x:101:\n")...), nil
 }
 
-// debianBaseFiles stand in for Debian's minimal base image: dash as
-// /bin/sh, busybox for coreutils, the account files.
-func debianBaseFiles(ctx context.Context, host hostTools) ([]ociimage.File, error) {
-	files, err := dynamicFiles(ctx, []placed{{host.dash, "/bin/sh"}})
-	if err != nil {
-		return nil, err
-	}
-	bb, err := busyboxFiles(ctx, host.busybox, "/bin", map[string]bool{"sh": true})
-	if err != nil {
-		return nil, err
-	}
-	return append(append(files, bb...), baseFiles("", "")...), nil
-}
-
-// glibcDNSImage lays out the DNS tests' glibc prober as upstream's image
-// has it on Debian bookworm-slim: dash as /bin/sh, bash, dnsutils (dig,
-// nslookup, host), glibc's getent, and /coredns; busybox stands in for
-// coreutils (the probes need only seq, sleep and test).
-func glibcDNSImage(ctx context.Context, host hostTools, coredns []byte) ([]ociimage.File, error) {
-	files, err := dynamicFiles(ctx, []placed{
-		{host.dash, "/bin/sh"},
-		{host.bash, "/bin/bash"},
-		{host.dig, "/usr/bin/dig"},
-		{host.nslookup, "/usr/bin/nslookup"},
-		{host.host, "/usr/bin/host"},
-		{host.getent, "/usr/bin/getent"},
-	})
+// debianFiles stand in for a Debian base image with programs added: dash
+// as /bin/sh, the programs with their libraries (each once), busybox for
+// coreutils and grep under the names the programs leave free, the account
+// files.
+func debianFiles(ctx context.Context, host hostTools, programs ...placed) ([]ociimage.File, error) {
+	files, err := dynamicFiles(ctx, append([]placed{{host.dash, "/bin/sh"}}, programs...))
 	if err != nil {
 		return nil, err
 	}
@@ -327,9 +317,53 @@ func glibcDNSImage(ctx context.Context, host hostTools, coredns []byte) ([]ociim
 	if err != nil {
 		return nil, err
 	}
-	files = append(files, bb...)
-	files = append(files, nsswitch, ociimage.File{Path: "/coredns", Mode: 0o755, Data: coredns})
-	return append(files, baseFiles("", "")...), nil
+	return append(append(files, bb...), baseFiles("", "")...), nil
+}
+
+// iptablesImage lays out Debian's iptables (the nft and legacy xtables
+// programs under their usual names, with every extension they may load)
+// and conntrack, on a stand-in for debian-base. Upstream picks nft or
+// legacy per node with its iptables-wrapper script; here iptables is the
+// nft one, Debian's default.
+func iptablesImage(ctx context.Context, host hostTools) ([]ociimage.File, error) {
+	programs := []placed{
+		{host.conntrack, "/usr/sbin/conntrack"},
+		{host.xtablesNft, "/usr/sbin/xtables-nft-multi"},
+		{host.xtablesLegacy, "/usr/sbin/xtables-legacy-multi"},
+	}
+	for _, m := range host.xtablesModules {
+		programs = append(programs, placed{m, path.Join(xtablesDir, filepath.Base(m))})
+	}
+	files, err := debianFiles(ctx, host, programs...)
+	if err != nil {
+		return nil, err
+	}
+	for _, fam := range []string{"iptables", "ip6tables"} {
+		for _, suffix := range []string{"", "-save", "-restore"} {
+			files = append(files,
+				ociimage.File{Path: "/usr/sbin/" + fam + suffix, Link: "xtables-nft-multi"},
+				ociimage.File{Path: "/usr/sbin/" + fam + "-nft" + suffix, Link: "xtables-nft-multi"},
+				ociimage.File{Path: "/usr/sbin/" + fam + "-legacy" + suffix, Link: "xtables-legacy-multi"})
+		}
+	}
+	return append(files, nsswitch), nil
+}
+
+// glibcDNSImage lays out the DNS tests' glibc prober as upstream's image
+// has it on Debian bookworm-slim: dash as /bin/sh, bash, dnsutils (dig,
+// nslookup, host), glibc's getent, and /coredns; busybox stands in for
+// coreutils (the probes need only seq, sleep and test).
+func glibcDNSImage(ctx context.Context, host hostTools, coredns []byte) ([]ociimage.File, error) {
+	files, err := debianFiles(ctx, host,
+		placed{host.bash, "/bin/bash"},
+		placed{host.dig, "/usr/bin/dig"},
+		placed{host.nslookup, "/usr/bin/nslookup"},
+		placed{host.host, "/usr/bin/host"},
+		placed{host.getent, "/usr/bin/getent"})
+	if err != nil {
+		return nil, err
+	}
+	return append(files, nsswitch, ociimage.File{Path: "/coredns", Mode: 0o755, Data: coredns}), nil
 }
 
 // nsswitch makes the glibc programs (curl, wget, nginx) read /etc/hosts
