@@ -32,7 +32,8 @@ type hostTools struct {
 	xtablesModules []string
 }
 
-// xtablesDir is where Debian's xtables programs look for their extensions.
+// xtablesDir is where Debian's xtables programs look for their extensions
+// (on amd64, which is what this machine and CI build for).
 const xtablesDir = "/usr/lib/x86_64-linux-gnu/xtables"
 
 // ciNginx is where .ci/run unpacks Debian's nginx package (dpkg-deb -x)
@@ -72,6 +73,7 @@ func findHostTools() (hostTools, error) {
 		xtablesLegacy: find("iptables", "/usr/sbin/xtables-legacy-multi", "/sbin/xtables-legacy-multi"),
 		nginx:         find("nginx, or unpack it: apt-get download nginx && dpkg-deb -x nginx_*.deb /usr/local/lib/enid-ci/nginx", "/usr/sbin/nginx", ciNginx),
 	}
+	// Glob fails only on a malformed pattern, and this one is constant.
 	if mods, _ := filepath.Glob(filepath.Join(xtablesDir, "*.so")); len(mods) > 0 {
 		h.xtablesModules = mods
 	} else {
