@@ -24,8 +24,17 @@ import (
 // images carry.
 type hostTools struct {
 	busybox, dash, curl, nc, wget, ss, ip, bash string
+	dig, nslookup, host, getent                 string
 	nginx                                       string
+	conntrack, xtablesNft, xtablesLegacy        string
+	// xtablesModules are the iptables extensions the xtables programs
+	// load at run time (dlopen: ldd does not list them).
+	xtablesModules []string
 }
+
+// xtablesDir is where Debian's xtables programs look for their extensions
+// (on amd64, which is what this machine and CI build for).
+const xtablesDir = "/usr/lib/x86_64-linux-gnu/xtables"
 
 // ciNginx is where .ci/run unpacks Debian's nginx package (dpkg-deb -x)
 // rather than installing it: installed, its service would start on the
@@ -47,15 +56,28 @@ func findHostTools() (hostTools, error) {
 		return ""
 	}
 	h := hostTools{
-		busybox: find("busybox-static", "/usr/bin/busybox", "/bin/busybox"),
-		dash:    find("dash", "/usr/bin/dash", "/bin/dash"),
-		curl:    find("curl", "/usr/bin/curl", "/bin/curl"),
-		nc:      find("netcat-openbsd", "/usr/bin/nc.openbsd", "/bin/nc.openbsd"),
-		wget:    find("wget", "/usr/bin/wget", "/bin/wget"),
-		ss:      find("iproute2", "/usr/bin/ss", "/bin/ss", "/usr/sbin/ss", "/sbin/ss"),
-		ip:      find("iproute2", "/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"),
-		bash:    find("bash", "/usr/bin/bash", "/bin/bash"),
-		nginx:   find("nginx, or unpack it: apt-get download nginx && dpkg-deb -x nginx_*.deb /usr/local/lib/enid-ci/nginx", "/usr/sbin/nginx", ciNginx),
+		busybox:       find("busybox-static", "/usr/bin/busybox", "/bin/busybox"),
+		dash:          find("dash", "/usr/bin/dash", "/bin/dash"),
+		curl:          find("curl", "/usr/bin/curl", "/bin/curl"),
+		nc:            find("netcat-openbsd", "/usr/bin/nc.openbsd", "/bin/nc.openbsd"),
+		wget:          find("wget", "/usr/bin/wget", "/bin/wget"),
+		ss:            find("iproute2", "/usr/bin/ss", "/bin/ss", "/usr/sbin/ss", "/sbin/ss"),
+		ip:            find("iproute2", "/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"),
+		bash:          find("bash", "/usr/bin/bash", "/bin/bash"),
+		dig:           find("bind9-dnsutils", "/usr/bin/dig", "/bin/dig"),
+		nslookup:      find("bind9-dnsutils", "/usr/bin/nslookup", "/bin/nslookup"),
+		host:          find("bind9-dnsutils", "/usr/bin/host", "/bin/host"),
+		getent:        find("libc-bin", "/usr/bin/getent", "/bin/getent"),
+		conntrack:     find("conntrack", "/usr/sbin/conntrack", "/sbin/conntrack"),
+		xtablesNft:    find("iptables", "/usr/sbin/xtables-nft-multi", "/sbin/xtables-nft-multi"),
+		xtablesLegacy: find("iptables", "/usr/sbin/xtables-legacy-multi", "/sbin/xtables-legacy-multi"),
+		nginx:         find("nginx, or unpack it: apt-get download nginx && dpkg-deb -x nginx_*.deb /usr/local/lib/enid-ci/nginx", "/usr/sbin/nginx", ciNginx),
+	}
+	// Glob fails only on a malformed pattern, and this one is constant.
+	if mods, _ := filepath.Glob(filepath.Join(xtablesDir, "*.so")); len(mods) > 0 {
+		h.xtablesModules = mods
+	} else {
+		missing = append(missing, xtablesDir+"/*.so (apt-get install iptables)")
 	}
 	if len(missing) > 0 {
 		return h, fmt.Errorf("the upstream test images need: %s", strings.Join(missing, ", "))

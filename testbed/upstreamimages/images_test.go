@@ -1,10 +1,11 @@
 package upstreamimages
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,16 +66,14 @@ func TestNamesAreTheSuites(t *testing.T) {
 	}
 }
 
-// TestBuildIsDeterministic: two builds write the same bytes, so a cluster
-// that imports them again finds the images it has.
-func TestBuildIsDeterministic(t *testing.T) {
-	bin := kubeBin(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	a, err := Build(ctx, t.TempDir(), bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+// checkDeterministic builds the images a second time and wants the same
+// bytes, so a cluster that imports them again finds the images it has, and
+// each tarball to name the image Names gives at its index, which is how the
+// cluster harness pairs them. It is part of the test that runs the images
+// rather than a test of its own: a build takes 10 s, but 100 s under the
+// race detector (gzip of 200 MB), and CI runs the tests with it.
+func checkDeterministic(ctx context.Context, t *testing.T, bin string, a []string) {
+	t.Helper()
 	b, err := Build(ctx, t.TempDir(), bin)
 	if err != nil {
 		t.Fatal(err)
@@ -94,19 +93,31 @@ func TestBuildIsDeterministic(t *testing.T) {
 		if !bytes.Equal(x, y) {
 			t.Errorf("%s: two builds differ (%d and %d bytes)", Names()[i], len(x), len(y))
 		}
+		if tags := repoTags(t, x); !slices.Equal(tags, []string{Names()[i]}) {
+			t.Errorf("tarball %d (%s) names %q, want %s: Build's order is not Names'", i, a[i], tags, Names()[i])
+		}
 	}
 }
 
-// pod is a running agnhost container playing a pod: netexec serves in it
-// as in the suite's endpoint and test-container pods, and other containers
-// join its network namespace as a pod's containers share the sandbox's.
-type pod struct {
-	t      *testing.T
-	c      *ctrtest.Containerd
-	id     string   // its first container
-	netns  string   // /proc/PID/ns/net of its first container's task
-	execs  int      // numbers exec and run ids
-	detach []string // containers started detached, removed at cleanup
+// repoTags returns the names a docker-archive tarball's manifest.json
+// gives its image, which `ctr images import` tags it with.
+func repoTags(t *testing.T, tarball []byte) []string {
+	t.Helper()
+	r := tar.NewReader(bytes.NewReader(tarball))
+	for {
+		h, err := r.Next()
+		if err != nil {
+			t.Fatalf("no manifest.json in the tarball: %v", err)
+		}
+		if h.Name != "manifest.json" {
+			continue
+		}
+		var m []struct{ RepoTags []string }
+		if err := json.NewDecoder(r).Decode(&m); err != nil || len(m) != 1 {
+			t.Fatalf("manifest.json: %v (%d images)", err, len(m))
+		}
+		return m[0].RepoTags
+	}
 }
 
 // TestImagesRunTheSuitesCommands imports the built images into a
@@ -114,15 +125,18 @@ type pod struct {
 // the [sig-network] tests run in their pods (kubectl exec ... /bin/sh -x
 // -c CMD, or a container's command), each with the output the suite
 // checks for. Each case names where in the suite its command comes from.
+// First it checks that the build is deterministic (checkDeterministic).
 func TestImagesRunTheSuitesCommands(t *testing.T) {
 	bin := kubeBin(t)
 	c := ctrtest.Start(t, "enid-upstreamimages-test")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Two builds take about 4 minutes under the race detector.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	tarballs, err := Build(ctx, t.TempDir(), bin)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkDeterministic(ctx, t, bin, tarballs)
 	for _, tb := range tarballs {
 		if _, err := c.Run(ctx, "images", "import", tb); err != nil {
 			t.Fatal(err)
@@ -227,7 +241,7 @@ func TestImagesRunTheSuitesCommands(t *testing.T) {
 		{"network/conntrack (init container)", []string{"/bin/sh", "-c", "echo Pausing start. && sleep 1"}, "^Pausing start\\.$"},
 		{"network/conntrack (client: nc to a server)", []string{"sh", "-c", "echo hostName | nc -w 2 127.0.0.1 9376"}, "^" + h + "$"},
 	} {
-		out, err := p.run(ctx, BusyBox, tc.args...)
+		out, err := p.run(ctx, nil, BusyBox, tc.args...)
 		if err != nil {
 			t.Errorf("%s: %q in busybox: %v", tc.from, tc.args, err)
 			continue
@@ -251,10 +265,90 @@ func TestImagesRunTheSuitesCommands(t *testing.T) {
 		t.Errorf("nginx on port 80: %v\n%s", err, page)
 	}
 
+	// DNS as the DNS tests use it: CoreDNS from agnhost's image serving a
+	// Corefile like generateCoreDNSConfigmap's (network/dns_common.go),
+	// and the musl (agnhost) and glibc probers running createProbeCommand's
+	// dig and getent checks with a resolv.conf that searches its zone.
+	dns := t.TempDir()
+	corefile := ". {\n\thosts {\n\t\t10.9.8.7 abc.acme.local\n\t}\n\tlog\n}\n"
+	resolv := "nameserver 127.0.0.1\nsearch acme.local\noptions ndots:5\n"
+	if err := os.WriteFile(filepath.Join(dns, "Corefile"), []byte(corefile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dns, "resolv.conf"), []byte(resolv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.start(ctx, "coredns", []string{"--with-ns", "network:" + p.netns,
+		"--mount", "type=bind,src=" + dns + ",dst=/etc/coredns,options=rbind:ro"},
+		Agnhost, "/coredns", "-conf", "/etc/coredns/Corefile")
+	probe := `check="$(dig +notcp +noall +answer +search abc A)" && test -n "$check" && echo "OK udp $check";` +
+		`check="$(dig +tcp +noall +answer +search abc A)" && test -n "$check" && echo "OK tcp $check";` +
+		`test -n "$(getent hosts abc)" && echo "OK hosts $(getent hosts abc)"`
+	want := regexp.MustCompile(`^OK udp abc\.acme\.local\.\s+\d+\s+IN\s+A\s+10\.9\.8\.7\n` +
+		`OK tcp abc\.acme\.local\.\s+\d+\s+IN\s+A\s+10\.9\.8\.7\n` +
+		`OK hosts 10\.9\.8\.7\s+abc\.acme\.local$`)
+	mountResolv := []string{"--mount", "type=bind,src=" + filepath.Join(dns, "resolv.conf") + ",dst=/etc/resolv.conf,options=rbind:ro"}
+	for _, image := range []string{Agnhost, GlibcDNSTesting} {
+		var out string
+		// CoreDNS may not serve yet: the suite's probe loops too.
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			out, err = p.run(ctx, mountResolv, image, "sh", "-c", probe)
+			if want.MatchString(strings.TrimSpace(out)) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if !want.MatchString(strings.TrimSpace(out)) {
+			t.Errorf("network/dns_common createProbeCommand in %s: %v\n%s\nwant it to match %s", image, err, out, want)
+		}
+	}
+
+	// The conntrack test's boom server (network/conntrack.go "should drop
+	// INVALID conntrack entries"): it listens on 9000 and logs the
+	// connection a client opens (the test's client is busybox's nc).
+	boomLog := p.start(ctx, "boom-server", []string{"--with-ns", "network:" + p.netns, "--env", "POD_IP=127.0.0.1", "--env", "POD_IPS=127.0.0.1"},
+		RegressionIssue74839)
+	var boom []byte
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		// The client's command, as conntrack.go's startup-script runs it.
+		if _, err := p.run(ctx, nil, BusyBox, "sh", "-c", "echo hi | nc -w 1 127.0.0.1 9000"); err != nil {
+			t.Logf("nc to the boom server: %v", err)
+		}
+		boom, _ = os.ReadFile(boomLog) // not there yet is the same as empty
+		if bytes.Contains(boom, []byte("connection established")) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !bytes.Contains(boom, []byte("listen on 0.0.0.0:9000")) || !bytes.Contains(boom, []byte("connection established")) {
+		t.Errorf("regression-issue-74839 did not log a connection:\n%s", boom)
+	}
+	for _, line := range strings.Split(string(boom), "\n") {
+		if strings.Contains(line, "connection established") || strings.Contains(line, "boom packet") || strings.Contains(line, "ERROR") {
+			t.Logf("the boom server logged: %s", line)
+		}
+	}
+
+	// kube_proxy.go's host exec pod (distroless-iptables, privileged):
+	// its command, sleep 600, runs; then the checks it execs in it. Here
+	// in the pod's network namespace, not the host's.
+	p.start(ctx, "e2e-net-exec", []string{"--with-ns", "network:" + p.netns, "--privileged"}, DistrolessIptables, "sleep", "600")
+	for _, tc := range []struct{ cmd, want string }{
+		{"test -f /proc/net/nf_conntrack || which conntrack", "conntrack|^$"},
+		{"conntrack -L 2>&1 | tail -n 1", `flow entries have been shown`},
+		{"cat /proc/net/nf_conntrack | grep -c . || true", `^[0-9]+$`},
+		{"iptables -t nat -L -n | head -n 1", `^Chain PREROUTING`},
+		{"iptables-legacy -t filter -L -n | head -n 1", `^Chain INPUT`},
+		{"iptables-save -t filter | grep -c '^:'", `^[1-9][0-9]*$`},
+	} {
+		out, stderr, err := c.Output(ctx, "task", "exec", "--exec-id", "check", "e2e-net-exec", "/bin/sh", "-x", "-c", tc.cmd)
+		if err != nil || !regexp.MustCompile(tc.want).MatchString(strings.TrimSpace(out)) {
+			t.Errorf("network/kube_proxy (distroless-iptables): %s: %v %q (stderr %q), want it to match %q", tc.cmd, err, out, stderr, tc.want)
+		}
+	}
+
 	// pause: the program upstream's image runs, with its version, as the
 	// user upstream's image names; it runs until signalled and then exits
 	// cleanly, as a sandbox must.
-	out, err = p.run(ctx, Pause, "/pause", "-v")
+	out, err = p.run(ctx, nil, Pause, "/pause", "-v")
 	if err != nil || strings.TrimSpace(out) != "pause.c "+pauseVersion {
 		t.Errorf("pause -v: %q (%v), want %q", out, err, "pause.c "+pauseVersion)
 	}
@@ -264,189 +358,4 @@ func TestImagesRunTheSuitesCommands(t *testing.T) {
 	// exits 2 on SIGTERM (agnhost/pause/pause.go: 1 for SIGINT, 2 for
 	// SIGTERM).
 	checkRunsUntilSignalled(ctx, t, c, Agnhost, "0", 2)
-}
-
-// startPod starts a container detached, as a pod's first container, and
-// returns it once its task runs.
-func startPod(ctx context.Context, t *testing.T, c *ctrtest.Containerd, id string, flags []string, image string, cmd ...string) *pod {
-	t.Helper()
-	p := &pod{t: t, c: c, id: id}
-	t.Cleanup(p.remove)
-	p.start(ctx, id, flags, image, cmd...)
-	pid := taskPID(ctx, t, c, id)
-	if pid == "" {
-		t.Fatalf("task %s is not running", id)
-	}
-	p.netns = "/proc/" + pid + "/ns/net"
-	return p
-}
-
-// start starts a detached container, its output in a log file shown if
-// the test fails.
-func (p *pod) start(ctx context.Context, id string, flags []string, image string, cmd ...string) {
-	p.t.Helper()
-	log := filepath.Join(p.t.TempDir(), id+".log")
-	p.detach = append(p.detach, id)
-	args := append([]string{"run", "-d", "--runc-root", p.c.RuncRoot, "--log-uri", "file://" + log}, flags...)
-	if _, err := p.c.Run(ctx, append(append(args, image, id), cmd...)...); err != nil {
-		p.t.Fatal(err)
-	}
-	p.t.Cleanup(func() {
-		if p.t.Failed() {
-			b, _ := os.ReadFile(log) // best effort: it only explains a failure
-			p.t.Logf("output of %s:\n%s", id, b)
-		}
-	})
-}
-
-// startContainer starts another container of the pod: in its network
-// namespace, detached.
-func (p *pod) startContainer(ctx context.Context, id, image string, cmd ...string) {
-	p.t.Helper()
-	p.start(ctx, id, []string{"--with-ns", "network:" + p.netns}, image, cmd...)
-}
-
-// waitServing waits until netexec answers on 8080 and 8081 inside the pod.
-func (p *pod) waitServing(ctx context.Context) {
-	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := p.exec(ctx, "curl -s -o /dev/null -w %{http_code} http://127.0.0.1:8080/healthz")
-		if err == nil && strings.TrimSpace(out) == "200" {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("netexec does not serve: %v %q", err, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// exec runs cmd in the pod's first container as the suite's RunHostCmd
-// does (kubectl exec POD -- /bin/sh -x -c CMD) and returns its standard
-// output; a non-zero exit is an *exec.ExitError.
-func (p *pod) exec(ctx context.Context, cmd string) (string, error) {
-	p.execs++
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, stderr, err := p.c.Output(ctx, "task", "exec", "--exec-id", fmt.Sprintf("exec-%d", p.execs), p.id, "/bin/sh", "-x", "-c", cmd)
-	if err != nil {
-		return out, fmt.Errorf("%w (stderr %q)", err, stderr)
-	}
-	return out, nil
-}
-
-func (p *pod) mustExec(ctx context.Context, cmd string) string {
-	p.t.Helper()
-	out, err := p.exec(ctx, cmd)
-	if err != nil {
-		p.t.Fatalf("%s: %v", cmd, err)
-	}
-	return out
-}
-
-// run runs a container of image in the pod's network namespace to its end
-// and returns its standard output.
-func (p *pod) run(ctx context.Context, image string, args ...string) (string, error) {
-	p.execs++
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	out, stderr, err := p.c.Output(ctx, append([]string{"run", "--rm", "--runc-root", p.c.RuncRoot,
-		"--with-ns", "network:" + p.netns, image, fmt.Sprintf("run-%d", p.execs)}, args...)...)
-	if err != nil {
-		return out, fmt.Errorf("%w (stderr %q)", err, stderr)
-	}
-	return out, nil
-}
-
-// remove kills and removes the pod's containers.
-func (p *pod) remove() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, id := range slices.Backward(p.detach) {
-		// SIGKILL: the servers have no state to save; a task already gone
-		// is fine, and the removals below report what is left.
-		_, _ = p.c.Run(ctx, "task", "kill", "-s", "SIGKILL", id)
-	}
-	for _, id := range p.detach {
-		deadline := time.Now().Add(20 * time.Second)
-		for taskPID(ctx, p.t, p.c, id) != "" && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if _, err := p.c.Run(ctx, "task", "rm", "-f", id); err != nil && !strings.Contains(err.Error(), "not found") {
-			p.t.Error(err)
-		}
-		if _, err := p.c.Run(ctx, "containers", "rm", id); err != nil {
-			p.t.Error(err)
-		}
-	}
-}
-
-// taskPID returns the pid of id's task while it runs ("" otherwise).
-func taskPID(ctx context.Context, t *testing.T, c *ctrtest.Containerd, id string) string {
-	t.Helper()
-	out, err := c.Run(ctx, "task", "ls")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == id && f[2] == "RUNNING" {
-			return f[1]
-		}
-	}
-	return ""
-}
-
-// checkRunsUntilSignalled runs image's own entrypoint and command (no
-// arguments, as a pod that names only the image), wants it running as uid
-// after a second, then stops it with SIGTERM, as the kubelet does, and
-// wants exit status code.
-func checkRunsUntilSignalled(ctx context.Context, t *testing.T, c *ctrtest.Containerd, image, uid string, code int) {
-	t.Helper()
-	id := "default-" + strings.NewReplacer("/", "-", ":", "-", ".", "-").Replace(image[strings.LastIndex(image, "/")+1:])
-	cmd := exec.CommandContext(ctx, c.Ctr, "--address", c.Sock, "-n", c.Namespace, "run", "--rm", "--runc-root", c.RuncRoot, image, id)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	// Ends when the container ends: SIGTERM below, or ctx.
-	go func() { done <- cmd.Wait() }()
-	var pid string
-	for deadline := time.Now().Add(20 * time.Second); pid == "" && time.Now().Before(deadline); {
-		time.Sleep(200 * time.Millisecond)
-		pid = taskPID(ctx, t, c, id)
-	}
-	if pid == "" {
-		t.Errorf("%s's default command is not running: %s", image, out.String())
-	} else {
-		time.Sleep(time.Second)
-		status, err := os.ReadFile("/proc/" + pid + "/status")
-		if err != nil {
-			t.Errorf("%s exited within a second: %v\n%s", image, err, out.String())
-		} else if m := regexp.MustCompile(`(?m)^Uid:\s+(\d+)`).FindSubmatch(status); m == nil || string(m[1]) != uid {
-			t.Errorf("%s runs as uid %q, want %s", image, m, uid)
-		}
-		if _, err := c.Run(ctx, "task", "kill", "-s", "SIGTERM", id); err != nil {
-			t.Error(err)
-		}
-	}
-	select {
-	case err := <-done:
-		got := 0
-		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-			got = ee.ExitCode()
-		} else if err != nil {
-			t.Errorf("%s: %v", image, err)
-		}
-		if got != code {
-			t.Errorf("%s after SIGTERM: exit %d, want %d; output:\n%s", image, got, code, out.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("%s did not end 30 s after SIGTERM", image)
-		_, _ = c.Run(ctx, "task", "kill", "-s", "SIGKILL", id) // the test failed already; just end it
-		<-done
-	}
-	t.Logf("%s's default command said: %q", image, out.String())
 }

@@ -2,10 +2,10 @@
 // suite (e2e.test, built by kube/kubetest/build.sh network-e2e) runs in its
 // [sig-network] tests, under the exact names the suite asks for, because no
 // registry is reachable here. Each image is made from real programs: agnhost
-// built from the kubernetes module, the pause program compiled from the
-// module's C source, busybox and the tools the suite runs in its pods (sh,
-// curl, nc, wget, ss, ip, bash) from this machine's Debian packages, with the
-// shared libraries they load.
+// and CoreDNS built from their modules, the pause program compiled from the
+// kubernetes module's C source, busybox, nginx and the tools the suite runs
+// in its pods (sh, curl, nc, wget, ss, ip, bash, dig, getent) from this
+// machine's Debian packages, with the shared libraries they load.
 //
 // It sits beside the real-cluster harness (testbed/cluster), which imports
 // the tarballs Build writes into each node's containerd; it does not import
@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -46,6 +47,18 @@ const (
 	// Pause is the suite's name for the sandbox image, which some tests
 	// also run as a container (service latency, jobs).
 	Pause = "registry.k8s.io/pause:3.10.2"
+	// GlibcDNSTesting is the DNS tests' glibc prober (dig and getent on
+	// Debian bookworm, as upstream's image is) and carries CoreDNS.
+	GlibcDNSTesting = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
+	// RegressionIssue74839 is the conntrack test's server: it answers a
+	// TCP connection on port 9000 with an out-of-window packet and logs
+	// whether the client reset. Upstream: on Debian's debian-base.
+	RegressionIssue74839 = "registry.k8s.io/e2e-test-images/regression-issue-74839:1.5"
+	// DistrolessIptables is kube_proxy.go's host exec image: a privileged
+	// hostNetwork pod that reads the node's conntrack table (conntrack,
+	// or /proc/net/nf_conntrack) with sh, test, cat, grep and which.
+	// Upstream: iptables, conntrack and their tools on distroless Debian.
+	DistrolessIptables = "registry.k8s.io/build-image/distroless-iptables:v0.9.9"
 	// Nginx serves HTTP on port 80; the Endpoints and EndpointSlice tests
 	// run it as their pods' container. Upstream: the official nginx 1.27
 	// image; here Debian bookworm's nginx (1.22).
@@ -54,7 +67,9 @@ const (
 
 // Names returns the names of the images Build writes, in the order of its
 // tarballs.
-func Names() []string { return []string{Agnhost, BusyBox, Pause, Nginx} }
+func Names() []string {
+	return []string{Agnhost, BusyBox, Pause, Nginx, GlibcDNSTesting, RegressionIssue74839, DistrolessIptables}
+}
 
 // pauseVersion is what the pause program prints for -v (upstream stamps
 // v<tag>-<git describe>; there is no git here).
@@ -71,10 +86,11 @@ const pathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 // Build writes the images of Names into dir as docker-archive tarballs
 // (what `ctr -n k8s.io images import` reads) and returns their paths in
 // the same order. kubeBin is build.sh's cache directory, which holds
-// agnhost. It needs gcc with a static libc (libc6-dev), Debian's
-// busybox-static, dash, curl, netcat-openbsd, wget, iproute2 and bash, and the
-// kubernetes module in the Go module cache; an error names what is
-// missing. It takes a few seconds.
+// agnhost and coredns. It needs gcc with a static libc (libc6-dev),
+// Debian's busybox-static, dash, curl, netcat-openbsd, wget, iproute2,
+// bash, bind9-dnsutils and nginx (or nginx unpacked where .ci/run puts
+// it), and the kubernetes module in the Go module cache; an error names
+// what is missing. It takes a few seconds.
 func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -91,6 +107,18 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agnhost (sh kube/kubetest/build.sh DIR network-e2e builds it): %w", err)
 	}
+	coredns, err := os.ReadFile(filepath.Join(kubeBin, "coredns"))
+	if err != nil {
+		return nil, fmt.Errorf("coredns (sh kube/kubetest/build.sh DIR network-e2e builds it): %w", err)
+	}
+	boom, err := os.ReadFile(filepath.Join(kubeBin, "regression-issue-74839"))
+	if err != nil {
+		return nil, fmt.Errorf("regression-issue-74839 (sh kube/kubetest/build.sh DIR network-e2e builds it): %w", err)
+	}
+	debianBase, err := debianFiles(ctx, host)
+	if err != nil {
+		return nil, err
+	}
 	busybox, err := busyboxFiles(ctx, host.busybox, "/bin", nil)
 	if err != nil {
 		return nil, err
@@ -99,11 +127,19 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	agnhostFiles, err := agnhostImage(ctx, src, host, agnhost)
+	agnhostFiles, err := agnhostImage(ctx, src, host, agnhost, coredns)
+	if err != nil {
+		return nil, err
+	}
+	glibcDNSFiles, err := glibcDNSImage(ctx, host, coredns)
 	if err != nil {
 		return nil, err
 	}
 	nginxFiles, err := nginxImage(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	iptablesFiles, err := iptablesImage(ctx, host)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +163,12 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 			ExposedPorts: map[string]struct{}{"80/tcp": {}},
 			// nginx's graceful stop, as the official image has it.
 			StopSignal: "SIGQUIT"}},
+		{GlibcDNSTesting, "glibc-dns-testing.tar", glibcDNSFiles, v1.Config{
+			Cmd: []string{"bash"}, Env: []string{pathEnv}, WorkingDir: "/"}},
+		{RegressionIssue74839, "regression-issue-74839.tar",
+			append(debianBase, ociimage.File{Path: "/regression-issue-74839", Mode: 0o755, Data: boom}), v1.Config{
+				Entrypoint: []string{"/regression-issue-74839"}, Env: []string{pathEnv}, WorkingDir: "/"}},
+		{DistrolessIptables, "distroless-iptables.tar", iptablesFiles, v1.Config{Env: []string{pathEnv}, WorkingDir: "/"}},
 	}
 	var tarballs []string
 	for _, im := range images {
@@ -141,17 +183,20 @@ func Build(ctx context.Context, dir, kubeBin string) ([]string, error) {
 
 // agnhostImage lays out the agnhost image as upstream's Dockerfile does on
 // alpine: /agnhost (and /agnhost-2, the name the entrypoint tests use),
-// busybox's applets as the base's small tools, the tools it installs from
-// packages (curl, netcat-openbsd, iproute2, bash), /uploads for netexec,
-// porter's TLS pair, and the user and group one test expects. Two things
+// /coredns, busybox's applets as the base's small tools, the tools it
+// installs from packages (curl, netcat-openbsd, iproute2, bash, bind-tools),
+// /uploads for netexec, porter's TLS pair, and the user and group one test
+// expects. Two things
 // differ from alpine, both because of how Debian builds busybox-static:
 // /bin/sh is dash, since Debian's busybox shell runs its own applets before
 // any program on PATH (its nc has no -u, -v or -t, which the suite passes
 // to nc), and wget is GNU wget, since Debian's static busybox wget crashes
 // (SIGSEGV) on -T, which the suite passes to wget.
-func agnhostImage(ctx context.Context, src string, host hostTools, agnhost []byte) ([]ociimage.File, error) {
+func agnhostImage(ctx context.Context, src string, host hostTools, agnhost, coredns []byte) ([]ociimage.File, error) {
 	files := []ociimage.File{
 		{Path: "/agnhost", Mode: 0o755, Data: agnhost},
+		// The DNS tests run it as a pod's DNS server (/coredns -conf ...).
+		{Path: "/coredns", Mode: 0o755, Data: coredns},
 		{Path: "/agnhost-2", Link: "agnhost"},
 		{Path: "/uploads", Mode: fs.ModeDir | 0o755},
 	}
@@ -170,6 +215,11 @@ func agnhostImage(ctx context.Context, src string, host hostTools, agnhost []byt
 		{host.ss, "/sbin/ss"},
 		{host.ip, "/sbin/ip"},
 		{host.bash, "/bin/bash"},
+		// bind-tools on alpine; glibc's getent where alpine has musl's.
+		{host.dig, "/usr/bin/dig"},
+		{host.nslookup, "/usr/bin/nslookup"},
+		{host.host, "/usr/bin/host"},
+		{host.getent, "/usr/bin/getent"},
 	})
 	if err != nil {
 		return nil, err
@@ -248,6 +298,72 @@ http {
 		ociimage.File{Path: "/run", Mode: fs.ModeDir | 0o755},
 	)
 	return append(files, baseFiles("nginx:x:101:101:nginx:/nonexistent:/bin/false\n", "nginx:x:101:\n")...), nil
+}
+
+// debianFiles stand in for a Debian base image with programs added: dash
+// as /bin/sh, the programs with their libraries (each once), busybox for
+// coreutils and grep under the names the programs leave free, the account
+// files.
+func debianFiles(ctx context.Context, host hostTools, programs ...placed) ([]ociimage.File, error) {
+	files, err := dynamicFiles(ctx, append([]placed{{host.dash, "/bin/sh"}}, programs...))
+	if err != nil {
+		return nil, err
+	}
+	shadowed := map[string]bool{}
+	for _, f := range files {
+		shadowed[filepath.Base(f.Path)] = true
+	}
+	bb, err := busyboxFiles(ctx, host.busybox, "/bin", shadowed)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(files, bb...), baseFiles("", "")...), nil
+}
+
+// iptablesImage lays out Debian's iptables (the nft and legacy xtables
+// programs under their usual names, with every extension they may load)
+// and conntrack, on a stand-in for debian-base. Upstream picks nft or
+// legacy per node with its iptables-wrapper script; here iptables is the
+// nft one, Debian's default.
+func iptablesImage(ctx context.Context, host hostTools) ([]ociimage.File, error) {
+	programs := []placed{
+		{host.conntrack, "/usr/sbin/conntrack"},
+		{host.xtablesNft, "/usr/sbin/xtables-nft-multi"},
+		{host.xtablesLegacy, "/usr/sbin/xtables-legacy-multi"},
+	}
+	for _, m := range host.xtablesModules {
+		programs = append(programs, placed{m, path.Join(xtablesDir, filepath.Base(m))})
+	}
+	files, err := debianFiles(ctx, host, programs...)
+	if err != nil {
+		return nil, err
+	}
+	for _, fam := range []string{"iptables", "ip6tables"} {
+		for _, suffix := range []string{"", "-save", "-restore"} {
+			files = append(files,
+				ociimage.File{Path: "/usr/sbin/" + fam + suffix, Link: "xtables-nft-multi"},
+				ociimage.File{Path: "/usr/sbin/" + fam + "-nft" + suffix, Link: "xtables-nft-multi"},
+				ociimage.File{Path: "/usr/sbin/" + fam + "-legacy" + suffix, Link: "xtables-legacy-multi"})
+		}
+	}
+	return append(files, nsswitch), nil
+}
+
+// glibcDNSImage lays out the DNS tests' glibc prober as upstream's image
+// has it on Debian bookworm-slim: dash as /bin/sh, bash, dnsutils (dig,
+// nslookup, host), glibc's getent, and /coredns; busybox stands in for
+// coreutils (the probes need only seq, sleep and test).
+func glibcDNSImage(ctx context.Context, host hostTools, coredns []byte) ([]ociimage.File, error) {
+	files, err := debianFiles(ctx, host,
+		placed{host.bash, "/bin/bash"},
+		placed{host.dig, "/usr/bin/dig"},
+		placed{host.nslookup, "/usr/bin/nslookup"},
+		placed{host.host, "/usr/bin/host"},
+		placed{host.getent, "/usr/bin/getent"})
+	if err != nil {
+		return nil, err
+	}
+	return append(files, nsswitch, ociimage.File{Path: "/coredns", Mode: 0o755, Data: coredns}), nil
 }
 
 // nsswitch makes the glibc programs (curl, wget, nginx) read /etc/hosts
