@@ -119,7 +119,9 @@ func (n *node) nodeKernel() kernel {
 			n.t.Fatalf("list rules: %v", err)
 		}
 		for _, r := range rules {
-			if r.Protocol != linux.Proto {
+			// The reply path's rule (PrioMarked) is the node's, not a
+			// pod's: it stays while the agent serves the node.
+			if r.Protocol != linux.Proto || r.Priority == linux.PrioMarked {
 				continue
 			}
 			text := fmt.Sprintf("%d: from %v to %v lookup %d", r.Priority, r.Src, r.Dst, r.Table)
