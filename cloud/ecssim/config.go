@@ -217,7 +217,11 @@ type ENIEvent struct {
 	IPv6         []netip.Addr
 	CIDR         netip.Prefix
 	Gateway      netip.Addr
-	DeviceIndex  int
+	// GatewayV6 is the vSwitch's IPv6 gateway, as the metadata item
+	// ipv6-gateway gives it; the zero Addr when the vSwitch has no IPv6
+	// CIDR.
+	GatewayV6   netip.Addr
+	DeviceIndex int
 }
 
 // InstanceSpec describes an instance to add.
@@ -226,6 +230,10 @@ type InstanceSpec struct {
 	InstanceType string // default DefaultInstanceType
 	Zone         string // default: the vSwitch's zone
 	VSwitchID    string // default: the first vSwitch (of Zone, if set)
+	// IPv6Count gives the primary ENI that many IPv6 addresses, as
+	// RunInstances' Ipv6AddressCount does (0 to the type's IPv6 per ENI;
+	// the vSwitch needs an IPv6 CIDR).
+	IPv6Count int
 }
 
 // InstanceInfo describes an added instance.
@@ -237,4 +245,6 @@ type InstanceInfo struct {
 	PrimaryENI   string
 	MAC          string
 	PrimaryIP    netip.Addr
+	// PrimaryIPv6 are the primary ENI's IPv6 addresses (IPv6Count).
+	PrimaryIPv6 []netip.Addr
 }

@@ -37,7 +37,8 @@
 //     AvailableIpAddressCount moves with every change.
 //   - Instances of real types (InstanceTypes) with their ENI, IPv4-per-ENI
 //     and IPv6-per-ENI limits, each with a primary ENI (Type Primary, never
-//     detachable) holding a primary IP.
+//     detachable) holding a primary IP and, with InstanceSpec.IPv6Count
+//     (RunInstances' Ipv6AddressCount), IPv6 addresses of its vSwitch.
 //   - ENIs: Available -> Attaching -> InUse -> Detaching -> Available ->
 //     Deleting -> gone (then InvalidEniId.NotFound), each asynchronous step
 //     after Config.Delays. Limits: EniQuantity per instance
@@ -262,5 +263,7 @@
 // in-process); Config.Clock drives timestamps, stale-read windows, metadata
 // lag and token and credential expiry. AddForeignENI stands in for another
 // controller's ENI (no enid tag), attached at once. The IPv6 gateway is, by analogy with
-// IPv4, the address at index -3 of the vSwitch IPv6 CIDR.
+// IPv4, the address at index -3 of the vSwitch IPv6 CIDR (ECS documents no
+// value for ipv6-gateway); the metadata item and ENIEvent.GatewayV6 give
+// it, and a datapath harness answers it (simvpc's AnswerGatewayV6).
 package ecssim

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -289,5 +291,49 @@ func TestMetadataCallerBySource(t *testing.T) {
 	}
 	if st, got := get("127.0.0.1:40000"); st != 404 {
 		t.Errorf("from an address no instance holds: %d %q, want 404", st, got)
+	}
+}
+
+// An instance added with IPv6Count has that many IPv6 addresses on its
+// primary ENI (RunInstances' Ipv6AddressCount), in its vSwitch's IPv6
+// CIDR: in InstanceInfo, the ENI's event and the metadata's ipv6s, and
+// the event's GatewayV6 is the metadata's ipv6-gateway. More
+// than the type's IPv6 per ENI, or a vSwitch without IPv6, is refused.
+func TestAddInstancePrimaryIPv6(t *testing.T) {
+	e := newEnv(t, ecssim.Config{MetadataLag: ecssim.NoDelay})
+	in, err := e.sim.AddInstance(ecssim.InstanceSpec{IPv6Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v6 := e.sim.Dump().VSwitches[0].IPv6CIDR
+	if len(in.PrimaryIPv6) != 1 || !v6.Contains(in.PrimaryIPv6[0]) {
+		t.Fatalf("PrimaryIPv6 = %v, want one address of %s", in.PrimaryIPv6, v6)
+	}
+	if ev, ok := e.sim.Event(in.PrimaryENI); !ok || !slices.Equal(ev.IPv6, in.PrimaryIPv6) {
+		t.Errorf("event IPv6 = %v, want %v", ev.IPv6, in.PrimaryIPv6)
+	}
+	md := httptest.NewServer(e.sim.MetadataHandler())
+	t.Cleanup(md.Close)
+	key := md.URL + "/" + in.ID + "/latest/meta-data/network/interfaces/macs/" + in.MAC + "/ipv6s"
+	if st, got := mdGet(t, key, ""); st != 200 || got != "["+in.PrimaryIPv6[0].String()+"]" {
+		t.Errorf("ipv6s = %d %q, want [%s]", st, got, in.PrimaryIPv6[0])
+	}
+	// The event names the IPv6 gateway the metadata gives (what a
+	// harness plugging the ENI must answer).
+	ev, _ := e.sim.Event(in.PrimaryENI)
+	gwKey := strings.TrimSuffix(key, "ipv6s") + "ipv6-gateway"
+	if st, got := mdGet(t, gwKey, ""); st != 200 || !ev.GatewayV6.IsValid() || got != ev.GatewayV6.String() {
+		t.Errorf("ipv6-gateway = %d %q, event GatewayV6 %v: want the same address", st, got, ev.GatewayV6)
+	}
+	if _, err := e.sim.AddInstance(ecssim.InstanceSpec{IPv6Count: 99}); err == nil || !strings.Contains(err.Error(), "Ipv6AddressCount 99") {
+		t.Errorf("IPv6Count 99: %v, want a refusal naming Ipv6AddressCount", err)
+	}
+	v4only, err := ecssim.New(ecssim.Config{VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-4", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.9.0/24")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = v4only.Close() })
+	if _, err := v4only.AddInstance(ecssim.InstanceSpec{IPv6Count: 1}); err == nil {
+		t.Error("IPv6Count 1 on a vSwitch without IPv6 was accepted")
 	}
 }

@@ -133,6 +133,9 @@ func (m *model) eventOf(e *ENIState) ENIEvent {
 	if v := m.vsw[e.VSwitchID]; v != nil {
 		ev.CIDR = v.CIDR
 		ev.Gateway = gatewayOf(v.CIDR)
+		if v.IPv6CIDR.IsValid() {
+			ev.GatewayV6 = ipv6Gateway(v.IPv6CIDR)
+		}
 	}
 	return ev
 }

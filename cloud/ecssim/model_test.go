@@ -217,7 +217,8 @@ func TestHooks(t *testing.T) {
 	}
 	wantEv := ecssim.ENIEvent{InstanceID: e.inst.ID, ENIID: id, MAC: created.MacAddress,
 		PrimaryIP: netip.MustParseAddr(created.PrivateIpAddress), CIDR: netip.MustParsePrefix("192.168.0.0/24"),
-		Gateway: netip.MustParseAddr("192.168.0.253"), DeviceIndex: 1, IPv4: attached.IPv4}
+		Gateway: netip.MustParseAddr("192.168.0.253"), GatewayV6: netip.MustParseAddr("2408:4005:300:0:ffff:ffff:ffff:fffd"),
+		DeviceIndex: 1, IPv4: attached.IPv4}
 	if d := cmp.Diff(wantEv, attached, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); d != "" {
 		t.Errorf("attach event (-want +got):\n%s", d)
 	}

@@ -226,8 +226,11 @@ func (s *Server) AddInstance(spec InstanceSpec) (InstanceInfo, error) {
 	if _, dup := m.instances[spec.ID]; dup {
 		return InstanceInfo{}, fmt.Errorf("add instance: %s exists", spec.ID)
 	}
+	if spec.IPv6Count < 0 || spec.IPv6Count > t.IPv6PerENI {
+		return InstanceInfo{}, fmt.Errorf("add instance: Ipv6AddressCount %d is not within 0 to %d, the IPv6 per ENI of %s", spec.IPv6Count, t.IPv6PerENI, t.ID)
+	}
 	now := s.now()
-	e, err := m.createENI(newENIParams{vswID: v.ID, sgs: []string{s.cfg.SecurityGroups[0]}, eniType: "Primary", trafficMode: "Standard", now: now})
+	e, err := m.createENI(newENIParams{vswID: v.ID, sgs: []string{s.cfg.SecurityGroups[0]}, ipv6Count: spec.IPv6Count, eniType: "Primary", trafficMode: "Standard", now: now})
 	if err != nil {
 		return InstanceInfo{}, fmt.Errorf("add instance: primary eni: %w", err)
 	}
@@ -236,7 +239,7 @@ func (s *Server) AddInstance(spec InstanceSpec) (InstanceInfo, error) {
 	m.instances[spec.ID] = &InstanceState{ID: spec.ID, InstanceType: t.ID, ZoneID: v.ZoneID, VSwitchID: v.ID,
 		PrimaryENI: e.ID, SecurityGroups: []string{s.cfg.SecurityGroups[0]}, CreatedAt: now}
 	s.saveLocked()
-	return InstanceInfo{ID: spec.ID, InstanceType: t.ID, Zone: v.ZoneID, VSwitchID: v.ID, PrimaryENI: e.ID, MAC: e.MAC, PrimaryIP: e.PrimaryIP}, nil
+	return InstanceInfo{ID: spec.ID, InstanceType: t.ID, Zone: v.ZoneID, VSwitchID: v.ID, PrimaryENI: e.ID, MAC: e.MAC, PrimaryIP: e.PrimaryIP, PrimaryIPv6: cloneOrNil(e.IPv6)}, nil
 }
 
 // InstanceENIs returns the ENIs attached, attaching or detaching to an
