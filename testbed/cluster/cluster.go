@@ -57,6 +57,8 @@ var Programs = []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-contro
 const (
 	ServiceCIDR = "10.0.0.0/24"
 	ServiceIP   = "10.0.0.1"
+	// ServiceCIDRv6 is the IPv6 Service range of a DualStack cluster.
+	ServiceCIDRv6 = "fd00:10:96::/112"
 )
 
 // Options configure a cluster.
@@ -92,7 +94,13 @@ type Options struct {
 	// MasqueradeAll makes kube-proxy masquerade all Service traffic
 	// (its masqueradeAll), as exclusive-ENI nodes need.
 	MasqueradeAll bool
-	Logger        *slog.Logger
+	// DualStack makes a dual-stack cluster: every node's primary ENI has
+	// an IPv6 address (its vSwitch needs an IPv6 CIDR) which the kubelet
+	// reports beside the IPv4 one (--node-ip), and the API server gives
+	// Services addresses of ServiceCIDRv6 too; kube-proxy then programs
+	// both families.
+	DualStack bool
+	Logger    *slog.Logger
 }
 
 // Cluster is a running cluster of one or more nodes.
@@ -125,9 +133,11 @@ type Cluster struct {
 // kubelet (and, with Options.KubeProxy, kube-proxy) of its own.
 type Node struct {
 	c *Cluster
-	// Name and IP are the Node's name and address (its primary ENI's).
+	// Name and IP are the Node's name and address (its primary ENI's);
+	// IPv6 its IPv6 address in a DualStack cluster (else invalid).
 	Name string
 	IP   netip.Addr
+	IPv6 netip.Addr
 	// Instance is the simulated instance; NS its network namespace.
 	Instance ecssim.InstanceInfo
 	NS       string
@@ -167,7 +177,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	c := &Cluster{t: t, o: o, Dir: dir, NodeName: o.NodeName, bin: bin, adminToken: kubetest.Token(), proxyToken: kubetest.Token()}
 	t.Cleanup(c.Close)
 	sn, err := simnode.Start(simnode.Options{Sim: o.Sim, InstanceType: o.InstanceType, VSwitchID: o.VSwitchID, Datapath: true,
-		ListenInVPC: true, Name: o.Name, Logger: o.Logger})
+		ListenInVPC: true, PrimaryIPv6: o.DualStack, Name: o.Name, Logger: o.Logger})
 	if err != nil {
 		t.Fatalf("start the simulated node: %v", err)
 	}
@@ -175,7 +185,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	c.NodeIP = sn.Instance.PrimaryIP
 	c.Nodes = append(c.Nodes, c.newNode(o.NodeName, sn.Instance, sn.NodeNS(), dir, filepath.Base(dir)))
 	for i := 2; i <= o.Nodes; i++ {
-		peer, err := sn.AddPeer(o.InstanceType, o.VSwitchID)
+		peer, err := sn.AddPeer(o.InstanceType, o.VSwitchID, o.DualStack)
 		if err != nil {
 			t.Fatalf("node %d: %v", i, err)
 		}
@@ -221,8 +231,20 @@ func Start(t testing.TB, o Options) *Cluster {
 }
 
 func (c *Cluster) newNode(name string, inst ecssim.InstanceInfo, ns, dir, cgroup string) *Node {
-	return &Node{c: c, Name: name, IP: inst.PrimaryIP, Instance: inst, NS: ns, dir: dir, cgroup: cgroup,
+	n := &Node{c: c, Name: name, IP: inst.PrimaryIP, Instance: inst, NS: ns, dir: dir, cgroup: cgroup,
 		sock: filepath.Join(dir, "c.sock"), token: kubetest.Token(), procs: map[string]*kubetest.Process{}}
+	if len(inst.PrimaryIPv6) > 0 {
+		n.IPv6 = inst.PrimaryIPv6[0]
+	}
+	return n
+}
+
+// serviceCIDRs is the API server's --service-cluster-ip-range.
+func (c *Cluster) serviceCIDRs() string {
+	if c.o.DualStack {
+		return ServiceCIDR + "," + ServiceCIDRv6
+	}
+	return ServiceCIDR
 }
 
 // first is the first node, where the control plane runs.

@@ -75,7 +75,7 @@ func (c *Cluster) startControlPlane() {
 		"--allow-privileged=true",
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
-		"--service-cluster-ip-range", ServiceCIDR)
+		"--service-cluster-ip-range", c.serviceCIDRs())
 	kubetest.WaitHTTP(c.t, insecure, "https://"+c.NodeIP.String()+":"+apiPort+"/readyz",
 		map[string]string{"Authorization": "Bearer " + c.adminToken}, 90*time.Second)
 	admin := c.kubeconfig("admin", c.adminToken)

@@ -221,11 +221,20 @@ func (n *Node) StartKubelet() {
 	}
 	args := []string{filepath.Join(n.c.bin, "kubelet"), "--config", cfg,
 		"--kubeconfig", n.c.kubeconfig("node-"+n.Name, n.token), "--hostname-override", n.Name,
-		"--node-ip", n.IP.String(), "--root-dir", "/var/lib/kubelet", "--cert-dir", filepath.Join(n.dir, "kubelet-pki")}
+		"--node-ip", n.nodeIPs(), "--root-dir", "/var/lib/kubelet", "--cert-dir", filepath.Join(n.dir, "kubelet-pki")}
 	if len(n.c.o.Taints) > 0 {
 		args = append(args, "--register-with-taints", strings.Join(n.c.o.Taints, ","))
 	}
 	n.run("kubelet", args...)
+}
+
+// nodeIPs is the kubelet's --node-ip: IPv4 first, as the cluster's
+// primary family, then IPv6 on a dual-stack cluster.
+func (n *Node) nodeIPs() string {
+	if n.IPv6.IsValid() {
+		return n.IP.String() + "," + n.IPv6.String()
+	}
+	return n.IP.String()
 }
 
 // StopKubelet stops the kubelet; its pods keep running.

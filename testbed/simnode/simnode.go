@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +51,11 @@ type Options struct {
 	// source address. The primary interfaces are addressed as with
 	// ListenInNode.
 	ListenInVPC bool
+	// PrimaryIPv6 gives the instance's primary ENI an IPv6 address (the
+	// vSwitch needs an IPv6 CIDR) and, where the primary interface is
+	// addressed (ListenInNode, ListenInVPC, AddPeer), that address and an
+	// IPv6 default route: a dual-stack node.
+	PrimaryIPv6 bool
 	Logger      *slog.Logger
 }
 
@@ -115,7 +121,7 @@ func Start(o Options) (*Node, error) {
 		n.Topology = tp
 		sim.SetHooks(ecssim.Hooks{OnAttach: n.onAttach, OnDetach: n.onDetach, OnAssign: n.onAssign, OnUnassign: n.onUnassign})
 	}
-	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: o.InstanceType, VSwitchID: o.VSwitchID})
+	inst, err := sim.AddInstance(ecssim.InstanceSpec{InstanceType: o.InstanceType, VSwitchID: o.VSwitchID, IPv6Count: ipv6Count(o.PrimaryIPv6)})
 	if err != nil {
 		n.Close()
 		return nil, fmt.Errorf("add instance: %w", err)
@@ -165,17 +171,37 @@ func (n *Node) plugPrimary(inst ecssim.InstanceInfo, ns string) error {
 	if !ok {
 		return fmt.Errorf("the primary ENI %s of %s is not in the simulator", inst.PrimaryENI, inst.ID)
 	}
-	if err := n.Topology.PlugENIInto(ns, ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, ev.IPv4...); err != nil {
+	if err := n.plug(ns, ev); err != nil {
 		return err
 	}
-	return n.Topology.AddressPrimary(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway)
+	return n.Topology.AddressPrimary(ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, ev.IPv6...)
+}
+
+// plug plugs an ENI into a node namespace: its addresses routed to it in
+// the vpc, and on a vSwitch with IPv6 its IPv6 gateway answered.
+func (n *Node) plug(ns string, ev ecssim.ENIEvent) error {
+	if err := n.Topology.PlugENIInto(ns, ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, append(slices.Clone(ev.IPv4), ev.IPv6...)...); err != nil {
+		return err
+	}
+	if ev.GatewayV6.IsValid() {
+		return n.Topology.AnswerGatewayV6(ev.MAC, ev.GatewayV6)
+	}
+	return nil
+}
+
+// ipv6Count is the primary ENI's IPv6 count for Options.PrimaryIPv6.
+func ipv6Count(primaryIPv6 bool) int {
+	if primaryIPv6 {
+		return 1
+	}
+	return 0
 }
 
 // AddPeer adds another instance to the simulated VPC, with a node
 // namespace of its own, its primary interface addressed there: the next
-// node of a cluster. Its ENIs are plugged into its namespace. It needs a
-// datapath.
-func (n *Node) AddPeer(instanceType, vswitchID string) (Peer, error) {
+// node of a cluster (with an IPv6 address too when primaryIPv6). Its
+// ENIs are plugged into its namespace. It needs a datapath.
+func (n *Node) AddPeer(instanceType, vswitchID string, primaryIPv6 bool) (Peer, error) {
 	if n.Topology == nil {
 		return Peer{}, errors.New("add peer: the simulated node has no datapath")
 	}
@@ -183,7 +209,7 @@ func (n *Node) AddPeer(instanceType, vswitchID string) (Peer, error) {
 	if err != nil {
 		return Peer{}, fmt.Errorf("add peer: %w", err)
 	}
-	inst, err := n.Sim.AddInstance(ecssim.InstanceSpec{InstanceType: instanceType, VSwitchID: vswitchID})
+	inst, err := n.Sim.AddInstance(ecssim.InstanceSpec{InstanceType: instanceType, VSwitchID: vswitchID, IPv6Count: ipv6Count(primaryIPv6)})
 	if err != nil {
 		return Peer{}, fmt.Errorf("add peer: %w", err)
 	}
@@ -213,8 +239,7 @@ func (n *Node) logHook(what string, ev ecssim.ENIEvent, err error) {
 }
 
 func (n *Node) onAttach(ev ecssim.ENIEvent) {
-	ips := append(append([]netip.Addr{}, ev.IPv4...), ev.IPv6...)
-	n.logHook("plug eni", ev, n.Topology.PlugENIInto(n.nsOf(ev.InstanceID), ev.MAC, ev.PrimaryIP, ev.CIDR, ev.Gateway, ips...))
+	n.logHook("plug eni", ev, n.plug(n.nsOf(ev.InstanceID), ev))
 }
 
 func (n *Node) onDetach(ev ecssim.ENIEvent) {

@@ -44,6 +44,8 @@ type Topology struct {
 	pods map[string]bool
 	// closed is set by Close.
 	closed bool
+	// ndp proxies the vpc's neighbour discovery (ndp.go).
+	ndp ndp
 }
 
 // plug is one ENI: a veth whose node end has the ENI's MAC.
@@ -66,10 +68,13 @@ func New(name string) (*Topology, error) {
 		return nil, errors.Join(err, deleteNS(vpc))
 	}
 	tp := &Topology{VPCNS: vpc, NodeNS: node, name: name, plugs: map[string]*plug{}, next: map[string]int{}, pods: map[string]bool{}}
-	// The vpc namespace routes between vSwitches like the VPC does.
+	// The vpc namespace routes between vSwitches like the VPC does, and
+	// answers neighbour discovery for every routed IPv6 address (proxy
+	// NDP, ndp.go).
 	if err := writeSysctls(vpc, map[string]string{
 		"net/ipv4/ip_forward":          "1",
 		"net/ipv6/conf/all/forwarding": "1",
+		"net/ipv6/conf/all/proxy_ndp":  "1",
 	}); err != nil {
 		return nil, errors.Join(err, tp.Close())
 	}
@@ -215,7 +220,10 @@ func (tp *Topology) PlugENIInto(nodeNS, mac string, primary netip.Addr, cidr net
 		if err := h.LinkSetUp(l); err != nil {
 			return err
 		}
-		return routeIPs(h, l, hw, append([]netip.Addr{primary}, ips...))
+		if err := tp.ndp.addDev(h, p.vpcName, l.Attrs().Index); err != nil {
+			return err
+		}
+		return tp.routeIPs(h, l, hw, append([]netip.Addr{primary}, ips...))
 	})
 	if err != nil {
 		tp.mu.Lock()
@@ -226,7 +234,13 @@ func (tp *Topology) PlugENIInto(nodeNS, mac string, primary netip.Addr, cidr net
 	// A vSwitch answers ARP for every address in it, as the VPC router
 	// does: an exclusive-ENI pod, which holds the vSwitch prefix on link,
 	// reaches another pod of the vSwitch through the VPC.
-	if err := writeSysctls(tp.VPCNS, map[string]string{"net/ipv4/conf/" + p.vpcName + "/proxy_arp": "1"}); err != nil {
+	// It answers a solicitation for a proxied IPv6 address at once, as
+	// the VPC's router does, not after the random delay a proxy waits by
+	// default (up to 0.8 s; a new namespace has no neigh/default to set).
+	if err := writeSysctls(tp.VPCNS, map[string]string{
+		"net/ipv4/conf/" + p.vpcName + "/proxy_arp":    "1",
+		"net/ipv6/neigh/" + p.vpcName + "/proxy_delay": "0",
+	}); err != nil {
 		return fmt.Errorf("plug eni %s: %w", mac, err)
 	}
 	if err := antiSpoof(tp.VPCNS, p.vpcName); err != nil {
@@ -236,8 +250,9 @@ func (tp *Topology) PlugENIInto(nodeNS, mac string, primary netip.Addr, cidr net
 }
 
 // routeIPs routes each valid address to the ENI's link with a permanent
-// neighbour naming the ENI's MAC.
-func routeIPs(h *netlink.Handle, l netlink.Link, mac net.HardwareAddr, ips []netip.Addr) error {
+// neighbour naming the ENI's MAC; each IPv6 address is proxied on every
+// ENI veth (ndp.go).
+func (tp *Topology) routeIPs(h *netlink.Handle, l netlink.Link, mac net.HardwareAddr, ips []netip.Addr) error {
 	for _, ip := range ips {
 		if !ip.IsValid() {
 			continue
@@ -250,6 +265,11 @@ func routeIPs(h *netlink.Handle, l netlink.Link, mac net.HardwareAddr, ips []net
 		if err := h.NeighSet(n); err != nil {
 			return fmt.Errorf("neighbour %s: %w", ip, err)
 		}
+		if ip.Is6() {
+			if err := tp.ndp.addAddr(h, ip, l.Attrs().Name); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -257,7 +277,9 @@ func routeIPs(h *netlink.Handle, l netlink.Link, mac net.HardwareAddr, ips []net
 // AddressPrimary gives the node end of the plugged primary ENI (by MAC)
 // its address in cidr and a default route via gateway in the main table,
 // as the node's DHCP client does on a real instance, and brings it up.
-func (tp *Topology) AddressPrimary(mac string, ip netip.Addr, cidr netip.Prefix, gateway netip.Addr) error {
+// Each of ipv6 (the ENI's IPv6 addresses) is added as a /128, as DHCPv6
+// leases it, with an IPv6 default route via GatewayV6.
+func (tp *Topology) AddressPrimary(mac string, ip netip.Addr, cidr netip.Prefix, gateway netip.Addr, ipv6 ...netip.Addr) error {
 	p, err := tp.plugOf(mac)
 	if err != nil {
 		return err
@@ -277,6 +299,45 @@ func (tp *Topology) AddressPrimary(mac string, ip netip.Addr, cidr netip.Prefix,
 		r := &netlink.Route{LinkIndex: l.Attrs().Index, Gw: gateway.AsSlice()}
 		if err := h.RouteReplace(r); err != nil {
 			return fmt.Errorf("address primary %s: default via %s: %w", mac, gateway, err)
+		}
+		if len(ipv6) == 0 {
+			return nil
+		}
+		for _, a := range ipv6 {
+			if err := h.AddrReplace(l, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
+				return fmt.Errorf("address primary %s: %s: %w", mac, a, err)
+			}
+		}
+		gw6 := netip.MustParseAddr(GatewayV6)
+		r6 := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, Gw: gw6.AsSlice()}
+		if err := h.RouteReplace(r6); err != nil {
+			return fmt.Errorf("address primary %s: default via %s: %w", mac, gw6, err)
+		}
+		return nil
+	})
+}
+
+// AnswerGatewayV6 makes the vpc end of a plugged ENI (by MAC) hold gw,
+// the vSwitch's IPv6 gateway as the metadata item ipv6-gateway names it,
+// as a /128: the vpc then answers neighbour solicitations for it, as the
+// VPC's router does, and an ENI table's "default via <gw> onlink"
+// resolves. (GatewayV6, the link-local one, it holds from the plug.)
+func (tp *Topology) AnswerGatewayV6(mac string, gw netip.Addr) error {
+	if !gw.Is6() || gw.Is4In6() {
+		return fmt.Errorf("answer gateway %v for %s: not an IPv6 address", gw, mac)
+	}
+	p, err := tp.plugOf(mac)
+	if err != nil {
+		return err
+	}
+	return withHandle(tp.VPCNS, func(h *netlink.Handle) error {
+		l, err := h.LinkByName(p.vpcName)
+		if err != nil {
+			return fmt.Errorf("answer gateway %s for %s: %w", gw, mac, err)
+		}
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: gw.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}
+		if err := h.AddrReplace(l, a); err != nil {
+			return fmt.Errorf("answer gateway %s for %s: %w", gw, mac, err)
 		}
 		return nil
 	})
@@ -346,7 +407,7 @@ func (tp *Topology) RouteIPs(mac string, ips ...netip.Addr) error {
 		if err != nil {
 			return fmt.Errorf("route ips to %s: %w", mac, err)
 		}
-		return routeIPs(h, l, p.mac, ips)
+		return tp.routeIPs(h, l, p.mac, ips)
 	})
 }
 
@@ -374,6 +435,11 @@ func (tp *Topology) UnrouteIPs(mac string, ips ...netip.Addr) error {
 			if err := h.NeighDel(n); err != nil && !errors.Is(err, unix.ENOENT) {
 				return fmt.Errorf("remove neighbour %s: %w", ip, err)
 			}
+			if ip.Is6() {
+				if err := tp.ndp.delAddr(h, ip); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -393,6 +459,9 @@ func (tp *Topology) UnplugENI(mac string) error {
 			if errors.As(err, &nf) {
 				return nil
 			}
+			return err
+		}
+		if err := tp.ndp.delDev(h, p.vpcName); err != nil {
 			return err
 		}
 		return h.LinkDel(l)

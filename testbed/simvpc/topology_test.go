@@ -139,3 +139,173 @@ func TestRoutedIPReachable(t *testing.T) {
 		t.Error("ping succeeded after the address was unrouted")
 	}
 }
+
+// TestAnswerGatewayV6: a node whose ENI table routes by the vSwitch's
+// IPv6 gateway (the metadata's ipv6-gateway, a global address) reaches
+// the VPC once the vpc answers that gateway, and not before: neighbour
+// discovery for it goes unanswered.
+func TestAnswerGatewayV6(t *testing.T) {
+	roottest.Need(t)
+	tp := linuxtest.NewTopology(t)
+	const mac = "02:00:00:00:04:01"
+	cidr := netip.MustParsePrefix("10.4.0.0/24")
+	gw, a6 := netip.MustParseAddr("10.4.0.253"), netip.MustParseAddr("fd00:4::5")
+	gw6 := netip.MustParseAddr("fd00:4::ffff:ffff:ffff:fffd")
+	host6 := netip.MustParseAddr(linuxtest.VPCHostV6)
+	if err := tp.PlugENI(mac, netip.MustParseAddr("10.4.0.5"), cidr, gw, a6); err != nil {
+		t.Fatal(err)
+	}
+	name, err := tp.NodeName(mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := handle(t, tp.NodeNS)
+	l, err := node.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: a6.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
+		t.Fatal(err)
+	}
+	r := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: host6.AsSlice(), Mask: net.CIDRMask(128, 128)},
+		Gw: gw6.AsSlice(), Flags: unix.RTNH_F_ONLINK}
+	if err := node.RouteAdd(r); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := linuxtest.Ping(short, tp.NodeNS, host6); err == nil {
+		t.Fatal("the VPC was reached by a gateway the vpc does not answer")
+	}
+	if err := tp.AnswerGatewayV6(mac, gw6); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.AnswerGatewayV6(mac, gw6); err != nil {
+		t.Errorf("answer the gateway twice: %v", err)
+	}
+	if err := tp.AnswerGatewayV6(mac, gw); err == nil {
+		t.Error("an IPv4 gateway was taken as an IPv6 one")
+	}
+	// A failed resolution leaves the neighbour FAILED for a while; the
+	// next packet solicits again.
+	ctx, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel2()
+	if err := linuxtest.Ping(ctx, tp.NodeNS, host6); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProxyNDP: a namespace holding an ENI with its vSwitch's IPv6 /64 on
+// link (an exclusive-ENI pod) reaches another ENI's IPv6 address through
+// the vpc, which answers neighbour discovery for every routed IPv6
+// address, as the VPC's router does; unrouting the address and
+// unplugging its ENI remove the vpc's proxy entry.
+func TestProxyNDP(t *testing.T) {
+	roottest.Need(t)
+	tp := linuxtest.NewTopology(t)
+	const macA, macB = "02:00:00:00:05:01", "02:00:00:00:05:02"
+	cidr := netip.MustParsePrefix("10.5.0.0/24")
+	gw := netip.MustParseAddr("10.5.0.253")
+	a6, b6 := netip.MustParseAddr("fd00:5::a"), netip.MustParseAddr("fd00:5::b")
+	if err := tp.PlugENI(macA, netip.MustParseAddr("10.5.0.5"), cidr, gw, a6); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.PlugENI(macB, netip.MustParseAddr("10.5.0.6"), cidr, gw, b6); err != nil {
+		t.Fatal(err)
+	}
+	pod, cleanup, err := tp.NewPodNS("ndp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	node := handle(t, tp.NodeNS)
+	gw6 := netip.MustParseAddr(linuxtest.GatewayV6)
+	// A's device goes into the pod with fd00:5::a/64 on link.
+	nameA, err := tp.NodeName(macA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := node.LinkByName(nameA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podFD, err := netns.GetFromPath(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer podFD.Close()
+	if err := node.LinkSetNsFd(la, int(podFD)); err != nil {
+		t.Fatal(err)
+	}
+	ph := handle(t, pod)
+	if la, err = ph.LinkByName(nameA); err != nil {
+		t.Fatal(err)
+	}
+	if err := ph.LinkSetUp(la); err != nil {
+		t.Fatal(err)
+	}
+	if err := ph.AddrAdd(la, &netlink.Addr{IPNet: &net.IPNet{IP: a6.AsSlice(), Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
+		t.Fatal(err)
+	}
+	// B stays in the node, fd00:5::b/128, its way back by the gateway.
+	nameB, err := tp.NodeName(macB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, err := node.LinkByName(nameB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.LinkSetUp(lb); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.AddrAdd(lb, &netlink.Addr{IPNet: &net.IPNet{IP: b6.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.RouteAdd(&netlink.Route{LinkIndex: lb.Attrs().Index, Dst: &net.IPNet{IP: a6.AsSlice(), Mask: net.CIDRMask(128, 128)}, Gw: gw6.AsSlice()}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := linuxtest.Ping(ctx, pod, b6); err != nil {
+		t.Fatalf("an on-link neighbour through the vpc: %v", err)
+	}
+	vpc := handle(t, tp.VPCNS)
+	proxied := func() []string {
+		ns, err := vpc.NeighProxyList(0, unix.AF_INET6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, n := range ns {
+			l, err := vpc.LinkByIndex(n.LinkIndex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, n.IP.String()+" "+l.Attrs().Name)
+		}
+		sort.Strings(out)
+		return out
+	}
+	// Each address on each ENI veth.
+	vA, vB := "v020000000501", "v020000000502"
+	want := []string{"fd00:5::a " + vA, "fd00:5::a " + vB, "fd00:5::b " + vA, "fd00:5::b " + vB}
+	if diff := cmp.Diff(want, proxied()); diff != "" {
+		t.Errorf("proxy entries (-want +got):\n%s", diff)
+	}
+	if err := tp.UnrouteIPs(macB, b6); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"fd00:5::a " + vA, "fd00:5::a " + vB}, proxied()); diff != "" {
+		t.Errorf("proxy entries after unroute (-want +got):\n%s", diff)
+	}
+	if err := tp.UnplugENI(macA); err != nil {
+		t.Fatal(err)
+	}
+	if got := proxied(); len(got) != 0 {
+		t.Errorf("proxy entries after unplug: %v, want none", got)
+	}
+}
