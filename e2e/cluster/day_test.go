@@ -50,6 +50,8 @@ type day struct {
 	image string
 	// alloc is the config's eni.ipv4Allocation ("": the default).
 	alloc string
+	// ipStack is the config's ipStack ("": the default, ipv4).
+	ipStack string
 	// exclusive runs the config in mode exclusive-eni, with the cluster's
 	// Service range in serviceCIDRs and a pool of one or two spare ENIs.
 	exclusive bool
@@ -155,7 +157,14 @@ func (d *day) config(vsws ...string) string {
 	env := d.c.Sim.Env()
 	mode := "mode: shared-eni\npool:\n  minIdle: 2\n  maxIdle: 10\n  batch: 5\n"
 	if d.exclusive {
-		mode = fmt.Sprintf("mode: exclusive-eni\nserviceCIDRs: [%s]\npool:\n  minIdle: 1\n  maxIdle: 2\n  batch: 1\n", cluster.ServiceCIDR)
+		cidrs := cluster.ServiceCIDR
+		if d.ipStack == "dual" {
+			cidrs += ", " + cluster.ServiceCIDRv6
+		}
+		mode = fmt.Sprintf("mode: exclusive-eni\nserviceCIDRs: [%s]\npool:\n  minIdle: 1\n  maxIdle: 2\n  batch: 1\n", cidrs)
+	}
+	if d.ipStack != "" {
+		mode = "ipStack: " + d.ipStack + "\n" + mode
 	}
 	return fmt.Sprintf(`apiVersion: enid.dev/v1alpha1
 kind: AgentConfig

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,16 +21,20 @@ import (
 // net2 is the two-node cluster with kube-proxy and what its tests share.
 type net2 struct {
 	*day
+	// dualStack: the cluster, its vSwitches and so its pods and Services
+	// have IPv6 beside IPv4, and the matrix runs in both families.
+	dualStack bool
 }
 
 // TestTwoNodes is enid on two nodes of one VPC with kube-proxy (iptables
 // mode) on each, installed as the operator's day installs it, then the
 // connectivity matrix: every way a packet reaches a pod on a Kubernetes
 // node (pod, host network, the VPC; directly, through a ClusterIP, a
-// NodePort, back to itself), on the same node and across nodes, each a
-// subtest that fails on its own.
+// NodePort, back to itself), on the same node and across nodes, in IPv4
+// and IPv6 (the cluster is dual stack: nodes, pods and Services have an
+// address of each family), each a subtest that fails on its own.
 func TestTwoNodes(t *testing.T) {
-	n, done := startTwoNodes(t, nil)
+	n, done := startTwoNodesWith(t, nil, cluster.Options{DualStack: true})
 	if !t.Run("apply", n.apply) {
 		return
 	}
@@ -113,7 +118,7 @@ func (n *net2) inPrefix(a netip.Addr) bool {
 // is its own ENI, so an unmasqueraded reply would skip the node's
 // conntrack (docs/config.md, "Services in exclusive mode").
 func TestTwoNodesExclusive(t *testing.T) {
-	n, done := startTwoNodesWith(t, nil, cluster.Options{InstanceType: "ecs.g7.4xlarge", MasqueradeAll: true})
+	n, done := startTwoNodesWith(t, nil, cluster.Options{InstanceType: "ecs.g7.4xlarge", MasqueradeAll: true, DualStack: true})
 	n.exclusive = true
 	if !t.Run("apply", n.apply) {
 		return
@@ -135,21 +140,26 @@ func startTwoNodes(t *testing.T, images []string) (n *net2, done func()) {
 }
 
 // startTwoNodesWith is startTwoNodes with o's InstanceType,
-// MasqueradeAll and DNS.
+// MasqueradeAll, DNS and DualStack (which gives the vSwitches IPv6 CIDRs).
 func startTwoNodesWith(t *testing.T, images []string, o cluster.Options) (n *net2, done func()) {
 	before := cluster.Host()
 	d := &day{t: t, dir: t.TempDir()}
 	d.root = cluster.ModuleRoot(t)
 	tarball, image := cluster.EnidImage(t, d.root, "", d.dir)
 	d.image = image
+	vsws := []ecssim.VSwitchConfig{
+		{ID: vswMain, Zone: zone, CIDR: netip.MustParsePrefix("192.168.0.0/24")},
+		{ID: vswExtra, Zone: zone, CIDR: netip.MustParsePrefix("192.168.1.0/24")},
+	}
+	if o.DualStack {
+		d.ipStack = "dual"
+		vsws[0].IPv6CIDR = netip.MustParsePrefix("2408:4005:300::/64")
+		vsws[1].IPv6CIDR = netip.MustParsePrefix("2408:4005:300:1::/64")
+	}
 	d.c = cluster.Start(t, cluster.Options{Nodes: 2, KubeProxy: true, Images: append([]string{tarball}, images...),
-		InstanceType: o.InstanceType, MasqueradeAll: o.MasqueradeAll, DNS: o.DNS,
-		Taints: []string{startupTaint}, VSwitchID: vswMain,
-		Sim: ecssim.Config{VSwitches: []ecssim.VSwitchConfig{
-			{ID: vswMain, Zone: zone, CIDR: netip.MustParsePrefix("192.168.0.0/24")},
-			{ID: vswExtra, Zone: zone, CIDR: netip.MustParsePrefix("192.168.1.0/24")},
-		}}})
-	return &net2{day: d}, func() {
+		InstanceType: o.InstanceType, MasqueradeAll: o.MasqueradeAll, DNS: o.DNS, DualStack: o.DualStack,
+		Taints: []string{startupTaint}, VSwitchID: vswMain, Sim: ecssim.Config{VSwitches: vsws}})
+	return &net2{day: d, dualStack: o.DualStack}, func() {
 		dir := d.c.Dir
 		d.c.Close()
 		if diff := before.Diff(cluster.Host()); len(diff) > 0 {
@@ -250,6 +260,7 @@ metadata:
   namespace: default
 spec:
   type: %[3]s
+  ipFamilyPolicy: PreferDualStack
   selector: {app: %[2]s}
   ports: [{port: 80, targetPort: 8080%[4]s}]
 `, name, app, typ, np)
@@ -267,71 +278,111 @@ type cell struct {
 
 func (n *net2) matrix(t *testing.T) {
 	c := n.c
-	ip := func(pod string) string {
+	pods := map[string]corev1.Pod{}
+	for _, name := range []string{"a1", "b", "client"} {
 		var p corev1.Pod
-		getJSON(t, c, &p, "get", "pod", pod, "-o", "json")
-		return p.Status.PodIP
+		getJSON(t, c, &p, "get", "pod", name, "-o", "json")
+		pods[name] = p
 	}
-	clusterIP := func(svc string) string {
+	svcs := map[string]corev1.Service{}
+	for _, name := range []string{"svc-a", "svc-b", "svc-self"} {
 		var s corev1.Service
-		getJSON(t, c, &s, "get", "service", svc, "-o", "json")
-		return s.Spec.ClusterIP
+		getJSON(t, c, &s, "get", "service", name, "-o", "json")
+		svcs[name] = s
 	}
-	a1, b, client := ip("a1"), ip("b"), ip("client")
-	svcA, svcB, svcSelf := clusterIP("svc-a"), clusterIP("svc-b"), clusterIP("svc-self")
-	node1, node2 := c.Nodes[0].IP.String(), c.Nodes[1].IP.String()
 	// A host-network pod shares the machine's UTS namespace (the nodes
 	// are network namespaces, not machines): it answers with its name.
 	hostName, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromPod := func(url string) (string, error) {
-		return get(c.HTTPClient(), "http://"+net.JoinHostPort(client, "8080")+"/fetch?url="+url)
+	families := []string{"ipv4"}
+	if n.dualStack {
+		families = append(families, "ipv6")
 	}
-	fromHost1 := func(url string) (string, error) { return get(c.Nodes[0].HTTPClient(), url) }
-	fromHost2 := func(url string) (string, error) { return get(c.Nodes[1].HTTPClient(), url) }
-	fromVPC := func(url string) (string, error) { return get(c.VPCHTTPClient(), url) }
-	u := func(host string, port int) string { return "http://" + net.JoinHostPort(host, fmt.Sprint(port)) + "/" }
-	cells := []cell{
-		{"pod/pod/same-node", fromPod, u(a1, 8080), "a1"},
-		{"pod/pod/other-node", fromPod, u(b, 8080), "b"},
-		{"pod/host-network/other-node", fromPod, u(node2, hostPort), hostName},
-		{"pod/clusterip/same-node", fromPod, u(svcA, 80), "a1"},
-		{"pod/clusterip/other-node", fromPod, u(svcB, 80), "b"},
-		{"pod/clusterip/hairpin", fromPod, u(svcSelf, 80), "client"},
-		{"pod/nodeport/own-node-other-backend", fromPod, u(node1, npB), "b"},
-		{"pod/nodeport/other-node", fromPod, u(node2, npA), "a1"},
-		{"host/pod/same-node", fromHost1, u(a1, 8080), "a1"},
-		{"host/pod/other-node", fromHost1, u(b, 8080), "b"},
-		{"host/clusterip/same-node", fromHost1, u(svcA, 80), "a1"},
-		{"host/clusterip/other-node", fromHost1, u(svcB, 80), "b"},
-		{"host2/clusterip/other-node", fromHost2, u(svcA, 80), "a1"},
-		{"vpc/pod", fromVPC, u(b, 8080), "b"},
-		{"vpc/nodeport/local-backend", fromVPC, u(node1, npA), "a1"},
-		{"vpc/nodeport/remote-backend", fromVPC, u(node1, npB), "b"},
-		{"vpc/nodeport/second-node-local", fromVPC, u(node2, npB), "b"},
-	}
-	for _, cl := range cells {
-		t.Run(cl.name, func(t *testing.T) {
-			// kube-proxy programs a Service within a second or so of its
-			// endpoints; the first tries may come before.
-			var last error
-			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
-				got, err := cl.from(cl.url)
-				if err == nil && strings.HasPrefix(got, cl.want+" ") {
-					return
+	for _, fam := range families {
+		is6 := fam == "ipv6"
+		// of picks the address of this family among a pod's or Service's.
+		of := func(what string, addrs []string) string {
+			for _, a := range addrs {
+				if ip, err := netip.ParseAddr(a); err == nil && ip.Is6() == is6 {
+					return a
 				}
-				if err == nil {
-					err = fmt.Errorf("answered by %q, want %s", strings.TrimSpace(got), cl.want)
-				}
-				last = err
-				time.Sleep(500 * time.Millisecond)
 			}
-			t.Errorf("%s: %v", cl.url, last)
-		})
+			var enis []string
+			for _, e := range c.Sim.Sim.Dump().ENIs {
+				enis = append(enis, fmt.Sprintf("%s %s IPv4 %v IPv6 %v", e.ID, e.InstanceID, e.IPv4, e.IPv6))
+			}
+			t.Fatalf("%s has no %s address among %v; the ENIs:\n%s", what, fam, addrs, strings.Join(enis, "\n"))
+			return ""
+		}
+		podIP := func(name string) string {
+			var addrs []string
+			for _, a := range pods[name].Status.PodIPs {
+				addrs = append(addrs, a.IP)
+			}
+			return of("pod "+name, addrs)
+		}
+		clusterIP := func(name string) string { return of("service "+name, svcs[name].Spec.ClusterIPs) }
+		nodeIP := func(i int) string {
+			if is6 {
+				return c.Nodes[i].IPv6.String()
+			}
+			return c.Nodes[i].IP.String()
+		}
+		a1, b, client := podIP("a1"), podIP("b"), podIP("client")
+		svcA, svcB, svcSelf := clusterIP("svc-a"), clusterIP("svc-b"), clusterIP("svc-self")
+		node1, node2 := nodeIP(0), nodeIP(1)
+		fromPod := func(target string) (string, error) {
+			return get(c.HTTPClient(), "http://"+net.JoinHostPort(client, "8080")+"/fetch?url="+url.QueryEscape(target))
+		}
+		fromHost1 := func(url string) (string, error) { return get(c.Nodes[0].HTTPClient(), url) }
+		fromHost2 := func(url string) (string, error) { return get(c.Nodes[1].HTTPClient(), url) }
+		fromVPC := func(url string) (string, error) { return get(c.VPCHTTPClient(), url) }
+		u := func(host string, port int) string { return "http://" + net.JoinHostPort(host, fmt.Sprint(port)) + "/" }
+		cells := []cell{
+			{"pod/pod/same-node", fromPod, u(a1, 8080), "a1"},
+			{"pod/pod/other-node", fromPod, u(b, 8080), "b"},
+			{"pod/host-network/other-node", fromPod, u(node2, hostPort), hostName},
+			{"pod/clusterip/same-node", fromPod, u(svcA, 80), "a1"},
+			{"pod/clusterip/other-node", fromPod, u(svcB, 80), "b"},
+			{"pod/clusterip/hairpin", fromPod, u(svcSelf, 80), "client"},
+			{"pod/nodeport/own-node-other-backend", fromPod, u(node1, npB), "b"},
+			{"pod/nodeport/other-node", fromPod, u(node2, npA), "a1"},
+			{"host/pod/same-node", fromHost1, u(a1, 8080), "a1"},
+			{"host/pod/other-node", fromHost1, u(b, 8080), "b"},
+			{"host/clusterip/same-node", fromHost1, u(svcA, 80), "a1"},
+			{"host/clusterip/other-node", fromHost1, u(svcB, 80), "b"},
+			{"host2/clusterip/other-node", fromHost2, u(svcA, 80), "a1"},
+			{"vpc/pod", fromVPC, u(b, 8080), "b"},
+			{"vpc/nodeport/local-backend", fromVPC, u(node1, npA), "a1"},
+			{"vpc/nodeport/remote-backend", fromVPC, u(node1, npB), "b"},
+			{"vpc/nodeport/second-node-local", fromVPC, u(node2, npB), "b"},
+		}
+		for _, cl := range cells {
+			t.Run(fam+"/"+cl.name, func(t *testing.T) { cl.check(t) })
+		}
 	}
+}
+
+// check fetches the cell's URL until the named pod answers, for up to 30 s.
+func (cl cell) check(t *testing.T) {
+	// kube-proxy programs a Service within a second or so of its
+	// endpoints; the first tries may come before.
+	var last error
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		got, err := cl.from(cl.url)
+		if err == nil && strings.HasPrefix(got, cl.want+" ") {
+			return
+		}
+		if err == nil {
+			err = fmt.Errorf("answered by %q, want %s", strings.TrimSpace(got), cl.want)
+		}
+		last = err
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Errorf("%s: %v", cl.url, last)
 }
 
 // allPodsIn lists the pods of a namespace with a label selector.
