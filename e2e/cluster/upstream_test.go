@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/xml"
 	"flag"
@@ -25,6 +26,8 @@ var (
 	upstreamProcs = flag.Int("upstream-procs", 8, "ginkgo processes running the upstream tests at once")
 	upstreamFocus = flag.String("upstream-focus", upstreamSelection,
 		"the upstream tests to run (a ginkgo focus regexp); the skip list applies to it")
+	upstreamDualStack = flag.Bool("upstream-dualstack", false,
+		"run the upstream tests on a dual-stack cluster (IPv4 and IPv6 nodes, pods and Services), as the [Feature:IPv6DualStack] tests need (docs/testing.md)")
 )
 
 // upstreamSelection is what TestUpstreamNetwork runs: the networking
@@ -70,7 +73,7 @@ func TestUpstreamNetwork(t *testing.T) {
 		}
 	}
 	images := upstreamImages(t)
-	n, done := startTwoNodesWith(t, images, cluster.Options{DNS: true})
+	n, done := startTwoNodesWith(t, images, cluster.Options{DNS: true, DualStack: *upstreamDualStack})
 	if !t.Run("apply", n.apply) {
 		return
 	}
@@ -131,6 +134,10 @@ func (n *net2) runUpstream(t *testing.T, bin string) {
 	for _, s := range res.skipped {
 		t.Logf("skipped: %s", s)
 	}
+	// Where the suite's time goes (CI's cost, docs/testing.md).
+	for _, s := range res.slowest(5) {
+		t.Logf("slowest: %s %s", s.took.Round(time.Second), s.name)
+	}
 	for _, f := range res.failed {
 		t.Errorf("failed: %s", f)
 	}
@@ -149,6 +156,20 @@ func (n *net2) runUpstream(t *testing.T, bin string) {
 type junitResult struct {
 	selected, ran, passed int
 	failed, skipped       []string
+	// took is how long each spec that ran took.
+	took []specTime
+}
+
+type specTime struct {
+	name string
+	took time.Duration
+}
+
+// slowest are the n specs that took longest, longest first.
+func (r junitResult) slowest(n int) []specTime {
+	s := slices.Clone(r.took)
+	slices.SortFunc(s, func(a, b specTime) int { return cmp.Compare(b.took, a.took) })
+	return s[:min(n, len(s))]
 }
 
 // readJUnit reads ginkgo's JUnit report: the specs whose name matches
@@ -162,8 +183,9 @@ func readJUnit(path string, focus *regexp.Regexp) (junitResult, error) {
 	var doc struct {
 		Suites []struct {
 			Cases []struct {
-				Name    string `xml:"name,attr"`
-				Status  string `xml:"status,attr"`
+				Name    string  `xml:"name,attr"`
+				Status  string  `xml:"status,attr"`
+				Time    float64 `xml:"time,attr"`
 				Skipped *struct {
 					Message string `xml:"message,attr"`
 				} `xml:"skipped"`
@@ -186,6 +208,9 @@ func readJUnit(path string, focus *regexp.Regexp) (junitResult, error) {
 				continue
 			}
 			r.selected++
+			if tc.Skipped == nil {
+				r.took = append(r.took, specTime{tc.Name, time.Duration(tc.Time * float64(time.Second))})
+			}
 			switch {
 			case tc.Failure != nil || tc.Error != nil:
 				r.ran++
@@ -254,4 +279,45 @@ func upstreamImages(t *testing.T) []string {
 		t.Fatalf("the upstream tests' images: %v", err)
 	}
 	return tarballs
+}
+
+// TestReadJUnit: the report's selected specs are counted by outcome, a
+// skip gets the skip list's reason, and the slowest are those that ran,
+// longest first.
+func TestReadJUnit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "junit.xml")
+	const report = `<testsuites><testsuite>
+<testcase name="[It] [sig-network] Services fast" status="passed" time="2.5"></testcase>
+<testcase name="[It] [sig-network] Services slow" status="passed" time="130.25"></testcase>
+<testcase name="[It] [sig-network] Services broken" status="failed" time="40"><failure message="boom&#xA;detail"></failure></testcase>
+<testcase name="[It] [sig-network] Services SCTP" status="skipped" time="900"><skipped message="skipped"></skipped></testcase>
+<testcase name="[It] [sig-storage] unselected" status="passed" time="1000"></testcase>
+</testsuite></testsuites>`
+	if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := readJUnit(path, regexp.MustCompile(upstreamSelection))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.selected != 4 || r.ran != 3 || r.passed != 2 || len(r.failed) != 1 || len(r.skipped) != 1 {
+		t.Errorf("selected %d ran %d passed %d failed %v skipped %v, want 4, 3, 2, one, one", r.selected, r.ran, r.passed, r.failed, r.skipped)
+	}
+	if len(r.failed) == 1 && r.failed[0] != "[It] [sig-network] Services broken: boom" {
+		t.Errorf("failed = %q", r.failed[0])
+	}
+	if len(r.skipped) == 1 && !strings.Contains(r.skipped[0], "no SCTP") {
+		t.Errorf("skipped = %q, want the skip list's SCTP reason", r.skipped[0])
+	}
+	var got []string
+	for _, s := range r.slowest(2) {
+		got = append(got, fmt.Sprintf("%s %s", s.took, s.name))
+	}
+	want := []string{"2m10.25s [It] [sig-network] Services slow", "40s [It] [sig-network] Services broken"}
+	if !slices.Equal(got, want) {
+		t.Errorf("slowest(2) = %q, want %q", got, want)
+	}
+	if n := len(r.slowest(10)); n != 3 {
+		t.Errorf("slowest(10) has %d specs, want the 3 that ran", n)
+	}
 }
