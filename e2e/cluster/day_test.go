@@ -157,11 +157,8 @@ func (d *day) config(vsws ...string) string {
 	env := d.c.Sim.Env()
 	mode := "mode: shared-eni\npool:\n  minIdle: 2\n  maxIdle: 10\n  batch: 5\n"
 	if d.exclusive {
-		cidrs := cluster.ServiceCIDR
-		if d.ipStack == "dual" {
-			cidrs += ", " + cluster.ServiceCIDRv6
-		}
-		mode = fmt.Sprintf("mode: exclusive-eni\nserviceCIDRs: [%s]\npool:\n  minIdle: 1\n  maxIdle: 2\n  batch: 1\n", cidrs)
+		mode = fmt.Sprintf("mode: exclusive-eni\nserviceCIDRs: [%s]\npool:\n  minIdle: 1\n  maxIdle: 2\n  batch: 1\n",
+			strings.Join(d.c.ServiceCIDRs(), ", "))
 	}
 	if d.ipStack != "" {
 		mode = "ipStack: " + d.ipStack + "\n" + mode

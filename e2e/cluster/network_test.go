@@ -21,9 +21,6 @@ import (
 // net2 is the two-node cluster with kube-proxy and what its tests share.
 type net2 struct {
 	*day
-	// dualStack: the cluster, its vSwitches and so its pods and Services
-	// have IPv6 beside IPv4, and the matrix runs in both families.
-	dualStack bool
 }
 
 // TestTwoNodes is enid on two nodes of one VPC with kube-proxy (iptables
@@ -159,7 +156,7 @@ func startTwoNodesWith(t *testing.T, images []string, o cluster.Options) (n *net
 	d.c = cluster.Start(t, cluster.Options{Nodes: 2, KubeProxy: true, Images: append([]string{tarball}, images...),
 		InstanceType: o.InstanceType, MasqueradeAll: o.MasqueradeAll, DNS: o.DNS, DualStack: o.DualStack,
 		Taints: []string{startupTaint}, VSwitchID: vswMain, Sim: ecssim.Config{VSwitches: vsws}})
-	return &net2{day: d, dualStack: o.DualStack}, func() {
+	return &net2{day: d}, func() {
 		dir := d.c.Dir
 		d.c.Close()
 		if diff := before.Diff(cluster.Host()); len(diff) > 0 {
@@ -297,7 +294,9 @@ func (n *net2) matrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	families := []string{"ipv4"}
-	if n.dualStack {
+	// On a dual-stack cluster (its vSwitches, pods and Services have IPv6
+	// beside IPv4) the matrix runs in both families.
+	if n.ipStack == "dual" {
 		families = append(families, "ipv6")
 	}
 	for _, fam := range families {

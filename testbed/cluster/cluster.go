@@ -239,12 +239,14 @@ func (c *Cluster) newNode(name string, inst ecssim.InstanceInfo, ns, dir, cgroup
 	return n
 }
 
-// serviceCIDRs is the API server's --service-cluster-ip-range.
-func (c *Cluster) serviceCIDRs() string {
+// ServiceCIDRs are the cluster's Service ranges, the API server's
+// --service-cluster-ip-range: ServiceCIDR, and ServiceCIDRv6 on a
+// DualStack cluster.
+func (c *Cluster) ServiceCIDRs() []string {
 	if c.o.DualStack {
-		return ServiceCIDR + "," + ServiceCIDRv6
+		return []string{ServiceCIDR, ServiceCIDRv6}
 	}
-	return ServiceCIDR
+	return []string{ServiceCIDR}
 }
 
 // first is the first node, where the control plane runs.

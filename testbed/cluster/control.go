@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/enidnet/enid/kube/kubetest"
@@ -75,7 +76,7 @@ func (c *Cluster) startControlPlane() {
 		"--allow-privileged=true",
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--service-account-key-file", saKey, "--service-account-signing-key-file", saKey,
-		"--service-cluster-ip-range", c.serviceCIDRs())
+		"--service-cluster-ip-range", strings.Join(c.ServiceCIDRs(), ","))
 	kubetest.WaitHTTP(c.t, insecure, "https://"+c.NodeIP.String()+":"+apiPort+"/readyz",
 		map[string]string{"Authorization": "Bearer " + c.adminToken}, 90*time.Second)
 	admin := c.kubeconfig("admin", c.adminToken)
