@@ -91,18 +91,8 @@ func TestAntiSpoofing(t *testing.T) {
 
 	// Every address sits on ENI A's device in the node, so each is sent
 	// out of ENI A.
-	name, err := tp.NodeName(macA)
-	if err != nil {
-		t.Fatal(err)
-	}
 	node := handle(t, tp.NodeNS)
-	l, err := node.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := node.LinkSetUp(l); err != nil {
-		t.Fatal(err)
-	}
+	l := nodeLink(t, tp, node, macA)
 	for _, ip := range []netip.Addr{a, a2, b, stray, a6, b6, stray6} {
 		if err := node.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}, Flags: unix.IFA_F_NODAD}); err != nil {
 			t.Fatal(err)

@@ -84,7 +84,7 @@ func New(name string) (*Topology, error) {
 			return err
 		}
 		a := netip.MustParseAddr(VPCHostV6)
-		return h.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD})
+		return h.AddrAdd(lo, hostAddrV6(a))
 	}); err != nil {
 		return nil, errors.Join(fmt.Errorf("vpc address: %w", err), tp.Close())
 	}
@@ -304,7 +304,7 @@ func (tp *Topology) AddressPrimary(mac string, ip netip.Addr, cidr netip.Prefix,
 			return nil
 		}
 		for _, a := range ipv6 {
-			if err := h.AddrReplace(l, &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
+			if err := h.AddrReplace(l, hostAddrV6(a)); err != nil {
 				return fmt.Errorf("address primary %s: %s: %w", mac, a, err)
 			}
 		}
@@ -335,8 +335,7 @@ func (tp *Topology) AnswerGatewayV6(mac string, gw netip.Addr) error {
 		if err != nil {
 			return fmt.Errorf("answer gateway %s for %s: %w", gw, mac, err)
 		}
-		a := &netlink.Addr{IPNet: &net.IPNet{IP: gw.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}
-		if err := h.AddrReplace(l, a); err != nil {
+		if err := h.AddrReplace(l, hostAddrV6(gw)); err != nil {
 			return fmt.Errorf("answer gateway %s for %s: %w", gw, mac, err)
 		}
 		return nil
@@ -473,6 +472,11 @@ func (tp *Topology) UnplugENI(mac string) error {
 	delete(tp.plugs, p.mac.String())
 	tp.mu.Unlock()
 	return nil
+}
+
+// hostAddrV6 is an IPv6 address as a /128, usable at once (no DAD).
+func hostAddrV6(a netip.Addr) *netlink.Addr {
+	return &netlink.Addr{IPNet: &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}
 }
 
 // hostRoute is the link-scope route of one address to l, and the address's

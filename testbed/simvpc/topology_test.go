@@ -33,6 +33,24 @@ func handle(t *testing.T, path string) *netlink.Handle {
 	return h
 }
 
+// nodeLink is the node-side device of a plugged ENI, in the namespace of
+// h, brought up.
+func nodeLink(t *testing.T, tp *linuxtest.Topology, h *netlink.Handle, mac string) netlink.Link {
+	t.Helper()
+	name, err := tp.NodeName(mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := h.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // TestPlugConcurrently: ENIs plugged from several goroutines get distinct
 // node devices with their MACs, and unplugging removes them.
 func TestPlugConcurrently(t *testing.T) {
@@ -104,19 +122,9 @@ func TestRoutedIPReachable(t *testing.T) {
 	if err := tp.RouteIPs(mac, ip); err != nil {
 		t.Fatal(err)
 	}
-	name, err := tp.NodeName(mac)
-	if err != nil {
-		t.Fatal(err)
-	}
 	node := handle(t, tp.NodeNS)
-	l, err := node.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := nodeLink(t, tp, node, mac)
 	if err := node.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(24, 32)}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := node.LinkSetUp(l); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -155,18 +163,8 @@ func TestAnswerGatewayV6(t *testing.T) {
 	if err := tp.PlugENI(mac, netip.MustParseAddr("10.4.0.5"), cidr, gw, a6); err != nil {
 		t.Fatal(err)
 	}
-	name, err := tp.NodeName(mac)
-	if err != nil {
-		t.Fatal(err)
-	}
 	node := handle(t, tp.NodeNS)
-	l, err := node.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := node.LinkSetUp(l); err != nil {
-		t.Fatal(err)
-	}
+	l := nodeLink(t, tp, node, mac)
 	if err := node.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: a6.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
 		t.Fatal(err)
 	}
@@ -224,44 +222,21 @@ func TestProxyNDP(t *testing.T) {
 	node := handle(t, tp.NodeNS)
 	gw6 := netip.MustParseAddr(linuxtest.GatewayV6)
 	// A's device goes into the pod with fd00:5::a/64 on link.
-	nameA, err := tp.NodeName(macA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	la, err := node.LinkByName(nameA)
-	if err != nil {
-		t.Fatal(err)
-	}
 	podFD, err := netns.GetFromPath(pod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer podFD.Close()
-	if err := node.LinkSetNsFd(la, int(podFD)); err != nil {
+	if err := node.LinkSetNsFd(nodeLink(t, tp, node, macA), int(podFD)); err != nil {
 		t.Fatal(err)
 	}
 	ph := handle(t, pod)
-	if la, err = ph.LinkByName(nameA); err != nil {
-		t.Fatal(err)
-	}
-	if err := ph.LinkSetUp(la); err != nil {
-		t.Fatal(err)
-	}
+	la := nodeLink(t, tp, ph, macA)
 	if err := ph.AddrAdd(la, &netlink.Addr{IPNet: &net.IPNet{IP: a6.AsSlice(), Mask: net.CIDRMask(64, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
 		t.Fatal(err)
 	}
 	// B stays in the node, fd00:5::b/128, its way back by the gateway.
-	nameB, err := tp.NodeName(macB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lb, err := node.LinkByName(nameB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := node.LinkSetUp(lb); err != nil {
-		t.Fatal(err)
-	}
+	lb := nodeLink(t, tp, node, macB)
 	if err := node.AddrAdd(lb, &netlink.Addr{IPNet: &net.IPNet{IP: b6.AsSlice(), Mask: net.CIDRMask(128, 128)}, Flags: unix.IFA_F_NODAD}); err != nil {
 		t.Fatal(err)
 	}
