@@ -82,6 +82,13 @@ type Config struct {
 	// Wake after changing files (the fleet benchmark runs a thousand agents
 	// in one process, more than the kernel's inotify instance limit).
 	NoWatch bool
+	// NoLocks skips the state directory's lock and the heartbeat's, which
+	// keep a second agent process off a node's files. For callers that run
+	// many agents in one process and give each a directory of its own (the
+	// simulation: ten thousand agents would hold twenty thousand locks,
+	// the open-file limit of many machines); the heartbeat then names no
+	// lock and its readers check its pid.
+	NoLocks bool
 	// ShutdownGrace bounds the wait for running actions on shutdown (default 10s).
 	ShutdownGrace time.Duration
 	// Version is reported in the heartbeat.
@@ -871,6 +878,9 @@ func (a *Agent) logLessons(lessons []planner.Lesson) {
 // the entry and status directories and loads the planner's memory. The
 // release it returns drops the locks; Run holds them until it returns.
 func (a *Agent) claimState() (release func(), err error) {
+	if a.cfg.NoLocks {
+		return a.claimUnlocked()
+	}
 	unlock, err := lockStateDir(a.cfg.Paths.StateDir)
 	if err != nil {
 		return nil, err
@@ -893,14 +903,35 @@ func (a *Agent) claimState() (release func(), err error) {
 		release = func() { unlockBeat(); unlock() }
 		a.self.lock = lock
 	}
-	a.self.pidNS, a.self.pidStart = status.SelfProcess()
-	if err := a.makeStateDirs(); err != nil {
+	if err := a.prepareState(); err != nil {
 		release()
 		return nil, err
 	}
+	return release, nil
+}
+
+// claimUnlocked is claimState for Config.NoLocks: the state directory
+// must exist, as lockStateDir would have made it.
+func (a *Agent) claimUnlocked() (release func(), err error) {
+	if err := os.MkdirAll(a.cfg.Paths.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state dir %s: %w", a.cfg.Paths.StateDir, err)
+	}
+	if err := a.prepareState(); err != nil {
+		return nil, err
+	}
+	return func() {}, nil
+}
+
+// prepareState records who runs, creates the entry and status
+// directories and loads the planner's memory.
+func (a *Agent) prepareState() error {
+	a.self.pidNS, a.self.pidStart = status.SelfProcess()
+	if err := a.makeStateDirs(); err != nil {
+		return err
+	}
 	a.loadMemory()
 	a.started = a.now()
-	return release, nil
+	return nil
 }
 
 // makeStateDirs creates the entry and status directories. Entries may

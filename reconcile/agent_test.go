@@ -3,7 +3,9 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -426,6 +428,42 @@ func TestAgentSingleInstance(t *testing.T) {
 	err = second.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "only one agent may run per node") {
 		t.Fatalf("second agent: %v, want a refusal naming the lock", err)
+	}
+}
+
+// NoLocks (the simulation's thousands of agents in one process) takes
+// neither lock: two agents with it run on one state directory, and the
+// heartbeat names no lock, so its readers check the pid.
+func TestAgentNoLocks(t *testing.T) {
+	w := newWorld(t, ecssim.Config{}, "")
+	var stops []func()
+	for range 2 {
+		a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, Cloud: w.cl, Datapath: NewNoDatapathMust(t), NoLocks: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stops = append(stops, runAgent(t, a))
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	w.waitFor("a heartbeat", 10*time.Second, func() bool {
+		_, err := status.ReadAgent(w.paths.AgentFile)
+		return err == nil
+	})
+	beat, err := status.ReadAgent(w.paths.AgentFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if beat.Lock != "" {
+		t.Errorf("heartbeat names lock %q, want none", beat.Lock)
+	}
+	for _, f := range []string{filepath.Join(w.paths.StateDir, "enid.lock"), filepath.Join(filepath.Dir(w.paths.AgentFile), status.LockFileName)} {
+		if _, err := os.Stat(f); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: %v, want no lock file", f, err)
+		}
 	}
 }
 

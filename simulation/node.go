@@ -115,7 +115,7 @@ func (n *node) start(dir string) error {
 		return err
 	}
 	a, err := reconcile.New(reconcile.Config{Paths: p, InstanceID: n.inst.ID, NodeName: n.name,
-		Cloud: c, Datapath: fencedDatapath{n.dp, inc}, Clock: clk, NoWatch: true,
+		Cloud: c, Datapath: fencedDatapath{n.dp, inc}, Clock: clk, NoWatch: true, NoLocks: true,
 		Heartbeat: n.w.cfg.Heartbeat, Version: "simulation", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err

@@ -151,9 +151,6 @@ func (w *world) result() *Result {
 // empty, in a directory of their own (tempDir). The func returned closes
 // the cloud and removes that directory.
 func setup(cfg Config) (*world, func(), error) {
-	if err := raiseFileLimit(cfg.Nodes); err != nil {
-		return nil, nil, err
-	}
 	removeDir := func() {}
 	if cfg.Dir == "" {
 		d, cleanup, err := tempDir()
@@ -174,6 +171,8 @@ func setup(cfg Config) (*world, func(), error) {
 func newSim(cfg Config) (*world, error) {
 	w := newWorld(cfg, cfg.Dir)
 	w.zone = "cn-hangzhou-h"
+	var fs syscall.Statfs_t
+	w.inodesUnique = syscall.Statfs(cfg.Dir, &fs) == nil && fs.Type == tmpfsMagic
 	base := ecssim.Config{VPCCIDR: "10.0.0.0/8", Zones: []string{w.zone},
 		VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-sim", Zone: w.zone, CIDR: netip.MustParsePrefix("10.0.0.0/12")}},
 		Seed:      cfg.Seed, Clock: w.clk.Now, Timers: w.clk}
@@ -346,27 +345,6 @@ func (w *world) checkPlans() {
 	}
 }
 
-// raiseFileLimit raises the process's open-file limit, if it must, for
-// the agents of nodes nodes: each holds two locks open for its life (its
-// state directory's, status.LockAgent's beside its heartbeat), and a few
-// more files while it writes.
-func raiseFileLimit(nodes int) error {
-	need := 2*uint64(nodes) + 1024
-	var l syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-		return err
-	}
-	if l.Cur >= need {
-		return nil
-	}
-	l.Cur = min(max(l.Max, need), need)
-	l.Max = max(l.Max, need)
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
-		return fmt.Errorf("%d nodes need about %d open files (RLIMIT_NOFILE) and the limit could not be raised: %w (ulimit -n %d)", nodes, need, err, need)
-	}
-	return nil
-}
-
 // tempDir makes a directory for a run's files, in memory when the machine
 // can (tmpRoot); the func removes it.
 func tempDir() (string, func(), error) {
@@ -376,6 +354,9 @@ func tempDir() (string, func(), error) {
 	}
 	return d, func() { os.RemoveAll(d) }, nil
 }
+
+// tmpfsMagic is statfs's f_type of tmpfs (TMPFS_MAGIC, linux/magic.h).
+const tmpfsMagic = 0x01021994
 
 // tmpRoot is where a run keeps its nodes' files by default: memory
 // (/dev/shm) when the machine has it, as /run is on a node.
