@@ -266,7 +266,7 @@ func (c *Client) callRepeat(ctx context.Context, req requests.AcsRequest, resp r
 		case errors.As(err, &ae):
 			c.limiter.report(t, answeredOther)
 		}
-		if err == nil || !Retryable(err) || !repeatable && !errors.Is(err, ErrThrottled) {
+		if err == nil || !Retryable(err) || (!repeatable || callerRetries(ctx)) && !errors.Is(err, ErrThrottled) {
 			return err
 		}
 		if errors.Is(err, ErrThrottled) && prio == Optional {

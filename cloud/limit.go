@@ -613,6 +613,23 @@ func WithPriority(ctx context.Context, p Priority) context.Context {
 	return context.WithValue(ctx, priorityKey{}, p)
 }
 
+type callerRetriesKey struct{}
+
+// WithCallerRetries returns a context whose calls the caller retries
+// itself, whole, on a back-off of its own (the agent's full observation:
+// 1 s doubling to a minute): the client then retries only throttling,
+// which its limiter paces, and returns a service failure (ErrUnavailable)
+// at once. Retrying each describe five times inside a retried observation
+// multiplied what a fleet asked of an API that was down by five.
+func WithCallerRetries(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callerRetriesKey{}, true)
+}
+
+func callerRetries(ctx context.Context) bool {
+	b, _ := ctx.Value(callerRetriesKey{}).(bool)
+	return b
+}
+
 func priorityOf(ctx context.Context) Priority {
 	p, _ := ctx.Value(priorityKey{}).(Priority)
 	return p

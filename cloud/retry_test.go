@@ -77,6 +77,42 @@ func TestRetryGivesUpWhenBudgetSpent(t *testing.T) {
 	}
 }
 
+// A call whose caller retries the whole operation (the agent's full
+// observation) is tried once after a service failure, and still retried
+// after throttling, which the limiter paces.
+func TestCallerRetries(t *testing.T) {
+	down := newFaultServer(t, func(string, int) (int, string) { return 503, errBody("ServiceUnavailable") })
+	c := newTestClient(t, fastConfig(down.endpoint()))
+	if _, err := c.VSwitches(WithCallerRetries(testCtx(t)), []string{"vsw-1"}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("got %v, want ErrUnavailable", err)
+	}
+	if n := down.count("DescribeVSwitches"); n != 1 {
+		t.Errorf("caller retries, service down: %d attempts, want 1", n)
+	}
+	if _, err := c.VSwitches(testCtx(t), []string{"vsw-1"}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("got %v, want ErrUnavailable", err)
+	}
+	if n := down.count("DescribeVSwitches"); n != 1+4 {
+		t.Errorf("without caller retries: %d attempts after the first, want MaxAttempts=4", n-1)
+	}
+
+	throttled := newFaultServer(t, func(_ string, n int) (int, string) {
+		if n < 2 {
+			return 400, errBody("Throttling.User")
+		}
+		return 200, `{"RequestId":"r","VSwitches":{"VSwitch":[]},"TotalCount":0,"PageNumber":1,"PageSize":50}`
+	})
+	c = newTestClient(t, fastConfig(throttled.endpoint()))
+	// The answer names no vSwitch: the client says so (ErrNotFound),
+	// which is an answer, not a failure of the service.
+	if _, err := c.VSwitches(WithCallerRetries(testCtx(t)), []string{"vsw-1"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("throttled twice, then answered: %v, want the answer's ErrNotFound", err)
+	}
+	if n := throttled.count("DescribeVSwitches"); n != 3 {
+		t.Errorf("caller retries, throttled twice: %d attempts, want 3", n)
+	}
+}
+
 func TestNoRetryOnNonRetryable(t *testing.T) {
 	for _, code := range []string{"InvalidOperation.InvalidEniState", "IdempotentParameterMismatch", "InvalidVSwitchId.IpNotEnough", "SignatureDoesNotMatch", "InvalidParameter"} {
 		srv := newFaultServer(t, func(string, int) (int, string) { return 400, errBody(code) })

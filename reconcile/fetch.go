@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/enidnet/enid/cloud"
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/reconcile/status"
@@ -51,7 +52,9 @@ func (a *Agent) startFetch(ctx context.Context, cfg desired.Config, now time.Tim
 	a.fetchWG.Add(1)
 	go func() {
 		defer a.fetchWG.Done()
-		f.half = observed.CollectCloud(ctx, cs, a.cfg.InstanceID, vsw)
+		// The observation is retried whole (applyFetch's back-off): its
+		// describes are not retried one by one after a service failure.
+		f.half = observed.CollectCloud(cloud.WithCallerRetries(ctx), cs, a.cfg.InstanceID, vsw)
 		a.fetchC <- f
 	}()
 }
