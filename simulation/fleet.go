@@ -45,6 +45,10 @@ type FleetConfig struct {
 	Trace io.Writer
 	// NoOutage ends the run after the rollout.
 	NoOutage bool
+	// Length, when longer than the scenario (about 19 minutes), is the
+	// virtual time the run covers: the churn goes on, pods coming and
+	// going, until then.
+	Length time.Duration
 }
 
 // FleetResult are a fleet run's figures, on virtual time.
@@ -211,8 +215,11 @@ func RunFleet(fc FleetConfig) (*FleetResult, error) {
 	outageEnd := outageStart.Add(fleetOutage)
 	var outagePods []*pod
 	mean := time.Duration(float64(time.Minute) / fleetChurn)
+	// Arrivals for 20 minutes, or until the run's length less a pod's
+	// mean life, so that most are gone again at its end.
+	arrivals := max(20*time.Minute, Start.Add(fc.Length-fleetLife).Sub(churnStart))
 	for _, n := range w.nodes {
-		for t := wl.exp(mean); t < 20*time.Minute; t += wl.exp(mean) {
+		for t := wl.exp(mean); t < arrivals; t += wl.exp(mean) {
 			n := n
 			w.at(churnStart.Add(t), func() {
 				n.nextName++
@@ -259,6 +266,10 @@ func RunFleet(fc FleetConfig) (*FleetResult, error) {
 	res.Recovered = w.clk.Now().Sub(outageEnd)
 	progress("fleet of %d: outage: %d pods, %d served during it, %d waiting at its end, all served %v after it",
 		fc.Nodes, res.OutagePods, res.OutageServed, res.OutageWaiting, res.Recovered)
+	if end := Start.Add(fc.Length); w.clk.Now().Before(end) {
+		progress("fleet of %d: churn until %v of virtual time", fc.Nodes, fc.Length)
+		w.loop(end)
+	}
 	w.quiesce()
 	return res, nil
 }

@@ -79,6 +79,9 @@ type world struct {
 	// killNow are the nodes whose agent an answered attach armed for a
 	// kill (node.killOnAttach), killed at the next check.
 	killNow []*node
+	// inodesUnique: the nodes' files are on tmpfs, where a new file never
+	// takes the inode number of an earlier one (pod.readStatus).
+	inodesUnique bool
 	// inUseSince is when the harness first saw each owned ENI InUse on
 	// its node and not configured on the node (checkConfigured).
 	inUseSince map[string]time.Time
