@@ -166,8 +166,9 @@ func (m *model) checkInstances(v *violations, perInstance map[string][]*ENIState
 	}
 }
 
-// checkIndex checks byInstance against the ENIs: each ENI on an instance
-// is indexed under it, and nothing else is indexed.
+// checkIndex checks byInstance and byTag against the ENIs: each ENI on an
+// instance is indexed under it, each under each of its tags, and nothing
+// else is indexed.
 func (m *model) checkIndex(v *violations) {
 	on, indexed := 0, 0
 	for id, e := range m.enis {
@@ -187,5 +188,23 @@ func (m *model) checkIndex(v *violations) {
 	}
 	if indexed != on {
 		v.add("%d ENIs indexed by instance, %d are on one", indexed, on)
+	}
+	tagged, byTag := 0, 0
+	for id, e := range m.enis {
+		for k, val := range e.Tags {
+			tagged++
+			if m.byTag[tagKey(k, val)][id] != e {
+				v.add("eni %s is not indexed under its tag %s=%s", id, k, val)
+			}
+		}
+	}
+	for key, set := range m.byTag {
+		if len(set) == 0 {
+			v.add("tag %s indexed with no ENI", key)
+		}
+		byTag += len(set)
+	}
+	if byTag != tagged {
+		v.add("%d ENI tags indexed, the ENIs carry %d", byTag, tagged)
 	}
 }

@@ -44,7 +44,7 @@ func (s *Server) describeNetworkInterfaces(c call) (obj, error) {
 	var match []*ENIState
 	// The view holds the candidates for ids and inst; the switch below is
 	// the filter, of them too.
-	for _, e := range s.viewENIsLocked(ids, inst) {
+	for _, e := range s.viewENIsLocked(ids, inst, want) {
 		switch {
 		case len(ids) > 0 && !slices.Contains(ids, e.ID),
 			inst != "" && e.InstanceID != inst,
@@ -135,7 +135,7 @@ func (s *Server) describeInstances(c call) (obj, error) {
 			status != "" && status != in.status():
 			continue
 		}
-		match = append(match, s.renderInstanceLocked(in, s.viewENIsLocked(nil, in.ID)))
+		match = append(match, s.renderInstanceLocked(in, s.viewENIsLocked(nil, in.ID, nil)))
 		keys = append(keys, in.ID)
 	}
 	s.mu.Unlock()

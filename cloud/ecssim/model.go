@@ -28,17 +28,34 @@ type model struct {
 	// describe of one instance's ENIs reads it instead of every ENI of the
 	// account. Only put, remove and setInstance change it.
 	byInstance map[string]map[string]*ENIState
-	vsw        map[string]*VSwitchState
-	pools      map[string]*pool
-	seq        uint64
-	maxENIs    int
+	// byTag indexes enis by each of their tags ("key=value" -> ENI ID ->
+	// ENI): a describe by tag (the agent's owned ENIs, by its owner tag)
+	// reads it instead of every ENI of the account, as ECS's tag index
+	// does. An ENI's tags are set when it is created and never change
+	// here, so only put and remove change it.
+	byTag   map[string]map[string]*ENIState
+	vsw     map[string]*VSwitchState
+	pools   map[string]*pool
+	seq     uint64
+	maxENIs int
 }
 
 // put adds a new ENI.
 func (m *model) put(e *ENIState) {
 	m.enis[e.ID] = e
 	m.index(e)
+	for k, v := range e.Tags {
+		set := m.byTag[tagKey(k, v)]
+		if set == nil {
+			set = map[string]*ENIState{}
+			m.byTag[tagKey(k, v)] = set
+		}
+		set[e.ID] = e
+	}
 }
+
+// tagKey is byTag's key for the tag k=v.
+func tagKey(k, v string) string { return k + "=" + v }
 
 // setInstance attaches e to instance id ("": to none). Every change of an
 // ENI's InstanceID goes through it, so that byInstance follows.
@@ -474,6 +491,13 @@ func (m *model) remove(e *ENIState) {
 		pl.release(e.ID, a)
 	}
 	m.unindex(e)
+	for k, v := range e.Tags {
+		set := m.byTag[tagKey(k, v)]
+		delete(set, e.ID)
+		if len(set) == 0 {
+			delete(m.byTag, tagKey(k, v))
+		}
+	}
 	delete(m.enis, e.ID)
 	m.syncAvailable(e.VSwitchID)
 }

@@ -2,7 +2,9 @@ package ecssim_test
 
 import (
 	"errors"
+	"maps"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,5 +252,87 @@ func TestLifecycleWithSDK(t *testing.T) {
 	}
 	if n := vs.VSwitches.VSwitch[0].AvailableIpAddressCount; n != 251 {
 		t.Errorf("AvailableIpAddressCount after delete = %d, want 251", n)
+	}
+}
+
+// A describe by tag answers from the tag index (byTag) what a scan of
+// every ENI would: each ENI carrying every tag given, a tag with an empty
+// value matching any value of its key, a deleted ENI in none.
+func TestDescribeByTag(t *testing.T) {
+	e := newEnv(t, ecssim.Config{})
+	create := func(tags map[string]string) string {
+		req := ecs.CreateCreateNetworkInterfaceRequest()
+		req.VSwitchId = "vsw-sim-h"
+		req.SecurityGroupIds = &[]string{"sg-sim"}
+		var tt []ecs.CreateNetworkInterfaceTag
+		for _, k := range slices.Sorted(maps.Keys(tags)) {
+			tt = append(tt, ecs.CreateNetworkInterfaceTag{Key: k, Value: tags[k]})
+		}
+		req.Tag = &tt
+		resp, err := e.ecs.CreateNetworkInterface(req)
+		if err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		return resp.NetworkInterfaceId
+	}
+	a := create(map[string]string{"owner": "i-a", "cluster": "c1"})
+	b := create(map[string]string{"owner": "i-b", "cluster": "c1"})
+	c := create(map[string]string{"owner": "i-a"})
+	gone := create(map[string]string{"owner": "i-a", "cluster": "c1"})
+	del := ecs.CreateDeleteNetworkInterfaceRequest()
+	del.NetworkInterfaceId = gone
+	if _, err := e.ecs.DeleteNetworkInterface(del); err != nil {
+		t.Fatal(err)
+	}
+	// The delete completes after a while (Delays.Delete): wait for it,
+	// asking by ID (not the index under test).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		req := ecs.CreateDescribeNetworkInterfacesRequest()
+		req.NetworkInterfaceId = &[]string{gone}
+		resp, err := e.ecs.DescribeNetworkInterfaces(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.NetworkInterfaceSets.NetworkInterfaceSet) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still listed 10s after its delete", gone)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	describe := func(tags map[string]string) []string {
+		req := ecs.CreateDescribeNetworkInterfacesRequest()
+		var tt []ecs.DescribeNetworkInterfacesTag
+		for _, k := range slices.Sorted(maps.Keys(tags)) {
+			tt = append(tt, ecs.DescribeNetworkInterfacesTag{Key: k, Value: tags[k]})
+		}
+		req.Tag = &tt
+		resp, err := e.ecs.DescribeNetworkInterfaces(req)
+		if err != nil {
+			t.Fatalf("describe %v: %v", tags, err)
+		}
+		var ids []string
+		for _, n := range resp.NetworkInterfaceSets.NetworkInterfaceSet {
+			ids = append(ids, n.NetworkInterfaceId)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	sorted := func(ids ...string) []string { slices.Sort(ids); return ids }
+	for _, tc := range []struct {
+		tags map[string]string
+		want []string
+	}{
+		{map[string]string{"owner": "i-a"}, sorted(a, c)},
+		{map[string]string{"owner": "i-a", "cluster": "c1"}, sorted(a)},
+		{map[string]string{"cluster": "c1"}, sorted(a, b)},
+		{map[string]string{"cluster": "", "owner": "i-b"}, sorted(b)},
+		{map[string]string{"owner": ""}, sorted(a, b, c)},
+		{map[string]string{"owner": "i-z"}, nil},
+	} {
+		if got := describe(tc.tags); !slices.Equal(got, tc.want) {
+			t.Errorf("describe by %v: %v, want %v", tc.tags, got, tc.want)
+		}
 	}
 }

@@ -110,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.m = &model{region: cfg.Region, vpcID: cfg.VPCID, vpcCIDR: vpc.Masked(), types: instanceTypes(),
 		sgs: map[string]bool{}, instances: map[string]*InstanceState{}, enis: map[string]*ENIState{},
-		byInstance: map[string]map[string]*ENIState{}, vsw: map[string]*VSwitchState{}, pools: map[string]*pool{}, maxENIs: cfg.MaxENIs}
+		byInstance: map[string]map[string]*ENIState{}, byTag: map[string]map[string]*ENIState{}, vsw: map[string]*VSwitchState{}, pools: map[string]*pool{}, maxENIs: cfg.MaxENIs}
 	for _, sg := range cfg.SecurityGroups {
 		s.m.sgs[sg] = true
 	}

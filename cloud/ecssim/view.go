@@ -47,10 +47,12 @@ func (s *Server) recordStaleLocked(id string, prev *ENIState, now time.Time) {
 // shadowed by its stale record while that lasts, by its state before the
 // change (a record without one hides a new ENI). Given ids, it returns
 // only the ENIs they name, each once; else given inst, only those on that
-// instance; else all. The cost follows the ENIs returned and the stale
-// records (a few: those of the last Settings.StaleReads), not the account,
-// except for all. Called with mu held.
-func (s *Server) viewENIsLocked(ids []string, inst string) []*ENIState {
+// instance; else given tags, those carrying one of them (the caller
+// filters by all of them; a tag with no value is not indexed); else all.
+// The cost follows the ENIs returned and the stale records (a few: those
+// of the last Settings.StaleReads), not the account, except for all.
+// Called with mu held.
+func (s *Server) viewENIsLocked(ids []string, inst string, tags map[string]string) []*ENIState {
 	now := s.now()
 	var out []*ENIState
 	if len(ids) > 0 {
@@ -80,6 +82,13 @@ func (s *Server) viewENIsLocked(ids []string, inst string) []*ENIState {
 	live := s.m.enis
 	if inst != "" {
 		live = s.m.byInstance[inst]
+	} else {
+		// The smallest set of one tag's ENIs: every match carries it.
+		for k, v := range tags {
+			if set := s.m.byTag[tagKey(k, v)]; v != "" && len(set) < len(live) {
+				live = set
+			}
+		}
 	}
 	for id, e := range live {
 		// Every record left is in force: it shadows its ENI.
