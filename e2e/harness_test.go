@@ -225,20 +225,44 @@ func (n *node) startAgent() *agentProc {
 
 // stop sends SIGTERM and waits for the agent to exit (it should, within
 // its shutdown grace).
+//
+// An agent that has not logged yet may still be in Go's package
+// initialisation, before `enid run` asks for SIGTERM: the signal's
+// default action ends it, as it would any program, and that is not a
+// failed stop (there is nothing running to finish; the crash tests cover
+// a process that dies at any point). The agent logs only after its
+// handler is in place, so a log with a line in it means the agent must
+// exit cleanly. (On a loaded CI machine, init of the 70 MB binary took
+// more than 500 ms.)
 func (a *agentProc) stop(t *testing.T) {
 	t.Helper()
+	early := false
+	if fi, err := os.Stat(a.log); err == nil && fi.Size() == 0 {
+		early = true
+	}
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Fatalf("SIGTERM agent: %v", err)
 	}
 	select {
 	case <-a.done:
-		if a.err != nil {
+		var ee *exec.ExitError
+		switch {
+		case a.err == nil:
+		case early && errors.As(a.err, &ee) && terminatedBy(ee, syscall.SIGTERM):
+			t.Logf("SIGTERM reached the agent before it had logged (still starting): it ended by the signal's default action")
+		default:
 			t.Errorf("agent exited with %v after SIGTERM", a.err)
 		}
 	case <-time.After(20 * time.Second):
 		a.kill()
 		t.Fatal("agent did not exit within 20s of SIGTERM")
 	}
+}
+
+// terminatedBy reports whether the process ended by signal sig.
+func terminatedBy(ee *exec.ExitError, sig syscall.Signal) bool {
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
 }
 
 // kill sends SIGKILL and waits for the process to be gone.
