@@ -17,16 +17,44 @@ import (
 	"github.com/enidnet/enid/reconcile/status"
 )
 
-// Status polling: every millisecond while a warm pool's answer may land
-// (reading a small file costs tens of microseconds), then backing off to a
-// bound so a slow setup (a new ENI) costs little CPU. An inotify watch was
-// tried instead: closing it costs the exiting plugin 10-16 ms (the kernel
-// waits for an SRCU grace period), more than polling ever loses.
+// Status polling: every millisecond while the agent's answer may land
+// (reading a small file costs tens of microseconds, a stat a few), then
+// backing off to a bound so a slow setup (a new ENI) costs little CPU. An
+// inotify watch was tried instead: closing it costs the exiting plugin
+// 10-16 ms (the kernel waits for an SRCU grace period), more than polling
+// ever loses.
 const (
 	pollFirst = time.Millisecond
-	pollFast  = 15 * time.Millisecond // poll at pollFirst this long
-	pollMax   = 100 * time.Millisecond
+	// pollFast is how long ADD polls at pollFirst: a warm pool's setup.
+	pollFast = 15 * time.Millisecond
+	// delPollFast is how long DEL polls at pollFirst: a teardown waits in
+	// the kernel for the veth's deletion (an RCU grace period, 15-25 ms)
+	// and a loaded node's runs to tens of ms; backing off from the start,
+	// as DEL did, saw the status gone up to a third of the wait late.
+	delPollFast = 100 * time.Millisecond
+	pollMax     = 100 * time.Millisecond
 )
+
+// poller spaces a plugin's status reads: pollFirst until fast has passed
+// since start, then growing by half each time up to pollMax.
+type poller struct {
+	start    time.Time
+	fast     time.Duration
+	interval time.Duration
+}
+
+func newPoller(fast time.Duration) *poller {
+	return &poller{start: time.Now(), fast: fast, interval: pollFirst} // the real clock, as all of the plugin (main.go)
+}
+
+// next is the wait before the next read.
+func (p *poller) next() time.Duration {
+	d := p.interval
+	if time.Since(p.start) > p.fast {
+		p.interval = min(p.interval*3/2, pollMax)
+	}
+	return d
+}
 
 // add writes the entry and waits for a Ready status answering its revision.
 func (p *plugin) add(args *skel.CmdArgs) error {
@@ -89,17 +117,13 @@ func (p *plugin) add(args *skel.CmdArgs) error {
 // the last thing the agent said).
 func (p *plugin) waitReady(ctx context.Context, conf *netConf, containerID, ifName, rev string) (status.Attachment, error) {
 	store := conf.statuses()
-	start := time.Now() // the real clock, as all of the plugin (main.go)
-	interval := pollFirst
+	poll := newPoller(pollFast)
 	last := "no status published yet"
 	for first := true; ; first = false {
 		if !first {
 			select {
 			case <-ctx.Done():
-			case <-time.After(interval):
-			}
-			if time.Since(start) > pollFast {
-				interval = min(interval*3/2, pollMax)
+			case <-time.After(poll.next()):
 			}
 		}
 		// The status is read once before a timeout is reported, however

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -66,9 +67,11 @@ func (p *plugin) del(args *skel.CmdArgs) error {
 }
 
 // waitGone polls until the attachment has no status, reporting whether it
-// went before ctx ended.
+// went before ctx ended. Only the file's absence answers, so a stat is
+// all a poll needs.
 func waitGone(ctx context.Context, store *status.Store, containerID, ifName string) bool {
-	interval := pollFirst
+	path := store.Path(containerID, ifName)
+	poll := newPoller(delPollFast)
 	timer := time.NewTimer(0) // the real clock, as all of the plugin (main.go)
 	defer timer.Stop()
 	for {
@@ -77,11 +80,10 @@ func waitGone(ctx context.Context, store *status.Store, containerID, ifName stri
 			return false
 		case <-timer.C:
 		}
-		if _, err := store.Read(containerID, ifName); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 			return true
 		}
-		timer.Reset(interval)
-		interval = min(interval*3/2, pollMax)
+		timer.Reset(poll.next())
 	}
 }
 
