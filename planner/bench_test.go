@@ -30,7 +30,7 @@ func benchState(n int, warm bool) (desired.State, observed.State) {
 	for i := range nENI {
 		e := observed.ENI{ID: fmt.Sprintf("eni-%04d", i), MAC: fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&255),
 			Status: observed.ENIInUse, Type: observed.ENITypeSecondary, InstanceID: "i-1", VSwitchID: "vsw-a", ZoneID: "z1",
-			Tags: tags, DeviceIndex: i + 1}
+			Tags: tags, DeviceIndex: i + 1, SecurityGroups: []string{"sg-1"}}
 		for range perENI {
 			ip = ip.Next()
 			e.IPv4 = append(e.IPv4, ip)
@@ -100,7 +100,7 @@ func benchPrefixState(n int, warm bool) (desired.State, observed.State) {
 	for i := range nENI {
 		e := observed.ENI{ID: fmt.Sprintf("eni-%04d", i), MAC: fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&255),
 			Status: observed.ENIInUse, Type: observed.ENITypeSecondary, InstanceID: "i-1", VSwitchID: "vsw-a", ZoneID: "z1",
-			Tags: tags, DeviceIndex: i + 1}
+			Tags: tags, DeviceIndex: i + 1, SecurityGroups: []string{"sg-1"}}
 		for range slots {
 			base = netip.AddrFrom4([4]byte{base.As4()[0], base.As4()[1], base.As4()[2], base.As4()[3] + observed.IPv4PrefixSize})
 			if base.As4()[3] == 0 {

@@ -179,12 +179,23 @@ func (b *builder) eniTargets() {
 	}
 }
 
+// servesTargetAsIs reports whether e serves the set its tag names with the
+// groups it has, never moved (eniSets): when there are no groups to move
+// it to (no default groups, an invalid config that was kept) or the
+// observation gave none of its own (ECS gives every ENI at least one).
+func (e *eniState) servesTargetAsIs() bool { return len(e.target) == 0 || len(e.own) == 0 }
+
 // stickyFits reports whether the sticky pod p may have its reservation r
-// back on ENI e: only when e has the pod's groups. When e is about to move
-// to them (its set's new groups), p waits a pass and its addresses stay
-// held. When e serves another set (the pod came back asking for other
-// groups), the reservation ends and p is bound anew in its set.
+// back on ENI e: only when e serves the pod's set as it is (it has the
+// pod's groups, or serves its tag's set unmoved: servesTargetAsIs, as
+// eniSets decides). When e is about to move to them (its set's new
+// groups), p waits a pass and its addresses stay held. When e serves
+// another set (the pod came back asking for other groups), the reservation
+// ends and p is bound anew in its set.
 func (b *builder) stickyFits(p *podState, e *eniState, r Reservation) bool {
+	if p.set.key == e.targetKey && e.servesTargetAsIs() {
+		return true
+	}
 	switch p.set.key {
 	case e.ownKey:
 		return true
@@ -269,10 +280,11 @@ func (b *builder) eniSets() {
 		in := want{own, ownKey} // the set the ENI serves in this pass
 		switch {
 		case t.key == ownKey:
-		case len(t.groups) == 0, len(own) == 0:
+		case e.servesTargetAsIs():
 			// No default groups (an invalid config that was kept), or an
 			// observation without the ENI's groups (ECS gives every ENI
-			// at least one): the ENI serves its tag's set as it is.
+			// at least one): the ENI serves its tag's set as it is
+			// (stickyFits agrees).
 			in = t
 		case !b.complete:
 			// Only a complete observation plans UpdateENI.

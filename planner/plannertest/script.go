@@ -213,10 +213,14 @@ func (w *World) scriptConfig(a *scriptArgs) error {
 }
 
 // scriptENI adds or replaces an ENI: `eni ID vsw=V [ips=...] [prefixes=P/28,...] [ipv6=...] [dev=N] [status=S] [owned [owner=I] [set=NAME]] [sg=G,G] [configured [mtu=N]] ...`.
+// Its groups are sg-1 without sg=; sg=- observes none.
 func (w *World) scriptENI(a *scriptArgs) error {
 	e := observed.ENI{ID: a.arg(0), MAC: cmpOr(a.kv["mac"], macOf(a.arg(0))), Status: observed.ENIStatus(cmpOr(a.kv["status"], "InUse")),
 		Type: observed.ENITypeSecondary, VSwitchID: a.kv["vsw"], IPv4: a.addrs("ips"), IPv6: a.addrs("ipv6"),
 		PrimaryIP: a.addr("primary"), DeviceIndex: a.num("dev", 0), SecurityGroups: list(cmpOr(a.kv["sg"], "sg-1")), CreatedAt: w.Now}
+	if a.kv["sg"] == "-" {
+		e.SecurityGroups = nil
+	}
 	for _, x := range list(a.kv["prefixes"]) {
 		p, err := netip.ParsePrefix(x)
 		if err != nil || p.Bits() != observed.IPv4PrefixBits || p.Masked() != p {
