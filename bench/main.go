@@ -111,7 +111,14 @@ func main() {
 	if *debug {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Debug lines carry microseconds: a warm ADD's steps are a few
+	// hundred of them apart.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindTime {
+			return slog.String(a.Key, a.Value.Time().UTC().Format("15:04:05.000000"))
+		}
+		return a
+	}}))
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -81,6 +82,7 @@ type warmRig struct {
 	stopped bool
 	rt      *cnirun.Runtime
 	pods    []warmPod
+	log     *slog.Logger
 }
 
 // warmPod is one pod the warm scenario added, with what its ADD gave.
@@ -95,6 +97,7 @@ type warmPod struct {
 // pool and builds the plugin.
 func (w *warmRig) start(ctx context.Context, e env) error {
 	dir := filepath.Join(e.workDir, "warm")
+	w.log = e.log
 	sn, err := simnode.Start(simnode.Options{Datapath: true, Name: "enidbench", InstanceType: memType, Logger: e.log,
 		Sim: ecssim.Config{
 			VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-warm", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.16.0/20")}},
@@ -177,6 +180,10 @@ func (w *warmRig) addPods(ctx context.Context, n int) (adds, agentTimes []time.D
 		w.pods[len(w.pods)-1].ip, w.pods[len(w.pods)-1].mac = ip, st.ENIMAC
 		if en, err := w.a.entries.Read(desired.Key{ContainerID: p.ContainerID, IfName: "eth0"}); err == nil {
 			agentTimes = append(agentTimes, st.Updated.Sub(en.Created))
+			// With -debug, each ADD's steps line up with the agent's
+			// passes (docs/benchmarks.md, "Where a warm ADD's time went").
+			w.log.Debug("warm ADD", "pod", name, "container", p.ContainerID[:12], "add_started", t, "entry_created", en.Created,
+				"status_updated", st.Updated, "add_returned", t.Add(adds[len(adds)-1]))
 		}
 		// Let the pool refill between pods, as it would between pod
 		// creations a kubelet spaces out; ADDs that found it empty are

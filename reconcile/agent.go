@@ -532,7 +532,8 @@ func (a *Agent) pass(ctx context.Context) {
 	// not change under it: cloud actions wait, node actions go ahead.
 	holdCloud := a.burst(now, a.entryFP) && (createsENI(p) || p.Pool.Waiting > 0) || a.fetch != nil || a.fetched != nil
 	if len(p.Actions) > 0 {
-		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud)
+		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud,
+			"pass_started", now, "pass_so_far", a.now().Sub(now))
 	}
 	sent := a.exec.dispatch(ctx, p, entries, holdCloud, seen)
 	a.forgetDeletions(d, o, entries)
