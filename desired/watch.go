@@ -48,6 +48,14 @@ type Watcher struct {
 	// Changed and Unsure are made for them. Set them before Run.
 	Changed func(path string)
 	Lost    func()
+	// Prompt, when set, names the changes someone waits on: one of them
+	// signals at once instead of after the debounce (with whatever else is
+	// pending). A pod entry is one: a CNI ADD or DEL waits for its pass,
+	// and an entry is written whole (a rename), so nothing of it is left
+	// to wait for. The caller's loop coalesces signals that come while it
+	// is busy, so a burst of entries still costs one pass per pass time.
+	// Set it before Run.
+	Prompt func(path string) bool
 
 	log   *slog.Logger
 	dirs  []string
@@ -131,7 +139,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 				if w.Changed != nil {
 					w.Changed(ev.Name)
 				}
-				arm()
+				if w.Prompt != nil && w.Prompt(ev.Name) {
+					fire()
+				} else {
+					arm()
+				}
 			}
 		case err, ok := <-fw.Errors:
 			if !ok {

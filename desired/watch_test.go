@@ -313,6 +313,32 @@ loop:
 	}
 }
 
+// TestWatcherPromptSignalsAtOnce: with a debounce of an hour, a change
+// Prompt names (a pod entry) still signals at once, and a change it does
+// not name (a config file) waits for the debounce.
+func TestWatcherPromptSignalsAtOnce(t *testing.T) {
+	entries, cfg := t.TempDir(), t.TempDir()
+	w := startWatcherWith(t, func(w *Watcher) {
+		w.Debounce = time.Hour
+		w.Prompt = func(path string) bool { return filepath.Dir(path) == entries }
+	}, entries, cfg)
+	s := NewEntryStore(entries)
+	for i := range 3 {
+		e := validEntry()
+		e.ContainerID = fmt.Sprintf("c%d", i)
+		if _, err := s.Write(e); err != nil {
+			t.Fatal(err)
+		}
+		waitSignal(t, w, fmt.Sprintf("entry %d written (the debounce is an hour)", i))
+	}
+	if _, _, err := s.Delete(Key{ContainerID: "c0", IfName: validEntry().IfName}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	waitSignal(t, w, "an entry removed (the debounce is an hour)")
+	writeFile(t, filepath.Join(cfg, "config.yaml"), configWithMinIdle(2))
+	noSignal(t, w, "a config write, which waits for the debounce")
+}
+
 func TestWatcherOverflowSignalsAtOnce(t *testing.T) {
 	w, err := NewWatcher(slog.New(slog.DiscardHandler), t.TempDir())
 	if err != nil {

@@ -983,6 +983,9 @@ func (a *Agent) watchDesired(ctx context.Context) (<-chan struct{}, chan error, 
 		}
 	}
 	watch.Lost = a.entries.Unsure
+	// An entry written or removed is a CNI call waiting: its pass starts
+	// at once, not after the debounce (1 ms of every ADD and DEL).
+	watch.Prompt = func(path string) bool { return filepath.Dir(path) == entriesDir }
 	go func() { done <- watch.Run(ctx) }()
 	select {
 	case <-watch.Ready():
