@@ -85,6 +85,7 @@ var rules = map[string]rule{
 	"bench": {enid: []string{"cloud", "cloud/ecssim", "desired", "observed", "linux", "reconcile", "reconcile/status", "testbed/cnirun", "testbed/simnode", "internal/clock", "internal/poll"},
 		ext: []string{"github.com/containernetworking/plugins/pkg/ns", "gonum.org/v1/plot"},
 		why: "the benchmark harness wires a real agent as enid run does, and draws its samples (gonum/plot: here only, never in what runs on a node)"},
+	"bench/warmsteps": {why: "splits the warm scenario's -debug log into an ADD's steps: stdlib only"},
 	"simulation": {enid: []string{"cloud", "cloud/ecssim", "desired", "observed", "linux", "reconcile", "reconcile/status", "internal/clock"},
 		ext: []string{"github.com/aliyun/alibaba-cloud-sdk-go/sdk/auth/credentials"},
 		why: "the deterministic simulation wires real agents as enid run does, on one virtual clock, against the simulator in-process"},
