@@ -115,7 +115,7 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 		return PodResult{}, err
 	}
 	lab := label{Key: s.Key, NetNS: s.NetNS, Mode: modeExclusive, ENI: mac.String(), IPv4: s.Prefix.Addr(), IPv6: s.PrefixV6.Addr()}
-	hv, sv, err := d.ensureVeth(pod, HostVethName(s.Key), svcVethName(s.Key), s.MTU, lab.String(), ch)
+	hv, sv, _, err := d.ensureVeth(pod, HostVethName(s.Key), svcVethName(s.Key), s.MTU, lab.String(), ch)
 	if err != nil {
 		return PodResult{}, err
 	}
@@ -325,7 +325,7 @@ func (d *Datapath) teardownExclusive(ctx context.Context, key observed.Attachmen
 	} else if !isNotFound(err) {
 		return err
 	}
-	held, err := d.teardownVeth(ctx, key, ch)
+	held, err := d.teardownVeth(ctx, key, d.newRuleLists(), ch)
 	if err != nil {
 		return err
 	}

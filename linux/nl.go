@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/enidnet/enid/internal/netnsid"
@@ -45,10 +47,21 @@ func mapErr(err error) error {
 	return err
 }
 
+// dumpsMade counts the dumps started, by what they list (string ->
+// *atomic.Int64): the tests that hold a setup's and a teardown's number of
+// listings read it (a dump grows with the pods on the node).
+var dumpsMade sync.Map
+
 // dump runs a netlink dump, starting it again while the kernel reports it
 // was interrupted by a concurrent change, so callers never act on a partial
 // listing.
 func dump[T any](what string, f func() ([]T, error)) ([]T, error) {
+	if n, ok := dumpsMade.Load(what); ok {
+		n.(*atomic.Int64).Add(1)
+	} else {
+		n, _ := dumpsMade.LoadOrStore(what, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+	}
 	for i := 0; ; i++ {
 		r, err := f()
 		if err == nil {

@@ -83,7 +83,7 @@ func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodRe
 	}
 	defer func() { _ = pod.Close() }() // releasing descriptors cannot fail usefully
 	lab := label{Key: s.Key, NetNS: s.NetNS, Mode: modeShared, ENI: s.ENIMAC, IPv4: s.IPv4, IPv6: s.IPv6}
-	hv, pv, err := d.ensureVeth(pod, HostVethName(s.Key), s.IfName, s.MTU, lab.String(), ch)
+	hv, pv, fresh, err := d.ensureVeth(pod, HostVethName(s.Key), s.IfName, s.MTU, lab.String(), ch)
 	if err != nil {
 		return PodResult{}, err
 	}
@@ -136,10 +136,10 @@ func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodRe
 	}
 	// Ingress (to the pod) is shaped leaving the host veth, egress leaving
 	// the pod's end.
-	if err := ensureTBF(d.node.h, hv, in, "", ch); err != nil {
+	if err := ensureTBF(d.node.h, hv, in, fresh, "", ch); err != nil {
 		return PodResult{}, err
 	}
-	if err := ensureTBF(pod.h, pv, eg, " in pod", ch); err != nil {
+	if err := ensureTBF(pod.h, pv, eg, fresh, " in pod", ch); err != nil {
 		return PodResult{}, err
 	}
 	// Last: a new binding starts with no conntrack entry of the address's
@@ -158,35 +158,36 @@ func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodRe
 }
 
 // ensureVeth makes host (in the node) and podName (in the pod) the two
-// ends of one veth pair, labelled with alias, and returns both ends fresh.
+// ends of one veth pair, labelled with alias, and returns both ends as
+// they are now and whether it created the pair.
 // A host veth whose peer is not podName in this pod is replaced; an
 // interface podName in the pod that is not our peer is a conflict.
-func (d *Datapath) ensureVeth(pod *nsRef, host, podName string, mtu int, alias string, ch *Changes) (hv, pv netlink.Link, err error) {
+func (d *Datapath) ensureVeth(pod *nsRef, host, podName string, mtu int, alias string, ch *Changes) (hv, pv netlink.Link, created bool, err error) {
 	hv, err = linkByName(d.node.h, host)
 	if err != nil && !isNotFound(err) {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	pv, err = linkByName(pod.h, podName)
 	if err != nil && !isNotFound(err) {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
 	if hv != nil && !(pv != nil && paired(hv, pv)) {
 		if _, ok := hv.(*netlink.Veth); !ok {
-			return nil, nil, fmt.Errorf("%s exists and is a %s, not a veth: %w", host, hv.Type(), ErrConflict)
+			return nil, nil, false, fmt.Errorf("%s exists and is a %s, not a veth: %w", host, hv.Type(), ErrConflict)
 		}
 		if err := d.node.h.LinkDel(hv); err != nil && !isNotFound(mapErr(err)) {
-			return nil, nil, fmt.Errorf("delete stale veth %s: %w", host, mapErr(err))
+			return nil, nil, false, fmt.Errorf("delete stale veth %s: %w", host, mapErr(err))
 		}
 		ch.add("delete veth %s: its peer is not %s in %s", host, podName, pod.path)
 		hv = nil
 		// Its peer went with it; look again.
 		if pv, err = linkByName(pod.h, podName); err != nil && !isNotFound(err) {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	if hv == nil {
 		if pv != nil {
-			return nil, nil, fmt.Errorf("interface %s already exists in %s: %w", podName, pod.path, ErrConflict)
+			return nil, nil, false, fmt.Errorf("interface %s already exists in %s: %w", podName, pod.path, ErrConflict)
 		}
 		v := &netlink.Veth{
 			LinkAttrs:     netlink.LinkAttrs{Name: host, MTU: mtu},
@@ -194,20 +195,21 @@ func (d *Datapath) ensureVeth(pod *nsRef, host, podName string, mtu int, alias s
 			PeerNamespace: netlink.NsFd(int(pod.fd)),
 		}
 		if err := d.node.h.LinkAdd(v); err != nil {
-			return nil, nil, fmt.Errorf("add veth %s: %w", host, mapErr(err))
+			return nil, nil, false, fmt.Errorf("add veth %s: %w", host, mapErr(err))
 		}
 		ch.add("add veth %s <-> %s in %s", host, podName, pod.path)
+		created = true
 		if hv, err = linkByName(d.node.h, host); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		if pv, err = linkByName(pod.h, podName); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	if err := ensureAlias(d.node.h, hv, alias, "", ch); err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return hv, pv, nil
+	return hv, pv, created, nil
 }
 
 // paired reports whether a and b are the two ends of one veth.
@@ -436,71 +438,75 @@ func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Chang
 // already gone, unless another attachment's veth claims the address. The
 // node's conntrack entries naming the addresses go too (conntrack.go),
 // with the same exception.
+//
+// The node's rules are listed once for all of it, before its one listing
+// of the links, made after the veth is gone (the order sweepRules needs):
+// on a full node each dump is two rules or one link a pod.
 func (d *Datapath) TeardownPod(ctx context.Context, key observed.AttachmentKey, netns string, addrs ...netip.Addr) (Changes, error) {
 	var ch Changes
 	defer d.logChanges("teardown pod", key.String(), &ch)
-	held, err := d.teardownVeth(ctx, key, &ch)
-	if err != nil {
-		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
+	fail := func(err error) (Changes, error) { return ch, fmt.Errorf("teardown pod %s: %w", key, err) }
+	rl := d.newRuleLists()
+	for _, fam := range ruleFamilies {
+		if _, err := rl.rules(fam); err != nil {
+			return fail(err)
+		}
 	}
-	if err := d.dropPodRules(key, addrs, &ch); err != nil {
-		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
+	held, err := d.teardownVeth(ctx, key, rl, &ch)
+	if err != nil {
+		return fail(err)
+	}
+	links, err := dump("list links", d.node.h.LinkList)
+	if err != nil {
+		return fail(err)
+	}
+	if err := dropPodRules(key, addrs, links, rl, &ch); err != nil {
+		return fail(err)
 	}
 	if err := d.releaseConntrack(key, append(held, addrs...), &ch); err != nil {
-		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
+		return fail(err)
 	}
-	if err := d.sweepRules(&ch); err != nil {
-		return ch, fmt.Errorf("teardown pod %s: %w", key, err)
+	if err := d.sweepRules(rl, links, &ch); err != nil {
+		return fail(err)
 	}
 	return ch, nil
 }
 
-// dropPodRules deletes enid's rules for addrs, except an address that a
-// veth labelled for another attachment claims.
-func (d *Datapath) dropPodRules(key observed.AttachmentKey, addrs []netip.Addr, ch *Changes) error {
-	want := map[netip.Addr]bool{}
+// dropPodRules deletes enid's rules (of rl) for addrs, except an address
+// that a veth (of links) labelled for another attachment claims.
+func dropPodRules(key observed.AttachmentKey, addrs []netip.Addr, links []netlink.Link, rl *ruleLists, ch *Changes) error {
+	want := map[int]map[netip.Addr]bool{}
 	for _, a := range addrs {
 		if a.IsValid() {
-			want[a] = true
+			if want[familyOf(a)] == nil {
+				want[familyOf(a)] = map[netip.Addr]bool{}
+			}
+			want[familyOf(a)][a] = true
 		}
 	}
 	if len(want) == 0 {
 		return nil
 	}
-	links, err := dump("list links", d.node.h.LinkList)
-	if err != nil {
-		return err
-	}
 	for _, l := range links {
 		if lab, ok := parseLabel(l.Attrs().Alias); ok && lab.Key != key {
-			delete(want, lab.IPv4)
-			delete(want, lab.IPv6)
+			for _, ips := range want {
+				delete(ips, lab.IPv4)
+				delete(ips, lab.IPv6)
+			}
 		}
 	}
-	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		rules, err := d.listRules(fam)
-		if err != nil {
+	for _, fam := range ruleFamilies {
+		if err := rl.dropPodRulesOf(fam, want[fam], ch); err != nil {
 			return err
-		}
-		for _, r := range rules {
-			ip, ok := podRuleAddr(r)
-			if !ok {
-				continue
-			}
-			if want[ip] {
-				if err := d.delRule(r, ch); err != nil {
-					return err
-				}
-			}
 		}
 	}
 	return nil
 }
 
-// teardownVeth deletes the attachment's rules and host veth, if present,
-// and returns the addresses the veth carried (its label's and those
-// routed to it).
-func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey, ch *Changes) ([]netip.Addr, error) {
+// teardownVeth deletes the attachment's rules (of rl) and host veth, if
+// present, and returns the addresses the veth carried (its label's and
+// those routed to it).
+func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey, rl *ruleLists, ch *Changes) ([]netip.Addr, error) {
 	host := HostVethName(key)
 	hv, err := linkByName(d.node.h, host)
 	if isNotFound(err) {
@@ -511,17 +517,13 @@ func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey,
 	}
 	var held []netip.Addr
 	lab, _ := parseLabel(hv.Attrs().Alias) // an unlabelled veth has no recorded addresses
-	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+	for _, fam := range ruleFamilies {
 		// enid's main-table routes through hv: a route to the address
 		// through another device is replaced below, by the route's key
 		// (destination, TOS, metric), and needs no listing. Asking for
 		// hv's routes alone keeps a setup's cost flat in the pods on the
 		// node (the main table holds one route per pod).
 		routes, err := d.hostRoutesVia(fam, hv.Attrs().Index)
-		if err != nil {
-			return nil, err
-		}
-		rules, err := d.listRules(fam)
 		if err != nil {
 			return nil, err
 		}
@@ -538,9 +540,9 @@ func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey,
 		}
 		for ip := range ips {
 			held = append(held, ip)
-			if err := d.removePodRules(rules, ip, ch); err != nil {
-				return nil, err
-			}
+		}
+		if err := rl.dropPodRulesOf(fam, ips, ch); err != nil {
+			return nil, err
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -124,6 +124,65 @@ func (d *Datapath) removePodRules(rules []netlink.Rule, ip netip.Addr, ch *Chang
 	return nil
 }
 
+// ruleLists are the node's rules of each family, each listed once, on
+// first use: a teardown's steps share one dump per family (on a full node
+// two rules a pod), and a rule deleted through drop leaves its list.
+type ruleLists struct {
+	d   *Datapath
+	fam map[int][]netlink.Rule
+}
+
+func (d *Datapath) newRuleLists() *ruleLists {
+	return &ruleLists{d: d, fam: map[int][]netlink.Rule{}}
+}
+
+// rules returns fam's rules, listing them on first use.
+func (rl *ruleLists) rules(fam int) ([]netlink.Rule, error) {
+	if rs, ok := rl.fam[fam]; ok {
+		return rs, nil
+	}
+	rs, err := rl.d.listRules(fam)
+	if err != nil {
+		return nil, err
+	}
+	rl.fam[fam] = rs
+	return rs, nil
+}
+
+// drop deletes the rules of family fam that match (a rule already gone
+// is fine) and forgets them.
+func (rl *ruleLists) drop(fam int, match func(netlink.Rule) bool, ch *Changes) error {
+	rs, err := rl.rules(fam)
+	if err != nil {
+		return err
+	}
+	kept := rs[:0]
+	for i, r := range rs {
+		if !match(r) {
+			kept = append(kept, r)
+			continue
+		}
+		if err := rl.d.delRule(r, ch); err != nil {
+			rl.fam[fam] = append(kept, rs[i:]...)
+			return err
+		}
+	}
+	rl.fam[fam] = kept
+	return nil
+}
+
+// dropPodRulesOf deletes enid's rules for the addresses in ips (of family
+// fam), whatever their table.
+func (rl *ruleLists) dropPodRulesOf(fam int, ips map[netip.Addr]bool, ch *Changes) error {
+	if len(ips) == 0 {
+		return nil
+	}
+	return rl.drop(fam, func(r netlink.Rule) bool {
+		ip, ok := podRuleAddr(r)
+		return ok && ips[ip]
+	}, ch)
+}
+
 // Sweep deletes enid's pod rules that belong to no attachment any more:
 // what a pod leaves when its netns (and with it its veth and host routes)
 // went before its teardown, while the agent was down or between two full
@@ -136,7 +195,18 @@ func (d *Datapath) Sweep(ctx context.Context) (Changes, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := d.sweepRules(&ch); err != nil {
+	// The rules first, then the links (sweepRules).
+	rl := d.newRuleLists()
+	for _, fam := range ruleFamilies {
+		if _, err := rl.rules(fam); err != nil {
+			return ch, fmt.Errorf("sweep pod rules: %w", err)
+		}
+	}
+	links, err := dump("list links", d.node.h.LinkList)
+	if err != nil {
+		return ch, fmt.Errorf("sweep pod rules: %w", err)
+	}
+	if err := d.sweepRules(rl, links, &ch); err != nil {
 		return ch, fmt.Errorf("sweep pod rules: %w", err)
 	}
 	return ch, nil
@@ -156,36 +226,25 @@ func podRuleAddr(r netlink.Rule) (ip netip.Addr, ok bool) {
 	return netip.Addr{}, false
 }
 
+// ruleFamilies are the families of enid's pod rules.
+var ruleFamilies = []int{netlink.FAMILY_V4, netlink.FAMILY_V6}
+
 // sweepRules deletes enid's pod rules whose address belongs to no
 // attachment any more (neither recorded in a host veth's label nor routed
 // by enid's host routes): what is left when a pod's veth vanished with its
 // netns before teardown. EnsurePod labels the veth and adds the host route
 // before the rules, teardown deletes the rules before the veth, and the
-// rules are listed before the links and routes here, so an attachment
-// being set up is never swept.
-func (d *Datapath) sweepRules(ch *Changes) error {
-	// Both families' rules first, then one listing of the links (the
-	// longest dump on a full node: one labelled veth per pod), then each
-	// family's routes.
-	fams := []int{netlink.FAMILY_V4, netlink.FAMILY_V6}
-	rules := make([][]netlink.Rule, len(fams))
-	for i, fam := range fams {
-		var err error
-		if rules[i], err = d.listRules(fam); err != nil {
-			return err
-		}
-	}
-	links, err := dump("list links", d.node.h.LinkList)
-	if err != nil {
-		return err
-	}
+// caller lists the rules (rl, both families) before the links, and the
+// routes are listed here, after both, so an attachment being set up is
+// never swept.
+func (d *Datapath) sweepRules(rl *ruleLists, links []netlink.Link, ch *Changes) error {
 	live := map[netip.Addr]bool{}
 	for _, l := range links {
 		if lab, ok := parseLabel(l.Attrs().Alias); ok {
 			live[lab.IPv4], live[lab.IPv6] = true, true
 		}
 	}
-	for i, fam := range fams {
+	for _, fam := range ruleFamilies {
 		routes, err := d.hostRoutes(fam)
 		if err != nil {
 			return err
@@ -193,17 +252,12 @@ func (d *Datapath) sweepRules(ch *Changes) error {
 		for _, r := range routes {
 			live[prefixOf(r.Dst).Addr()] = true
 		}
-		for _, r := range rules[i] {
+		err = rl.drop(fam, func(r netlink.Rule) bool {
 			ip, ok := podRuleAddr(r)
-			if !ok {
-				continue
-			}
-			if live[ip] {
-				continue
-			}
-			if err := d.delRule(r, ch); err != nil {
-				return err
-			}
+			return ok && !live[ip]
+		}, ch)
+		if err != nil {
+			return err
 		}
 	}
 	return nil

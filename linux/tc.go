@@ -38,17 +38,21 @@ func tbfFor(idx int, r rate) *netlink.Tbf {
 }
 
 // ensureTBF makes l's root qdisc a tbf shaping to r, or, when r.bps is 0,
-// removes a tbf root qdisc enid may have put there.
-func ensureTBF(h *netlink.Handle, l netlink.Link, r rate, where string, ch *Changes) error {
-	qs, err := dump("list qdiscs", func() ([]netlink.Qdisc, error) { return h.QdiscList(l) })
-	if err != nil {
-		return err
-	}
+// removes a tbf root qdisc enid may have put there. A link made just now
+// (fresh) has its default qdisc: it is not listed, so a new pod that asks
+// for no limit costs no tc call.
+func ensureTBF(h *netlink.Handle, l netlink.Link, r rate, fresh bool, where string, ch *Changes) error {
 	var root *netlink.Tbf
-	for _, q := range qs {
-		if q.Attrs().Parent == netlink.HANDLE_ROOT {
-			if t, ok := q.(*netlink.Tbf); ok {
-				root = t
+	if !fresh {
+		qs, err := dump("list qdiscs", func() ([]netlink.Qdisc, error) { return h.QdiscList(l) })
+		if err != nil {
+			return err
+		}
+		for _, q := range qs {
+			if q.Attrs().Parent == netlink.HANDLE_ROOT {
+				if t, ok := q.(*netlink.Tbf); ok {
+					root = t
+				}
 			}
 		}
 	}
