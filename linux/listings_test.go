@@ -1,9 +1,14 @@
 package linux_test
 
 import (
+	"fmt"
+	"net"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/enidnet/enid/linux"
 )
@@ -110,5 +115,79 @@ func TestNewPodListsNoQdiscs(t *testing.T) {
 	}
 	if len(ch) != 0 {
 		t.Errorf("a repair of the limited pod changed %q", ch)
+	}
+}
+
+// TestNewPodListsNoRules: a setup that makes the pod's veth lists no rule
+// (on a full node, two a pod) and still replaces a stale rule of the
+// address at enid's priorities (here "from ip lookup 1005", left by an
+// earlier binding to another ENI) whatever its table, leaving exactly the
+// pod's two rules per address; a repair of the same pod lists the rules.
+func TestNewPodListsNoRules(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := ctxT(t)
+	s := e.podSpec(t, 0, 26)
+	withH(t, e.tp.NodeNS, func(h *netlink.Handle) error {
+		r := netlink.NewRule()
+		r.Priority, r.Table, r.Protocol = linux.PrioFromPod, 1005, linux.Proto
+		r.Src = &net.IPNet{IP: s.IPv4.AsSlice(), Mask: net.CIDRMask(32, 32)}
+		return h.RuleAdd(r)
+	})
+	var ch linux.Changes
+	got := dumpsDuring(t, func() {
+		var err error
+		if _, ch, err = e.dp.EnsurePod(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got["list rules"] != 0 {
+		t.Errorf("a new pod listed the rules %d times", got["list rules"])
+	}
+	if !slices.Contains(ch, "delete stale rule prio 2048 from "+s.IPv4.String()) {
+		t.Errorf("the stale rule's deletion is not among the changes %q", ch)
+	}
+	want := map[string]int{
+		fmt.Sprintf("prio %d to %s lookup main", linux.PrioToPod, s.IPv4):            1,
+		fmt.Sprintf("prio %d from %s lookup %d", linux.PrioFromPod, s.IPv4, s.Table): 1,
+		fmt.Sprintf("prio %d to %s lookup main", linux.PrioToPod, s.IPv6):            1,
+		fmt.Sprintf("prio %d from %s lookup %d", linux.PrioFromPod, s.IPv6, s.Table): 1,
+	}
+	have := map[string]int{}
+	withH(t, e.tp.NodeNS, func(h *netlink.Handle) error {
+		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+			rules, err := h.RuleList(fam)
+			if err != nil {
+				return err
+			}
+			for _, r := range rules {
+				if r.Protocol != linux.Proto {
+					continue
+				}
+				var k string
+				if r.Dst != nil {
+					k = fmt.Sprintf("prio %d to %s", r.Priority, r.Dst.IP)
+				} else {
+					k = fmt.Sprintf("prio %d from %s", r.Priority, r.Src.IP)
+				}
+				if r.Table == unix.RT_TABLE_MAIN {
+					k += " lookup main"
+				} else {
+					k += fmt.Sprintf(" lookup %d", r.Table)
+				}
+				have[k]++
+			}
+		}
+		return nil
+	})
+	if diff := cmp.Diff(want, have); diff != "" {
+		t.Errorf("enid's rules on the node (-want +got):\n%s", diff)
+	}
+	got = dumpsDuring(t, func() {
+		if _, ch, err := e.dp.EnsurePod(ctx, s); err != nil || len(ch) != 0 {
+			t.Fatalf("repair: changes %q, err %v", ch, err)
+		}
+	})
+	if got["list rules"] != 2 {
+		t.Errorf("a repair listed the rules %d times, want once per family", got["list rules"])
 	}
 }

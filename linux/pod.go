@@ -122,6 +122,12 @@ func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodRe
 		}
 	}
 	for _, ip := range ips {
+		if fresh {
+			if err := d.replacePodRules(ip, s.Table, ch); err != nil {
+				return PodResult{}, err
+			}
+			continue
+		}
 		rules, err := d.listRules(familyOf(ip))
 		if err != nil {
 			return PodResult{}, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -100,6 +101,47 @@ func (d *Datapath) ensurePodRules(rules []netlink.Rule, ip netip.Addr, table int
 		}
 		if found {
 			continue
+		}
+		if err := d.node.h.RuleAdd(want); err != nil && !isExist(err) {
+			return fmt.Errorf("add rule %s: %w", ruleString(*want), mapErr(err))
+		}
+		ch.add("add rule %s", ruleString(*want))
+	}
+	return nil
+}
+
+// maxStaleRules bounds how many stale rules replacePodRules deletes at
+// one priority for one address before it gives up (a loop that never
+// ends would be a kernel that answers a delete and keeps the rule).
+const maxStaleRules = 16
+
+// replacePodRules is ensurePodRules for an address whose veth this setup
+// has just made, so that none of the pod's traffic flows yet: rather than
+// list every rule of the node (two a pod), it deletes whatever rule of
+// enid's names ip at each of the two priorities, whatever its table (the
+// kernel matches a delete that names no table against any), and adds the
+// right one. On a node without stale rules that is one delete the kernel
+// refuses and one add a rule; a stale rule (an address bound to another
+// ENI before, whose rules a vanished veth left) goes as it would with the
+// listing.
+func (d *Datapath) replacePodRules(ip netip.Addr, table int, ch *Changes) error {
+	to, from := podRules(ip, table)
+	for _, want := range []*netlink.Rule{to, from} {
+		stale := *want
+		stale.Table = 0 // any
+		what := strings.TrimSuffix(ruleString(stale), " lookup 0")
+		for i := 0; ; i++ {
+			err := d.node.h.RuleDel(&stale)
+			if isNotFound(mapErr(err)) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("delete stale rule %s: %w", what, mapErr(err))
+			}
+			if i == maxStaleRules {
+				return fmt.Errorf("delete stale rule %s: still there after %d deletes", what, i+1)
+			}
+			ch.add("delete stale rule %s", what)
 		}
 		if err := d.node.h.RuleAdd(want); err != nil && !isExist(err) {
 			return fmt.Errorf("add rule %s: %w", ruleString(*want), mapErr(err))
