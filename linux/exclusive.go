@@ -325,7 +325,7 @@ func (d *Datapath) teardownExclusive(ctx context.Context, key observed.Attachmen
 	} else if !isNotFound(err) {
 		return err
 	}
-	held, err := d.teardownVeth(ctx, key, d.newRuleLists(), ch)
+	held, _, err := d.teardownVeth(ctx, key, ch)
 	if err != nil {
 		return err
 	}

@@ -28,12 +28,13 @@ func dumpsDuring(t *testing.T, f func()) map[string]int64 {
 	return got
 }
 
-// TestTeardownListsTheNodeOnce: a teardown lists the node's rules once per
-// family and its links once, however many of its steps (the pod's rules,
-// the rules of the addresses the caller names, the sweep) read them: on a
-// full node each listing is two rules or one link a pod. It lists the
-// pod's own routes (through its veth) and, for the sweep, enid's host
-// routes of each family.
+// TestTeardownListsTheNodeOnce: the usual DEL, its veth there and
+// holding the addresses the caller names, lists nothing that grows with
+// the pods on the node (on a full node the rules are two a pod, the links
+// one): only the veth's own routes, a dump the kernel filters by device.
+// A teardown whose veth is gone lists each family's rules once and the
+// links once, however many of its steps (the rules of the addresses the
+// caller names, the sweep) read them.
 func TestTeardownListsTheNodeOnce(t *testing.T) {
 	e := newEnv(t, 1)
 	ctx := ctxT(t)
@@ -45,29 +46,85 @@ func TestTeardownListsTheNodeOnce(t *testing.T) {
 		}
 		specs = append(specs, s)
 	}
-	s := specs[1]
-	var ch linux.Changes
-	got := dumpsDuring(t, func() {
-		var err error
-		if ch, err = e.dp.TeardownPod(ctx, s.Key, s.NetNS, s.IPv4, s.IPv6); err != nil {
+	teardown := func(s linux.PodSpec) linux.Changes {
+		ch, err := e.dp.TeardownPod(ctx, s.Key, s.NetNS, s.IPv4, s.IPv6)
+		if err != nil {
 			t.Fatal(err)
 		}
-	})
-	want := map[string]int64{"list rules": 2, "list links": 1, "list routes": 4}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("dumps of one teardown (-want +got):\n%s", diff)
+		return ch
 	}
-	// What it did is unchanged: the pod's four rules and its veth.
-	if len(ch) != 5 {
-		t.Errorf("changes: want the pod's 4 rules and its veth, got %q", ch)
+	var ch linux.Changes
+	got := dumpsDuring(t, func() { ch = teardown(specs[1]) })
+	if diff := cmp.Diff(map[string]int64{"list routes": 2}, got); diff != "" {
+		t.Errorf("dumps of the usual teardown (-want +got):\n%s", diff)
+	}
+	s := specs[1]
+	want := linux.Changes{
+		"delete rule prio 512 to " + s.IPv4.String(),
+		"delete rule prio 2048 from " + s.IPv4.String(),
+		"delete rule prio 512 to " + s.IPv6.String(),
+		"delete rule prio 2048 from " + s.IPv6.String(),
+		"delete veth " + linux.HostVethName(s.Key),
+	}
+	if diff := cmp.Diff(want, ch); diff != "" {
+		t.Errorf("changes of the usual teardown (-want +got):\n%s", diff)
+	}
+	// The veth gone with its netns: the slow path, which also sweeps.
+	s = specs[2]
+	if err := e.tp.DeletePodNS(s.NetNS); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, e, s)
+	got = dumpsDuring(t, func() { ch = teardown(s) })
+	if diff := cmp.Diff(map[string]int64{"list rules": 2, "list links": 1, "list routes": 2}, got); diff != "" {
+		t.Errorf("dumps of a teardown after the veth went (-want +got):\n%s", diff)
+	}
+	if len(ch) != 4 {
+		t.Errorf("changes after the veth went: want the pod's 4 rules, got %q", ch)
 	}
 	n, err := e.dp.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(n.Pods) != 2 {
-		t.Errorf("pods left: want 2, got %d", len(n.Pods))
+	if len(n.Pods) != 1 || n.Pods[0].Key != specs[0].Key {
+		t.Errorf("pods left: want only %s, got %+v", specs[0].Key, n.Pods)
 	}
+	if leaked := enidRules(t, e); len(leaked) != 4 {
+		t.Errorf("enid rules left: want the 4 of the pod left, got %q", leaked)
+	}
+}
+
+// enidRules lists enid's rules on the node, as ip rule shows them briefly.
+func enidRules(t *testing.T, e *env) []string {
+	t.Helper()
+	var out []string
+	withH(t, e.tp.NodeNS, func(h *netlink.Handle) error {
+		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+			rules, err := h.RuleList(fam)
+			if err != nil {
+				return err
+			}
+			for _, r := range rules {
+				if r.Protocol != linux.Proto {
+					continue
+				}
+				var k string
+				if r.Dst != nil {
+					k = fmt.Sprintf("prio %d to %s", r.Priority, r.Dst.IP)
+				} else {
+					k = fmt.Sprintf("prio %d from %s", r.Priority, r.Src.IP)
+				}
+				if r.Table == unix.RT_TABLE_MAIN {
+					k += " lookup main"
+				} else {
+					k += fmt.Sprintf(" lookup %d", r.Table)
+				}
+				out = append(out, k)
+			}
+		}
+		return nil
+	})
+	return out
 }
 
 // TestNewPodListsNoQdiscs: a new pod's veth has its default qdisc, so a
@@ -153,32 +210,9 @@ func TestNewPodListsNoRules(t *testing.T) {
 		fmt.Sprintf("prio %d from %s lookup %d", linux.PrioFromPod, s.IPv6, s.Table): 1,
 	}
 	have := map[string]int{}
-	withH(t, e.tp.NodeNS, func(h *netlink.Handle) error {
-		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-			rules, err := h.RuleList(fam)
-			if err != nil {
-				return err
-			}
-			for _, r := range rules {
-				if r.Protocol != linux.Proto {
-					continue
-				}
-				var k string
-				if r.Dst != nil {
-					k = fmt.Sprintf("prio %d to %s", r.Priority, r.Dst.IP)
-				} else {
-					k = fmt.Sprintf("prio %d from %s", r.Priority, r.Src.IP)
-				}
-				if r.Table == unix.RT_TABLE_MAIN {
-					k += " lookup main"
-				} else {
-					k += fmt.Sprintf(" lookup %d", r.Table)
-				}
-				have[k]++
-			}
-		}
-		return nil
-	})
+	for _, r := range enidRules(t, e) {
+		have[r]++
+	}
 	if diff := cmp.Diff(want, have); diff != "" {
 		t.Errorf("enid's rules on the node (-want +got):\n%s", diff)
 	}

@@ -434,10 +434,9 @@ func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Chang
 }
 
 // TeardownPod removes a shared-mode attachment: its rules and its veth
-// (which takes the pod end, the host routes and the neighbours with it),
-// then sweeps rules left by attachments whose veth vanished with their
-// netns. netns may be "" or already gone: the veth is found by name.
-// Everything already gone is success.
+// (which takes the pod end, the host routes and the neighbours with it).
+// netns may be "" or already gone: the veth is found by name. Everything
+// already gone is success.
 //
 // addrs are the pod's addresses as the caller knows them: their rules are
 // removed even when the veth (and with it the label that records them) is
@@ -445,22 +444,33 @@ func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Chang
 // node's conntrack entries naming the addresses go too (conntrack.go),
 // with the same exception.
 //
-// The node's rules are listed once for all of it, before its one listing
-// of the links, made after the veth is gone (the order sweepRules needs):
-// on a full node each dump is two rules or one link a pod.
+// A teardown that finds the veth holding every address in addrs (the
+// usual DEL) lists nothing that grows with the pods on the node: the
+// pod's rules are deleted by priority and address, whatever their table
+// (deleteAnyTable). Otherwise, the veth gone or an address not its own, it
+// lists the node's rules once per family, then the links once, the veth
+// gone (the order sweepRules needs), deletes the rules of the addresses no
+// other veth claims, and sweeps the rules of every attachment whose veth
+// vanished (the agent also sweeps after each full observation: Sweep).
 func (d *Datapath) TeardownPod(ctx context.Context, key observed.AttachmentKey, netns string, addrs ...netip.Addr) (Changes, error) {
 	var ch Changes
 	defer d.logChanges("teardown pod", key.String(), &ch)
 	fail := func(err error) (Changes, error) { return ch, fmt.Errorf("teardown pod %s: %w", key, err) }
 	rl := d.newRuleLists()
+	held, found, err := d.teardownVeth(ctx, key, &ch)
+	if err != nil {
+		return fail(err)
+	}
+	if found && !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return a.IsValid() && !slices.Contains(held, a) }) {
+		if err := d.releaseConntrack(key, held, &ch); err != nil {
+			return fail(err)
+		}
+		return ch, nil
+	}
 	for _, fam := range ruleFamilies {
 		if _, err := rl.rules(fam); err != nil {
 			return fail(err)
 		}
-	}
-	held, err := d.teardownVeth(ctx, key, rl, &ch)
-	if err != nil {
-		return fail(err)
 	}
 	links, err := dump("list links", d.node.h.LinkList)
 	if err != nil {
@@ -509,54 +519,45 @@ func dropPodRules(key observed.AttachmentKey, addrs []netip.Addr, links []netlin
 	return nil
 }
 
-// teardownVeth deletes the attachment's rules (of rl) and host veth, if
-// present, and returns the addresses the veth carried (its label's and
+// teardownVeth deletes the attachment's rules and host veth, if present
+// (found), and returns the addresses the veth carried (its label's and
 // those routed to it).
-func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey, rl *ruleLists, ch *Changes) ([]netip.Addr, error) {
+func (d *Datapath) teardownVeth(ctx context.Context, key observed.AttachmentKey, ch *Changes) (held []netip.Addr, found bool, err error) {
 	host := HostVethName(key)
 	hv, err := linkByName(d.node.h, host)
 	if isNotFound(err) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var held []netip.Addr
 	lab, _ := parseLabel(hv.Attrs().Alias) // an unlabelled veth has no recorded addresses
+	held = podIPs(lab.IPv4, lab.IPv6)
 	for _, fam := range ruleFamilies {
-		// enid's main-table routes through hv: a route to the address
-		// through another device is replaced below, by the route's key
-		// (destination, TOS, metric), and needs no listing. Asking for
-		// hv's routes alone keeps a setup's cost flat in the pods on the
-		// node (the main table holds one route per pod).
+		// enid's main-table routes through hv: asking for hv's routes
+		// alone keeps a teardown's cost flat in the pods on the node
+		// (the main table holds one route per pod).
 		routes, err := d.hostRoutesVia(fam, hv.Attrs().Index)
 		if err != nil {
-			return nil, err
-		}
-		ips := map[netip.Addr]bool{}
-		for _, a := range podIPs(lab.IPv4, lab.IPv6) {
-			if familyOf(a) == fam {
-				ips[a] = true
-			}
+			return nil, true, err
 		}
 		for _, r := range routes {
-			if r.LinkIndex == hv.Attrs().Index {
-				ips[prefixOf(r.Dst).Addr()] = true
+			if ip := prefixOf(r.Dst).Addr(); r.LinkIndex == hv.Attrs().Index && !slices.Contains(held, ip) {
+				held = append(held, ip)
 			}
 		}
-		for ip := range ips {
-			held = append(held, ip)
-		}
-		if err := rl.dropPodRulesOf(fam, ips, ch); err != nil {
-			return nil, err
+	}
+	for _, ip := range held {
+		if err := d.dropRulesOf(ip, ch); err != nil {
+			return nil, true, err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	if err := d.node.h.LinkDel(hv); err != nil && !isNotFound(mapErr(err)) {
-		return nil, fmt.Errorf("delete veth %s: %w", host, mapErr(err))
+		return nil, true, fmt.Errorf("delete veth %s: %w", host, mapErr(err))
 	}
 	ch.add("delete veth %s", host)
-	return held, nil
+	return held, true, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -31,7 +30,10 @@ func ruleString(r netlink.Rule) string {
 	if r.Dst != nil {
 		s += " to " + prefixOf(r.Dst).Addr().String()
 	}
-	if r.Table == unix.RT_TABLE_MAIN {
+	switch r.Table {
+	case 0: // a delete that matches any table
+		return s
+	case unix.RT_TABLE_MAIN:
 		return s + " lookup main"
 	}
 	return fmt.Sprintf("%s lookup %d", s, r.Table)
@@ -110,43 +112,62 @@ func (d *Datapath) ensurePodRules(rules []netlink.Rule, ip netip.Addr, table int
 	return nil
 }
 
-// maxStaleRules bounds how many stale rules replacePodRules deletes at
-// one priority for one address before it gives up (a loop that never
-// ends would be a kernel that answers a delete and keeps the rule).
+// maxStaleRules bounds how many rules deleteAnyTable deletes for one
+// priority and address before it gives up (a loop that never ends would
+// be a kernel that acknowledges a delete and keeps the rule).
 const maxStaleRules = 16
+
+// deleteAnyTable deletes every rule of enid's at r's priority for r's
+// address (source or destination), whatever its table, without listing
+// the node's rules (two a pod): the kernel matches a delete that names no
+// table against any, and answers "no such rule" when none is left. verb
+// says what the deletion is in the changes ("delete", "delete stale").
+func (d *Datapath) deleteAnyTable(r netlink.Rule, verb string, ch *Changes) error {
+	r.Table = 0
+	for i := 0; ; i++ {
+		err := d.node.h.RuleDel(&r)
+		if isNotFound(mapErr(err)) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s rule %s: %w", verb, ruleString(r), mapErr(err))
+		}
+		if i == maxStaleRules {
+			return fmt.Errorf("%s rule %s: still there after %d deletes", verb, ruleString(r), i+1)
+		}
+		ch.add("%s rule %s", verb, ruleString(r))
+	}
+}
 
 // replacePodRules is ensurePodRules for an address whose veth this setup
 // has just made, so that none of the pod's traffic flows yet: rather than
-// list every rule of the node (two a pod), it deletes whatever rule of
-// enid's names ip at each of the two priorities, whatever its table (the
-// kernel matches a delete that names no table against any), and adds the
+// list every rule of the node, it deletes whatever rule of enid's names ip
+// at each of the two priorities (a stale one: the address bound to
+// another ENI before, its rules left by a veth that vanished) and adds the
 // right one. On a node without stale rules that is one delete the kernel
-// refuses and one add a rule; a stale rule (an address bound to another
-// ENI before, whose rules a vanished veth left) goes as it would with the
-// listing.
+// refuses and one add a rule.
 func (d *Datapath) replacePodRules(ip netip.Addr, table int, ch *Changes) error {
 	to, from := podRules(ip, table)
 	for _, want := range []*netlink.Rule{to, from} {
-		stale := *want
-		stale.Table = 0 // any
-		what := strings.TrimSuffix(ruleString(stale), " lookup 0")
-		for i := 0; ; i++ {
-			err := d.node.h.RuleDel(&stale)
-			if isNotFound(mapErr(err)) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("delete stale rule %s: %w", what, mapErr(err))
-			}
-			if i == maxStaleRules {
-				return fmt.Errorf("delete stale rule %s: still there after %d deletes", what, i+1)
-			}
-			ch.add("delete stale rule %s", what)
+		if err := d.deleteAnyTable(*want, "delete stale", ch); err != nil {
+			return err
 		}
 		if err := d.node.h.RuleAdd(want); err != nil && !isExist(err) {
 			return fmt.Errorf("add rule %s: %w", ruleString(*want), mapErr(err))
 		}
 		ch.add("add rule %s", ruleString(*want))
+	}
+	return nil
+}
+
+// dropRulesOf deletes enid's two rules for ip, whatever their table,
+// without listing.
+func (d *Datapath) dropRulesOf(ip netip.Addr, ch *Changes) error {
+	to, from := podRules(ip, 0)
+	for _, r := range []*netlink.Rule{to, from} {
+		if err := d.deleteAnyTable(*r, "delete", ch); err != nil {
+			return err
+		}
 	}
 	return nil
 }
