@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -29,8 +30,8 @@ const nsDir = "/run/netns"
 // createNS creates a new network namespace bind-mounted at
 // /run/netns/<prefix>-<random> with lo up, and returns its path.
 func createNS(prefix string) (string, error) {
-	if err := os.MkdirAll(nsDir, 0o755); err != nil {
-		return "", fmt.Errorf("create %s: %w", nsDir, err)
+	if err := ensureNSDir(); err != nil {
+		return "", err
 	}
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
@@ -70,6 +71,36 @@ func createNS(prefix string) (string, error) {
 		return "", errors.Join(fmt.Errorf("set lo up in %s: %w", path, err), deleteNS(path))
 	}
 	return path, nil
+}
+
+// nsDirMount is ensureNSDir's result, taken once per process.
+var nsDirMount = sync.OnceValue(mountNSDir)
+
+// ensureNSDir makes nsDir a mount point shared with its peers, as `ip netns
+// add` does on its first use on a machine. A namespace bind-mounted on a
+// file of nsDir before something else (ip, a container runtime) turns nsDir
+// into a mount point ends up hidden beneath that mount: unmounting the path
+// then reaches the upper mount, and removing the file fails with EBUSY
+// (seen on a fresh machine, an e2e test's cleanup racing an `ip netns add`).
+func ensureNSDir() error { return nsDirMount() }
+
+func mountNSDir() error {
+	if err := os.MkdirAll(nsDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", nsDir, err)
+	}
+	for made := false; ; made = true {
+		err := unix.Mount("", nsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EINVAL) || made {
+			return fmt.Errorf("make %s a shared mount: %w", nsDir, err)
+		}
+		// Not a mount point yet: bind it onto itself, then share it.
+		if err := unix.Mount(nsDir, nsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind mount %s: %w", nsDir, err)
+		}
+	}
 }
 
 // deleteNS unmounts and removes a namespace created by createNS. A
