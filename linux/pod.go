@@ -404,11 +404,7 @@ func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Chang
 			}
 			ch.add("delete route %s", routeString(r))
 			if dst != want {
-				rules, err := d.listRules(fam)
-				if err != nil {
-					return nil, err
-				}
-				if err := d.removePodRules(rules, dst, ch); err != nil {
+				if err := d.dropRulesOf(dst, ch); err != nil {
 					return nil, err
 				}
 			}
@@ -456,7 +452,6 @@ func (d *Datapath) TeardownPod(ctx context.Context, key observed.AttachmentKey, 
 	var ch Changes
 	defer d.logChanges("teardown pod", key.String(), &ch)
 	fail := func(err error) (Changes, error) { return ch, fmt.Errorf("teardown pod %s: %w", key, err) }
-	rl := d.newRuleLists()
 	held, found, err := d.teardownVeth(ctx, key, &ch)
 	if err != nil {
 		return fail(err)
@@ -467,12 +462,7 @@ func (d *Datapath) TeardownPod(ctx context.Context, key observed.AttachmentKey, 
 		}
 		return ch, nil
 	}
-	for _, fam := range ruleFamilies {
-		if _, err := rl.rules(fam); err != nil {
-			return fail(err)
-		}
-	}
-	links, err := dump("list links", d.node.h.LinkList)
+	rl, links, err := d.listRulesThenLinks()
 	if err != nil {
 		return fail(err)
 	}

@@ -172,53 +172,37 @@ func (d *Datapath) dropRulesOf(ip netip.Addr, ch *Changes) error {
 	return nil
 }
 
-// removePodRules deletes enid's rules for ip, whatever their table.
-func (d *Datapath) removePodRules(rules []netlink.Rule, ip netip.Addr, ch *Changes) error {
-	for _, r := range rules {
-		if r.Protocol != Proto {
-			continue
-		}
-		if (r.Priority == PrioToPod && isHost(r.Dst, ip)) || (r.Priority == PrioFromPod && isHost(r.Src, ip)) {
-			if err := d.delRule(r, ch); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// ruleLists are the node's rules of each family, each listed once, on
-// first use: a teardown's steps share one dump per family (on a full node
-// two rules a pod), and a rule deleted through drop leaves its list.
+// ruleLists are the node's rules of each family, listed once: the steps
+// of a teardown that lists (and of Sweep) share one dump per family (on a
+// full node two rules a pod), and a rule deleted through drop leaves its
+// list.
 type ruleLists struct {
 	d   *Datapath
 	fam map[int][]netlink.Rule
 }
 
-func (d *Datapath) newRuleLists() *ruleLists {
-	return &ruleLists{d: d, fam: map[int][]netlink.Rule{}}
-}
-
-// rules returns fam's rules, listing them on first use.
-func (rl *ruleLists) rules(fam int) ([]netlink.Rule, error) {
-	if rs, ok := rl.fam[fam]; ok {
-		return rs, nil
+// listRulesThenLinks lists both families' rules, then the links: the order
+// sweepRules needs.
+func (d *Datapath) listRulesThenLinks() (*ruleLists, []netlink.Link, error) {
+	rl := &ruleLists{d: d, fam: map[int][]netlink.Rule{}}
+	for _, fam := range ruleFamilies {
+		rs, err := d.listRules(fam)
+		if err != nil {
+			return nil, nil, err
+		}
+		rl.fam[fam] = rs
 	}
-	rs, err := rl.d.listRules(fam)
+	links, err := dump("list links", d.node.h.LinkList)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rl.fam[fam] = rs
-	return rs, nil
+	return rl, links, nil
 }
 
 // drop deletes the rules of family fam that match (a rule already gone
 // is fine) and forgets them.
 func (rl *ruleLists) drop(fam int, match func(netlink.Rule) bool, ch *Changes) error {
-	rs, err := rl.rules(fam)
-	if err != nil {
-		return err
-	}
+	rs := rl.fam[fam]
 	kept := rs[:0]
 	for i, r := range rs {
 		if !match(r) {
@@ -258,14 +242,7 @@ func (d *Datapath) Sweep(ctx context.Context) (Changes, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// The rules first, then the links (sweepRules).
-	rl := d.newRuleLists()
-	for _, fam := range ruleFamilies {
-		if _, err := rl.rules(fam); err != nil {
-			return ch, fmt.Errorf("sweep pod rules: %w", err)
-		}
-	}
-	links, err := dump("list links", d.node.h.LinkList)
+	rl, links, err := d.listRulesThenLinks()
 	if err != nil {
 		return ch, fmt.Errorf("sweep pod rules: %w", err)
 	}
@@ -297,9 +274,8 @@ var ruleFamilies = []int{netlink.FAMILY_V4, netlink.FAMILY_V6}
 // by enid's host routes): what is left when a pod's veth vanished with its
 // netns before teardown. EnsurePod labels the veth and adds the host route
 // before the rules, teardown deletes the rules before the veth, and the
-// caller lists the rules (rl, both families) before the links, and the
-// routes are listed here, after both, so an attachment being set up is
-// never swept.
+// rules and links come from listRulesThenLinks, and the routes are listed
+// here, after both, so an attachment being set up is never swept.
 func (d *Datapath) sweepRules(rl *ruleLists, links []netlink.Link, ch *Changes) error {
 	live := map[netip.Addr]bool{}
 	for _, l := range links {

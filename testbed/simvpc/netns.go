@@ -73,16 +73,14 @@ func createNS(prefix string) (string, error) {
 	return path, nil
 }
 
-// nsDirMount is ensureNSDir's result, taken once per process.
-var nsDirMount = sync.OnceValue(mountNSDir)
-
 // ensureNSDir makes nsDir a mount point shared with its peers, as `ip netns
-// add` does on its first use on a machine. A namespace bind-mounted on a
-// file of nsDir before something else (ip, a container runtime) turns nsDir
-// into a mount point ends up hidden beneath that mount: unmounting the path
-// then reaches the upper mount, and removing the file fails with EBUSY
-// (seen on a fresh machine, an e2e test's cleanup racing an `ip netns add`).
-func ensureNSDir() error { return nsDirMount() }
+// add` does on its first use on a machine, once per process. A namespace
+// bind-mounted on a file of nsDir before something else (ip, a container
+// runtime) turns nsDir into a mount point ends up hidden beneath that
+// mount: unmounting the path then reaches the upper mount, and removing the
+// file fails with EBUSY (seen on a fresh machine, an e2e test's cleanup
+// racing an `ip netns add`).
+var ensureNSDir = sync.OnceValue(mountNSDir)
 
 func mountNSDir() error {
 	if err := os.MkdirAll(nsDir, 0o755); err != nil {
