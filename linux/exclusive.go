@@ -115,7 +115,7 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 		return PodResult{}, err
 	}
 	lab := label{Key: s.Key, NetNS: s.NetNS, Mode: modeExclusive, ENI: mac.String(), IPv4: s.Prefix.Addr(), IPv6: s.PrefixV6.Addr()}
-	hv, sv, _, err := d.ensureVeth(pod, HostVethName(s.Key), svcVethName(s.Key), s.MTU, lab.String(), ch)
+	hv, sv, fresh, err := d.ensureVeth(pod, HostVethName(s.Key), svcVethName(s.Key), s.MTU, lab.String(), ch)
 	if err != nil {
 		return PodResult{}, err
 	}
@@ -141,7 +141,7 @@ func (d *Datapath) ensureExclusive(ctx context.Context, s ExclusiveSpec, ch *Cha
 			return PodResult{}, err
 		}
 	}
-	added, err := d.ensureHostRoutes(hv, ips, ch)
+	added, err := d.ensureHostRoutes(hv, ips, fresh, ch)
 	if err != nil {
 		return PodResult{}, err
 	}

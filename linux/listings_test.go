@@ -55,7 +55,7 @@ func TestTeardownListsTheNodeOnce(t *testing.T) {
 	}
 	var ch linux.Changes
 	got := dumpsDuring(t, func() { ch = teardown(specs[1]) })
-	if diff := cmp.Diff(map[string]int64{"list routes": 2}, got); diff != "" {
+	if diff := cmp.Diff(map[string]int64{"list a device's routes": 2}, got); diff != "" {
 		t.Errorf("dumps of the usual teardown (-want +got):\n%s", diff)
 	}
 	s := specs[1]
@@ -125,6 +125,40 @@ func enidRules(t *testing.T, e *env) []string {
 		return nil
 	})
 	return out
+}
+
+// TestNewPodListsNoHostRoutes: a setup that makes the pod's veth does not
+// ask the node for the veth's routes (it has none yet, and the kernel
+// walks the main table, one route a pod, to filter them); a repair of the
+// same pod asks, once per family, and finds its route in place.
+func TestNewPodListsNoHostRoutes(t *testing.T) {
+	e := newEnv(t, 1)
+	ctx := ctxT(t)
+	s := e.podSpec(t, 0, 27)
+	const devRoutes = "list a device's routes"
+	var ch linux.Changes
+	got := dumpsDuring(t, func() {
+		var err error
+		if _, ch, err = e.dp.EnsurePod(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got[devRoutes] != 0 {
+		t.Errorf("a new pod listed its veth's routes %d times, want none", got[devRoutes])
+	}
+	for _, ip := range []string{s.IPv4.String(), s.IPv6.String()} {
+		if want := "add route " + ip + "/"; !slices.ContainsFunc(ch, func(c string) bool { return len(c) > len(want) && c[:len(want)] == want }) {
+			t.Errorf("a new pod's changes %q: no host route to %s", ch, ip)
+		}
+	}
+	got = dumpsDuring(t, func() {
+		if _, ch, err := e.dp.EnsurePod(ctx, s); err != nil || len(ch) != 0 {
+			t.Fatalf("repair: changes %q, %v", ch, err)
+		}
+	})
+	if got[devRoutes] != 2 {
+		t.Errorf("a repair listed its veth's routes %d times, want 2 (one per family)", got[devRoutes])
+	}
 }
 
 // TestNewPodListsNoQdiscs: a new pod's veth has its default qdisc, so a

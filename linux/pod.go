@@ -110,7 +110,7 @@ func (d *Datapath) ensurePod(ctx context.Context, s PodSpec, ch *Changes) (PodRe
 	if err := ctx.Err(); err != nil {
 		return PodResult{}, err
 	}
-	added, err := d.ensureHostRoutes(hv, ips, ch)
+	added, err := d.ensureHostRoutes(hv, ips, fresh, ch)
 	if err != nil {
 		return PodResult{}, err
 	}
@@ -371,16 +371,20 @@ func ensureDefault(h *netlink.Handle, l netlink.Link, gw netip.Addr, want bool, 
 // host veth, and removes enid's routes (and rules) for addresses the pod
 // no longer has. It returns the addresses it began to route to hv: those
 // newly bound to the attachment.
-func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, ch *Changes) (added []netip.Addr, err error) {
+func (d *Datapath) ensureHostRoutes(hv netlink.Link, ips []netip.Addr, fresh bool, ch *Changes) (added []netip.Addr, err error) {
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		// enid's main-table routes through hv: a route to the address
 		// through another device is replaced below, by the route's key
 		// (destination, TOS, metric), and needs no listing. Asking for
 		// hv's routes alone keeps a setup's cost flat in the pods on the
-		// node (the main table holds one route per pod).
-		routes, err := d.hostRoutesVia(fam, hv.Attrs().Index)
-		if err != nil {
-			return nil, err
+		// node (the main table holds one route per pod), but the kernel
+		// still walks the table to filter it; a veth this setup made
+		// (fresh) has no route yet, so it is not asked at all.
+		var routes []netlink.Route
+		if !fresh {
+			if routes, err = d.hostRoutesVia(fam, hv.Attrs().Index); err != nil {
+				return nil, err
+			}
 		}
 		var want netip.Addr
 		for _, ip := range ips {

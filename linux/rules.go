@@ -331,7 +331,7 @@ func (d *Datapath) hostRoutesVia(fam, link int) ([]netlink.Route, error) {
 		all, err := d.hostRoutes(fam)
 		return slices.DeleteFunc(all, func(r netlink.Route) bool { return r.LinkIndex != link }), err
 	}
-	routes, err := dump("list routes", func() ([]netlink.Route, error) {
+	routes, err := dump("list a device's routes", func() ([]netlink.Route, error) {
 		return d.strict.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN, Protocol: Proto, LinkIndex: link},
 			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL|netlink.RT_FILTER_OIF)
 	})
