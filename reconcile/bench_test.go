@@ -29,56 +29,8 @@ func BenchmarkPodCycle(b *testing.B) {
 }
 
 func benchPodCycle(b *testing.B, pods int) {
-	simCfg := ecssim.Config{
-		Delays:    ecssim.Delays{Attach: ecssim.NoDelay, Detach: ecssim.NoDelay, Delete: ecssim.NoDelay},
-		Zones:     []string{"cn-hangzhou-h"},
-		VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-bench", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.16.0/20")}},
-	}
-	w := newWorldOf(b, simCfg, "pool:\n  minIdle: 4\n  maxIdle: 400\n  batch: 10\n  cooldown: 1ms\n  releaseDelay: 1h\n",
-		ecssim.InstanceSpec{InstanceType: "ecs.sim.dense"})
-	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: NewNoDatapathMust(b), NoWatch: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, dir := range []string{w.paths.Entries, w.paths.Statuses, w.paths.StateDir} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			b.Fatal(err)
-		}
-	}
-	a.loadMemory()
-	ctx := context.Background()
-	// pass runs one pass after the entries changed (as the watcher's
-	// signal does), waits for the actions it started, and runs the pass
-	// their completion asks for.
-	pass := func() {
-		a.Wake()
-		<-a.trigger // Wake marked desired state changed; the loop would take the signal
-		a.pass(ctx)
-		a.exec.wg.Wait()
-		a.pass(ctx)
-		a.exec.wg.Wait()
-	}
+	w, _, pass := newHandDriven(b, "pool:\n  minIdle: 4\n  maxIdle: 400\n  batch: 10\n  cooldown: 1ms\n  releaseDelay: 1h\n", pods)
 	store := desired.NewEntryStore(w.paths.Entries)
-	for i := range pods {
-		w.addPod(i)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		pass()
-		ready := 0
-		for _, st := range w.statuses() {
-			if st.Phase == status.Ready {
-				ready++
-			}
-		}
-		if ready == pods {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d pods ready after a minute", ready, pods)
-		}
-		time.Sleep(time.Millisecond) // the pool's growth: attach and assign in the simulator
-	}
 	// Top the pool up once more, so no cycle waits for the cloud.
 	pass()
 	b.ResetTimer()
@@ -98,4 +50,63 @@ func benchPodCycle(b *testing.B, pods int) {
 		}
 		pass()
 	}
+}
+
+// newHandDriven returns a world, an agent in it (no datapath, no watcher)
+// whose loop the caller drives by hand, and pass, which runs one pass
+// after the entries changed (as the watcher's signal does), waits for the
+// actions it started (and a full observation's cloud read, which the
+// loop would take from fetchC) and runs the pass their completion asks
+// for. The node first serves pods pods, every one Ready.
+func newHandDriven(tb testing.TB, pool string, pods int) (*world, *Agent, func()) {
+	tb.Helper()
+	simCfg := ecssim.Config{
+		Delays:    ecssim.Delays{Attach: ecssim.NoDelay, Detach: ecssim.NoDelay, Delete: ecssim.NoDelay},
+		Zones:     []string{"cn-hangzhou-h"},
+		VSwitches: []ecssim.VSwitchConfig{{ID: "vsw-bench", Zone: "cn-hangzhou-h", CIDR: netip.MustParsePrefix("192.168.16.0/20")}},
+	}
+	w := newWorldOf(tb, simCfg, pool, ecssim.InstanceSpec{InstanceType: "ecs.sim.dense"})
+	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl, Datapath: NewNoDatapathMust(tb), NoWatch: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, dir := range []string{w.paths.Entries, w.paths.Statuses, w.paths.StateDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	a.loadMemory()
+	ctx := context.Background()
+	pass := func() {
+		a.Wake()
+		<-a.trigger // Wake marked desired state changed; the loop would take the signal
+		a.pass(ctx)
+		a.exec.wg.Wait()
+		if a.fetch != nil { // a full observation's cloud read: the loop takes its result
+			a.fetch, a.fetched = nil, <-a.fetchC
+		}
+		a.pass(ctx)
+		a.exec.wg.Wait()
+	}
+	for i := range pods {
+		w.addPod(i)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		pass()
+		ready := 0
+		for _, st := range w.statuses() {
+			if st.Phase == status.Ready {
+				ready++
+			}
+		}
+		if ready == pods {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d of %d pods ready after a minute", ready, pods)
+		}
+		time.Sleep(time.Millisecond) // the pool's growth: attach and assign in the simulator
+	}
+	return w, a, pass
 }
