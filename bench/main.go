@@ -55,6 +55,9 @@ type sizes struct {
 	// refRounds and refPods size the side-by-side run with the reference
 	// plugins: measured rounds, and background pods per plugin.
 	refRounds, refPods int
+	// scaleProfile, when set, is a directory where the node-scale scenario
+	// writes a CPU profile of its agent over the probe ADDs at each size.
+	scaleProfile string
 }
 
 func main() {
@@ -80,6 +83,7 @@ func main() {
 	flag.IntVar(&sz.refRounds, "reference-rounds", 0, "rounds of the side-by-side run with the reference plugins (default 50)")
 	flag.IntVar(&sz.refPods, "reference-pods", 0, "background pods per plugin in that run (default 30)")
 	flag.IntVar(&sz.fleetRuns, "fleet-runs", 0, "fresh fleets the rollout runs on (default 5, quick 1)")
+	flag.StringVar(&sz.scaleProfile, "nodescale-cpuprofile", "", "write a CPU profile of the node-scale agent (enid run --pprof) over the probe ADDs at each size into this directory (<pods>.prof; the probes then run for the profile's 3 s)")
 	flag.BoolVar(&sz.fleetJoinAll, "fleet-join-all", false, "start every fleet node at once (a join storm) instead of at the rate the account limit affords")
 	flag.Parse()
 	def := func(p *int, full, q int) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -147,8 +148,11 @@ func startScaleRig(ctx context.Context, e env) (*scaleRig, error) {
 		return w, err
 	}
 	w.metrics = "http://" + addr + "/metrics"
-	w.proc, err = startEnidRun(ctx, bin, w.dir, cfgFile, sn.Sim, sn.Instance.ID,
-		"--datapath", "linux", "--node-netns", sn.NodeNS(), "--node-name", "scale", "--metrics-addr", addr, "--kubelet-root-dir", "")
+	args := []string{"--datapath", "linux", "--node-netns", sn.NodeNS(), "--node-name", "scale", "--metrics-addr", addr, "--kubelet-root-dir", ""}
+	if e.sizes.scaleProfile != "" {
+		args = append(args, "--pprof")
+	}
+	w.proc, err = startEnidRun(ctx, bin, w.dir, cfgFile, sn.Sim, sn.Instance.ID, args...)
 	if err != nil {
 		return w, err
 	}
@@ -238,7 +242,8 @@ func (w *scaleRig) probe(ctx context.Context, size, n int) (scalePoint, error) {
 		return p, err
 	}
 	t0 := time.Now()
-	for range n {
+	profiled := w.profile(ctx, size)
+	for len(p.adds) < n || (profiled != nil && !isDone(profiled)) {
 		d, err := w.add(ctx)
 		if err != nil {
 			return p, err
@@ -246,6 +251,12 @@ func (w *scaleRig) probe(ctx context.Context, size, n int) (scalePoint, error) {
 		p.adds = append(p.adds, d)
 		time.Sleep(5 * time.Millisecond)
 	}
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return p, err
+		}
+	}
+	n = len(p.adds)
 	p.probeWall = time.Since(t0)
 	cpu1, err := procCPU(w.proc.cmd.Process.Pid)
 	if err != nil {
@@ -277,6 +288,55 @@ func (w *scaleRig) probe(ctx context.Context, size, n int) (scalePoint, error) {
 	}
 	return p, w.settle(ctx)
 }
+
+// profile starts a CPU profile of the agent over the next scaleProfileTime
+// (-nodescale-cpuprofile), written to <dir>/<size>.prof; the channel gets
+// its outcome. Without the flag it returns nil.
+func (w *scaleRig) profile(ctx context.Context, size int) <-chan error {
+	dir := w.e.sizes.scaleProfile
+	if dir == "" {
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			url := strings.TrimSuffix(w.metrics, "/metrics") + fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(scaleProfileTime/time.Second))
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("agent CPU profile: %w", err)
+			}
+			defer resp.Body.Close() //nolint:errcheck // read-only
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("agent CPU profile: %s", resp.Status)
+			}
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%d.prof", size)))
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(f, resp.Body); err != nil {
+				f.Close() //nolint:errcheck // the copy's error is the one to report
+				return fmt.Errorf("agent CPU profile: %w", err)
+			}
+			return f.Close()
+		}()
+	}()
+	return done
+}
+
+// scaleProfileTime is how long -nodescale-cpuprofile profiles the agent at
+// each size; the probe ADDs go on for that long.
+const scaleProfileTime = 3 * time.Second
+
+// isDone reports whether c has a value (or is closed), without taking it
+// when it has none.
+func isDone(c <-chan error) bool { return len(c) > 0 }
 
 func (w *scaleRig) close() {
 	if w.proc != nil {
