@@ -334,8 +334,8 @@ func (w *scaleRig) profile(ctx context.Context, size int) <-chan error {
 // each size; the probe ADDs go on for that long.
 const scaleProfileTime = 3 * time.Second
 
-// isDone reports whether c has a value (or is closed), without taking it
-// when it has none.
+// isDone reports whether c, a buffered channel of one that is sent to once
+// and never closed, holds its value, without taking it.
 func isDone(c <-chan error) bool { return len(c) > 0 }
 
 func (w *scaleRig) close() {
