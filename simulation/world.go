@@ -110,6 +110,17 @@ func (w *world) flush() bool {
 			n.cur.agent.Wake() // a new agent's first pass reads everything anyway
 		}
 	}
+	// The passes these start run before the next check: their nodes are
+	// checked then, as a node whose timer fired is. A status written in a
+	// pass a wake started was seen only at the node's next timer before
+	// (30 ms later, the burst's end, or a minute later once nothing else
+	// was due), so every served pod was counted Ready that much late.
+	for n := range started {
+		w.touch(n)
+	}
+	for _, n := range nodes {
+		w.touch(n)
+	}
 	return true
 }
 
