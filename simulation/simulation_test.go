@@ -205,6 +205,14 @@ func TestFleet(t *testing.T) {
 			if r := res.Rollout.ThrottledPerNecessary(); r > 0.1 {
 				t.Errorf("rollout: %.3f throttled calls per necessary one, want <= 0.1", r)
 			}
+			// The rollout's new pods are served from idle addresses: their
+			// status is written in the pass their ADD woke, which takes no
+			// virtual time. Later is a pass that waited for a timer, or a
+			// harness that looked late (it did, until flush marked the
+			// nodes it woke: 30 ms, the burst's end).
+			if res.NewPodP99 != 0 {
+				t.Errorf("rollout: new pod Ready p99 %v after its ADD, want at its ADD's instant (0s)", res.NewPodP99)
+			}
 			if !*noOutageFlag {
 				if res.OutagePods == 0 || float64(res.OutageServed) < 0.95*float64(res.OutagePods) {
 					t.Errorf("outage: %d of %d pods served during it, want 95%%", res.OutageServed, res.OutagePods)
