@@ -84,7 +84,7 @@ type HintReader struct {
 }
 
 type cachedRecord struct {
-	id  fileID
+	id  fileread.ID
 	att RuntimeAttachment
 	// ours: the record is of enid's network (isEnidConfig); others are
 	// kept here only so that a re-read skips them for one lstat too.
@@ -246,10 +246,10 @@ func (r *HintReader) readCNIResults(dir string) ([]RuntimeAttachment, []HintProb
 			continue
 		}
 		p := filepath.Join(dir, de.Name())
-		var id fileID
+		var id fileread.ID
 		var idOK bool
 		if fi, err := os.Lstat(p); err == nil {
-			id, idOK = fileIDOf(fi)
+			id, idOK = fileread.IDOf(fi)
 		}
 		if c, ok := r.cni[p]; ok && idOK && c.id == id {
 			seen[p] = true

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
+	"time"
 
 	"github.com/enidnet/enid/internal/fileread"
 	"github.com/enidnet/enid/internal/podkey"
@@ -78,32 +78,18 @@ func (s *EntryStore) Unsure() {
 
 // cachedEntry is a parsed entry and the identity of its file.
 type cachedEntry struct {
-	id    fileID
+	id    fileread.ID
 	entry Entry
 }
 
-// fileID identifies a file's content as far as the kernel tells.
-type fileID struct {
-	ino, size    int64
-	mtime, ctime int64 // ns
-}
-
 // statAt returns the identity of the regular file name in the directory
-// open as dfd, without following a symlink.
-func statAt(dfd int, name string) (fileID, bool) {
+// open as dfd, without following a symlink: one fstatat, no path walk.
+func statAt(dfd int, name string) (fileread.ID, bool) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fileID{}, false
+		return fileread.ID{}, false
 	}
-	return fileID{ino: int64(st.Ino), size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
-}
-
-func fileIDOf(fi fs.FileInfo) (fileID, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok || !fi.Mode().IsRegular() {
-		return fileID{}, false
-	}
-	return fileID{ino: int64(st.Ino), size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
+	return fileread.NewID(st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano()), true
 }
 
 // NewEntryStore returns a store for dir (e.g. /run/enid/pods). The directory
@@ -449,9 +435,12 @@ func (s *EntryStore) ForgetDeletion(key Key) error {
 	if err := validKey(key); err != nil {
 		return err
 	}
-	err := os.Remove(filepath.Join(s.dir, DeletionFileName(key)))
+	// Only a regular file is a record (Scan): an unlink, not os.Remove,
+	// which tries rmdir after a failed unlink.
+	path := filepath.Join(s.dir, DeletionFileName(key))
+	err := syscall.Unlink(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("forget deletion of %s: %w", key, err)
+		return fmt.Errorf("forget deletion of %s: %w", key, &os.PathError{Op: "remove", Path: path, Err: err})
 	}
 	return nil
 }

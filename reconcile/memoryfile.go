@@ -69,10 +69,7 @@ func (a *Agent) saveMemory(m planner.Memory) error {
 	if bytes.Equal(b, a.memoryJSON) {
 		return nil
 	}
-	if err := os.MkdirAll(a.cfg.Paths.StateDir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", a.cfg.Paths.StateDir, err)
-	}
-	if err := podkey.WriteFileAtomic(a.memoryFile(), b, 0o600); err != nil {
+	if err := podkey.WriteFileAtomicMkdir(a.memoryFile(), b, 0o600, 0o700); err != nil {
 		return fmt.Errorf("write planner memory: %w", err)
 	}
 	a.memoryJSON = b

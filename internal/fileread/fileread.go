@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"syscall"
 )
 
@@ -43,23 +44,98 @@ const (
 // bytes: a larger file is an error wrapping ErrTooLarge, anything but a
 // regular file one wrapping ErrNotRegular. A missing file wraps
 // fs.ErrNotExist. It never blocks on a FIFO or reads past limit+1 bytes.
+//
+// It reads through a raw descriptor into a buffer sized from fstat: an
+// os.File of a regular file costs a poller registration the kernel refuses
+// and a cleanup, and io.ReadAll grows its buffer from 512 bytes; the agent
+// reads statuses, entries and config files on every pass.
 func Read(path string, limit int64, links Symlinks) ([]byte, error) {
-	f, err := Open(path, links)
+	var fd int
+	err := retry(func() (err error) {
+		fd, err = syscall.Open(path, openFlags(links), 0)
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return nil, openError(path, links, err)
 	}
-	defer f.Close() //nolint:errcheck // read-only: nothing to flush
-	return ReadFrom(f, limit)
+	defer syscall.Close(fd) //nolint:errcheck // read-only: nothing to flush
+	var st syscall.Stat_t
+	if err := retry(func() error { return syscall.Fstat(fd, &st) }); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, fmt.Errorf("%s is %w (%s)", path, ErrNotRegular, kind(modeOf(st.Mode)))
+	}
+	// One byte past the size (or the limit) sees the end, or a file that
+	// grew since the fstat, in the same read.
+	size := min(max(st.Size, 0), limit) + 1
+	data := make([]byte, 0, max(size, 512))
+	for int64(len(data)) <= limit {
+		if len(data) == cap(data) {
+			data = slices.Grow(data, min(cap(data), int(limit+1)-len(data)))
+		}
+		n, err := syscall.Read(fd, data[len(data):min(cap(data), int(limit+1))])
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return data, nil
+		}
+		data = data[:len(data)+n]
+	}
+	return nil, fmt.Errorf("%s: %w: more than %d bytes", path, ErrTooLarge, limit)
+}
+
+func openFlags(links Symlinks) int {
+	flags := syscall.O_RDONLY | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+	if links == NoFollow {
+		flags |= syscall.O_NOFOLLOW
+	}
+	return flags
+}
+
+func openError(path string, links Symlinks, err error) error {
+	if links == NoFollow && errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("%s %w; want a regular file", path, ErrSymlink)
+	}
+	return &os.PathError{Op: "open", Path: path, Err: err}
+}
+
+// retry runs a system call again while it is interrupted by a signal.
+func retry(call func() error) error {
+	for {
+		if err := call(); !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// modeOf is the os.FileMode type bits of a stat mode.
+func modeOf(m uint32) os.FileMode {
+	switch m & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		return os.ModeDir
+	case syscall.S_IFIFO:
+		return os.ModeNamedPipe
+	case syscall.S_IFCHR:
+		return os.ModeDevice | os.ModeCharDevice
+	case syscall.S_IFBLK:
+		return os.ModeDevice
+	case syscall.S_IFSOCK:
+		return os.ModeSocket
+	case syscall.S_IFLNK:
+		return os.ModeSymlink
+	}
+	return 0
 }
 
 // Open opens path for reading without blocking and returns it only when it
 // is a regular file (checked on the open descriptor).
 func Open(path string, links Symlinks) (*os.File, error) {
-	flags := os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_CLOEXEC
-	if links == NoFollow {
-		flags |= syscall.O_NOFOLLOW
-	}
-	f, err := os.OpenFile(path, flags, 0)
+	f, err := os.OpenFile(path, openFlags(links), 0)
 	if err != nil {
 		if links == NoFollow && errors.Is(err, syscall.ELOOP) {
 			return nil, fmt.Errorf("%s %w; want a regular file", path, ErrSymlink)

@@ -63,3 +63,33 @@ func TestRead(t *testing.T) {
 		}
 	}
 }
+
+// TestReadSizes: the buffer is sized from fstat, so a file exactly at the
+// limit, an empty one, one past 512 bytes and one whose size the kernel
+// does not know (procfs says 0) must all read whole.
+func TestReadSizes(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []int{0, 1, 100, 511, 512, 513, 5000} {
+		p := filepath.Join(dir, "f")
+		want := strings.Repeat("y", n)
+		if err := os.WriteFile(p, []byte(want), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := fileread.Read(p, 5000, fileread.NoFollow)
+		if err != nil || string(got) != want {
+			t.Errorf("%d bytes, limit 5000: got %d bytes, %v", n, len(got), err)
+		}
+		if n > 0 {
+			if _, err := fileread.Read(p, int64(n-1), fileread.NoFollow); !errors.Is(err, fileread.ErrTooLarge) {
+				t.Errorf("%d bytes, limit %d: error %v, want ErrTooLarge", n, n-1, err)
+			}
+		}
+	}
+	got, err := fileread.Read("/proc/self/status", 1<<20, fileread.Follow)
+	if err != nil || !strings.Contains(string(got), "\nPid:") {
+		t.Errorf("/proc/self/status (size 0 in its stat): %d bytes, %v", len(got), err)
+	}
+	if _, err := fileread.Read("/proc/self/status", 10, fileread.Follow); !errors.Is(err, fileread.ErrTooLarge) {
+		t.Errorf("/proc/self/status with limit 10: error %v, want ErrTooLarge", err)
+	}
+}

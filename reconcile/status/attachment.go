@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/enidnet/enid/internal/fileread"
@@ -162,10 +163,20 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 }
 
 // Store reads and writes attachment statuses in one directory (normally
-// /run/enid/status). It holds no state besides the path, so concurrent use
-// is safe; the writer is the agent alone.
+// /run/enid/status). Concurrent use is safe; the writer is the agent alone.
 type Store struct {
 	dir string
+	// mu guards cache: ReadAll's statuses by file name, with the identity
+	// of the file each was read from. The agent reads every status back at
+	// each full observation; a file whose identity is unchanged is not
+	// read and decoded again (one fstatat instead).
+	mu    sync.Mutex
+	cache map[string]cachedStatus
+}
+
+type cachedStatus struct {
+	id fileread.ID
+	a  Attachment
 }
 
 // NewStore returns a Store over dir; the directory is created on first
@@ -193,10 +204,7 @@ func (s *Store) Write(a Attachment) error {
 	if err != nil {
 		return fmt.Errorf("encode status %s_%s: %w", a.ContainerID, a.IfName, err)
 	}
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
-		return fmt.Errorf("create status dir: %w", err)
-	}
-	return WriteFileAtomic(s.Path(a.ContainerID, a.IfName), append(data, '\n'), 0o644)
+	return podkey.WriteFileAtomicMkdir(s.Path(a.ContainerID, a.IfName), append(data, '\n'), 0o644, 0o755)
 }
 
 // Read returns the status of one attachment. The error wraps
@@ -226,7 +234,10 @@ func (p Problem) Unwrap() error { return p.Err }
 // and one Problem per file that could not be used. Temporary files (names
 // starting with ".") and files not ending in ".json" are skipped. A missing
 // directory holds no statuses. The error is set only when the directory
-// itself cannot be read.
+// itself cannot be read. A status is read again only when its file's
+// identity (inode, size, times) changed since the last ReadAll; the
+// statuses returned share their slices with that cache, so callers must
+// not modify them.
 func (s *Store) ReadAll() ([]Attachment, []Problem, error) {
 	ents, err := os.ReadDir(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -235,6 +246,9 @@ func (s *Store) ReadAll() ([]Attachment, []Problem, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("read status dir: %w", err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := make(map[string]bool, len(ents))
 	var out []Attachment
 	var problems []Problem
 	for _, e := range ents {
@@ -242,7 +256,14 @@ func (s *Store) ReadAll() ([]Attachment, []Problem, error) {
 		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".json") || e.IsDir() {
 			continue
 		}
-		a, err := readAttachment(filepath.Join(s.dir, name), "", "")
+		path := filepath.Join(s.dir, name)
+		id, idOK := fileread.LstatID(path)
+		if c, ok := s.cache[name]; ok && idOK && c.id == id {
+			seen[name] = true
+			out = append(out, c.a)
+			continue
+		}
+		a, err := readAttachment(path, "", "")
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed since the listing: not a problem
 		}
@@ -253,7 +274,19 @@ func (s *Store) ReadAll() ([]Attachment, []Problem, error) {
 			problems = append(problems, Problem{File: name, Err: err})
 			continue
 		}
+		if idOK {
+			if s.cache == nil {
+				s.cache = map[string]cachedStatus{}
+			}
+			s.cache[name] = cachedStatus{id: id, a: a}
+			seen[name] = true
+		}
 		out = append(out, a)
+	}
+	for name := range s.cache {
+		if !seen[name] {
+			delete(s.cache, name)
+		}
 	}
 	return out, problems, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -158,6 +159,72 @@ func TestReadAllReportsProblems(t *testing.T) {
 	}
 	if _, _, err := status.NewStore(filepath.Join(dir, "missing")).ReadAll(); err != nil {
 		t.Errorf("ReadAll of a missing dir: %v", err)
+	}
+}
+
+// TestReadAllSeesEveryChange: ReadAll keeps what it decoded by file
+// identity, so a status rewritten by the agent (a rename: a new inode), one
+// edited in place (same size: the change time moves), one removed and one
+// damaged must each show at the next ReadAll, never the cached content.
+func TestReadAllSeesEveryChange(t *testing.T) {
+	dir := t.TempDir()
+	s := status.NewStore(dir)
+	a, b := readyAttachment(), readyAttachment()
+	b.ContainerID = "beef"
+	for _, x := range []status.Attachment{a, b} {
+		if err := s.Write(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readAll := func(want ...status.Attachment) {
+		t.Helper()
+		got, problems, err := s.ReadAll()
+		if err != nil || len(problems) > 0 {
+			t.Fatalf("ReadAll: %v %v", problems, err)
+		}
+		if d := cmp.Diff(want, got, netipEqual, cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("statuses (-want +got):\n%s", d)
+		}
+	}
+	readAll(b, a) // sorted by file name: beef_ before c0ffee_
+	readAll(b, a) // from the cache
+	a.Phase, a.Reason = status.Failed, "no address"
+	a.IPs, a.Routes = nil, nil
+	if err := s.Write(a); err != nil {
+		t.Fatal(err)
+	}
+	readAll(b, a)
+	// In place, same length: "r1" -> "r2" in the revision.
+	path := s.Path(b.ContainerID, b.IfName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // past the file system's timestamp granularity
+	edited := []byte(strings.Replace(string(data), `"revision": "r1"`, `"revision": "r2"`, 1))
+	if len(edited) != len(data) || string(edited) == string(data) {
+		t.Fatalf("test setup: the edit must keep the size and change the content")
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(edited, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	b.Revision = "r2"
+	readAll(b, a)
+	if err := s.Remove(a.ContainerID, a.IfName); err != nil {
+		t.Fatal(err)
+	}
+	readAll(b)
+	if err := os.WriteFile(path, []byte("{damaged"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, problems, err := s.ReadAll()
+	if err != nil || len(got) != 0 || len(problems) != 1 {
+		t.Errorf("after damaging %s: %d statuses, problems %v, %v; want none and one problem", path, len(got), problems, err)
 	}
 }
 
