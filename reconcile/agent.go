@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,11 +164,12 @@ type Agent struct {
 	routineRefreshes int
 	// beat is the heartbeat's snapshot, shared with its goroutine.
 	beat beat
-	// self is what the heartbeat says of the process beyond its pid: the
-	// lock it holds while it runs and its pid namespace and start time
+	// self is what the heartbeat says of the process: its pid, the lock
+	// it holds while it runs and its pid namespace and start time
 	// (status.LockAgent, status.SelfProcess). Set by Run before the first
 	// heartbeat.
 	self struct {
+		pid         int
 		lock, pidNS string
 		pidStart    uint64
 	}
@@ -679,14 +681,20 @@ func (a *Agent) rememberSent(sent []string) {
 }
 
 // summarize keeps the heartbeat's summary current (`enid status` and
-// STATUS read it) when the pass changed it: the pool, the sets, the
-// published phases or the hints.
+// STATUS read it) when the pass changed it. A change of the published
+// phases or of the hints is written at once; one of the pool's or the
+// sets' counts alone goes out with the next heartbeat (within the
+// Heartbeat period): every pod start, release and refill moves them, and
+// writing agent.json for each was most of its writes.
 func (a *Agent) summarize(p, prev planner.Plan, hintsChanged bool) {
 	cur, _ := a.cache.snapshot()
 	phases := phaseCounts(cur)
-	if hintsChanged || p.Pool != prev.Pool || !maps.Equal(phases, a.phases) || !reflect.DeepEqual(p.Sets, prev.Sets) {
+	switch {
+	case hintsChanged || !maps.Equal(phases, a.phases):
 		a.phases = phases
 		a.writeHeartbeat()
+	case p.Pool != prev.Pool || !reflect.DeepEqual(p.Sets, prev.Sets):
+		a.snapshotHeartbeat()
 	}
 }
 
@@ -782,13 +790,22 @@ func (a *Agent) forgetDeletions(d desired.State, o observed.State, entries map[o
 	for _, ep := range d.EntryProblems {
 		left[ep.Key()] = true
 	}
+	forgotten := map[observed.AttachmentKey]bool{}
 	for _, k := range d.Deleted {
 		if _, live := entries[k]; live || left[k] {
 			continue // an ADD after the DEL removes the record itself
 		}
 		if err := a.entries.ForgetDeletion(k); err != nil {
 			a.log.Warn("forget deletion record", "key", k.String(), "err", err)
+			continue
 		}
+		forgotten[k] = true
+	}
+	if len(forgotten) > 0 {
+		// The desired state is read again only when the files change: until
+		// then the next passes plan with this one, which must not list the
+		// records just removed (each pass would remove them again).
+		a.desired.Deleted = slices.DeleteFunc(slices.Clone(a.desired.Deleted), func(k desired.Key) bool { return forgotten[k] })
 	}
 }
 
@@ -926,6 +943,7 @@ func (a *Agent) claimUnlocked() (release func(), err error) {
 // prepareState records who runs, creates the entry and status
 // directories and loads the planner's memory.
 func (a *Agent) prepareState() error {
+	a.self.pid = os.Getpid()
 	a.self.pidNS, a.self.pidStart = status.SelfProcess()
 	if err := a.makeStateDirs(); err != nil {
 		return err

@@ -1,8 +1,8 @@
 package reconcile
 
 import (
-	"os"
 	"sync"
+	"time"
 
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
@@ -72,15 +72,19 @@ func (a *Agent) updateMetrics(p planner.Plan) {
 
 // beat is what the heartbeat publishes, as the loop last left it. The
 // loop fills it (snapshotHeartbeat); the heartbeat goroutine rewrites
-// agent.json from it on every tick, so a pass that waits on the cloud (a
-// call can take its 10 s timeout several times over) never makes the
-// heartbeat stale.
+// agent.json from it whenever a Heartbeat period has passed since the last
+// write, so a pass that waits on the cloud (a call can take its 10 s
+// timeout several times over) never makes the heartbeat stale, and a
+// write the loop just made is not repeated.
 type beat struct {
 	mu sync.Mutex // guards agent
 	// agent is the heartbeat without its time and errors (set per write).
 	agent status.Agent
-	// wmu serialises writes of the file (the goroutine's and the loop's).
+	// wmu serialises writes of the file (the goroutine's and the loop's)
+	// and guards written.
 	wmu sync.Mutex
+	// written is when the file was last written.
+	written time.Time
 }
 
 // writeHeartbeat records the loop's state and publishes agent.json now.
@@ -90,11 +94,12 @@ func (a *Agent) writeHeartbeat() {
 }
 
 // snapshotHeartbeat records what the heartbeat says from the loop's state.
-// Only the Run goroutine calls it.
+// Only the Run goroutine calls it. The next write (the loop's, or the
+// heartbeat's within a period) publishes it.
 func (a *Agent) snapshotHeartbeat() {
 	p := a.lastPlan
 	hb := status.Agent{
-		APIVersion: status.Version, PID: os.Getpid(), Lock: a.self.lock, PIDNamespace: a.self.pidNS, PIDStart: a.self.pidStart,
+		APIVersion: status.Version, PID: a.self.pid, Lock: a.self.lock, PIDNamespace: a.self.pidNS, PIDStart: a.self.pidStart,
 		Version: a.cfg.Version, Started: a.started,
 		Ready: a.ready, Reason: a.reason, Stopped: a.stopped,
 		Pool:     status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky, Capacity: p.Pool.Capacity},
@@ -119,10 +124,14 @@ func (a *Agent) snapshotHeartbeat() {
 func (a *Agent) flushHeartbeat() {
 	a.beat.wmu.Lock()
 	defer a.beat.wmu.Unlock()
+	a.flushHeartbeatLocked(a.now())
+}
+
+func (a *Agent) flushHeartbeatLocked(now time.Time) {
 	a.beat.mu.Lock()
 	hb := a.beat.agent
 	a.beat.mu.Unlock()
-	hb.Heartbeat, hb.LastErrors = a.now(), a.exec.errors()
+	hb.Heartbeat, hb.LastErrors = now, a.exec.errors()
 	if a.cfg.Kube != nil {
 		// The link's state changes without a pass: read it at each write
 		// (a mutex-guarded string; it never waits on the API server).
@@ -131,24 +140,26 @@ func (a *Agent) flushHeartbeat() {
 	if err := status.WriteAgent(a.cfg.Paths.AgentFile, hb); err != nil {
 		a.log.Error("write heartbeat", "file", a.cfg.Paths.AgentFile, "err", err)
 	}
+	a.beat.written = now
 }
 
-// startHeartbeat starts the goroutine that rewrites agent.json every
-// Heartbeat from the last snapshot. The returned stop ends it and waits for
-// it; calling stop again does nothing.
+// startHeartbeat starts the goroutine that rewrites agent.json from the
+// last snapshot whenever a Heartbeat period has passed without a write.
+// The returned stop ends it and waits for it; calling stop again does
+// nothing.
 func (a *Agent) startHeartbeat() (stop func()) {
 	done := make(chan struct{})
 	quit := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := a.clk.NewTicker(a.cfg.Heartbeat)
+		t := a.clk.NewTimer(a.cfg.Heartbeat)
 		defer t.Stop()
 		for {
 			select {
 			case <-quit:
 				return
 			case <-t.C():
-				a.flushHeartbeat()
+				t.Reset(a.beatDue())
 			}
 		}
 	}()
@@ -157,6 +168,19 @@ func (a *Agent) startHeartbeat() (stop func()) {
 		once.Do(func() { close(quit) })
 		<-done
 	}
+}
+
+// beatDue writes agent.json when a Heartbeat period has passed since the
+// last write and returns how long until the next is due.
+func (a *Agent) beatDue() time.Duration {
+	a.beat.wmu.Lock()
+	defer a.beat.wmu.Unlock()
+	now := a.now()
+	if since := now.Sub(a.beat.written); since < a.cfg.Heartbeat {
+		return a.cfg.Heartbeat - since
+	}
+	a.flushHeartbeatLocked(now)
+	return a.cfg.Heartbeat
 }
 
 // setSummaries is the plan's per-set pools in the heartbeat's shape (nil

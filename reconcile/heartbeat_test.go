@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -46,5 +47,87 @@ func TestHeartbeatCountsPublishedPhases(t *testing.T) {
 	}
 	if got := labelled(t, m, "enid_pods", "phase", "Pending"); got != 1 {
 		t.Errorf("enid_pods{phase=Pending} = %v, want 1", got)
+	}
+}
+
+// poolGauge is enid_pool_ips for one state.
+func poolGauge(t *testing.T, m *Metrics, state string) float64 {
+	t.Helper()
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "enid_pool_ips" {
+			continue
+		}
+		for _, mm := range f.GetMetric() {
+			for _, l := range mm.GetLabel() {
+				if l.GetName() == "state" && l.GetValue() == state {
+					return mm.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// TestHeartbeatPoolWaitsForThePeriod: a pass that changes the pods' phases
+// writes agent.json at once; one that changes only the pool's counts (here
+// a released address's cooldown ending) leaves them to the periodic write,
+// which comes a Heartbeat period after the last write of any kind: not
+// sooner (a write the loop just made is not repeated) and not much later.
+func TestHeartbeatPoolWaitsForThePeriod(t *testing.T) {
+	const period = time.Second
+	const early = 20 * time.Millisecond // timer and clock granularity
+	w := newWorld(t, ecssim.Config{}, "pool:\n  minIdle: 2\n  maxIdle: 8\n  cooldown: 2500ms\n")
+	w.heartbeat = period
+	stop := w.start(NewNoDatapathMust(t))
+	defer stop()
+	// The cooldown ends half a period off the DEL's write and the periodic
+	// writes after it, so a write it caused at once would show. Every
+	// write of agent.json, as a reader polling it sees them:
+	var writes []status.Agent
+	done, polled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(polled)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			h, err := status.ReadAgent(w.paths.AgentFile)
+			if err == nil && (len(writes) == 0 || !h.Heartbeat.Equal(writes[len(writes)-1].Heartbeat)) {
+				writes = append(writes, h)
+			}
+		}
+	}()
+	gauge := func(state string) float64 { return poolGauge(t, w.agent.metrics, state) }
+	k := w.addPod(0)
+	w.waitReady(k)
+	w.delPod(k)
+	w.waitFor("the released address cooling down", 5*time.Second, func() bool { return gauge("cooldown") == 1 })
+	w.waitFor("the cooldown over", 5*time.Second, func() bool { return gauge("cooldown") == 0 })
+	ended := time.Now()
+	w.waitFor("agent.json saying the cooldown is over", 3*period, func() bool {
+		h, err := status.ReadAgent(w.paths.AgentFile)
+		return err == nil && h.Pool.Cooldown == 0 && h.Heartbeat.After(ended.Add(-period))
+	})
+	close(done)
+	<-polled
+	if len(writes) < 4 {
+		t.Fatalf("%d writes of agent.json seen over the test, want several", len(writes))
+	}
+	for i := 1; i < len(writes); i++ {
+		prev, cur := writes[i-1], writes[i]
+		gap := cur.Heartbeat.Sub(prev.Heartbeat)
+		if gap > 2*period {
+			t.Errorf("write %d: %v after the previous one, want at most a period (%v)", i, gap, period)
+		}
+		if maps.Equal(cur.Pods, prev.Pods) && cur.Ready == prev.Ready && cur.Reason == prev.Reason && gap < period-early {
+			t.Errorf("write %d: %v after the previous one with the same phases and readiness (pool %+v -> %+v): want it left to the heartbeat, a period (%v) after the last write",
+				i, gap, prev.Pool, cur.Pool, period)
+		}
 	}
 }

@@ -4,16 +4,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/enidnet/enid/internal/fileread"
+	"github.com/enidnet/enid/internal/podkey"
 )
 
 // Agent is the agent heartbeat and readiness, the file /run/enid/agent.json.
-// The agent rewrites it on every pass and at least every heartbeat period;
-// a reader judges liveness by Heartbeat, not by the file's mtime.
+// The agent rewrites it at once when its readiness, the pods' phases or
+// the hints change, and otherwise at least every heartbeat period (the
+// pool's counts wait for that); a reader judges liveness by Heartbeat, not
+// by the file's mtime.
 type Agent struct {
 	APIVersion string `json:"apiVersion"`
 	// PID is the agent's process ID, in its own pid namespace
@@ -167,10 +168,7 @@ func WriteAgent(path string, a Agent) error {
 	if err != nil {
 		return fmt.Errorf("encode heartbeat: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create heartbeat dir: %w", err)
-	}
-	return WriteFileAtomic(path, append(data, '\n'), 0o644)
+	return podkey.WriteFileAtomicMkdir(path, append(data, '\n'), 0o644, 0o755)
 }
 
 // ReadAgent reads the heartbeat at path and checks whether its writer
