@@ -681,20 +681,14 @@ func (a *Agent) rememberSent(sent []string) {
 }
 
 // summarize keeps the heartbeat's summary current (`enid status` and
-// STATUS read it) when the pass changed it. A change of the published
-// phases or of the hints is written at once; one of the pool's or the
-// sets' counts alone goes out with the next heartbeat (within the
-// Heartbeat period): every pod start, release and refill moves them, and
-// writing agent.json for each was most of its writes.
+// STATUS read it) when the pass changed it: the pool, the sets, the
+// published phases or the hints.
 func (a *Agent) summarize(p, prev planner.Plan, hintsChanged bool) {
 	cur, _ := a.cache.snapshot()
 	phases := phaseCounts(cur)
-	switch {
-	case hintsChanged || !maps.Equal(phases, a.phases):
+	if hintsChanged || p.Pool != prev.Pool || !maps.Equal(phases, a.phases) || !reflect.DeepEqual(p.Sets, prev.Sets) {
 		a.phases = phases
 		a.writeHeartbeat()
-	case p.Pool != prev.Pool || !reflect.DeepEqual(p.Sets, prev.Sets):
-		a.snapshotHeartbeat()
 	}
 }
 

@@ -11,9 +11,8 @@ import (
 )
 
 // Agent is the agent heartbeat and readiness, the file /run/enid/agent.json.
-// The agent rewrites it at once when its readiness, the pods' phases or
-// the hints change, and otherwise at least every heartbeat period (the
-// pool's counts wait for that); a reader judges liveness by Heartbeat, not
+// The agent rewrites it on every pass that changes what it says and at
+// least every heartbeat period; a reader judges liveness by Heartbeat, not
 // by the file's mtime.
 type Agent struct {
 	APIVersion string `json:"apiVersion"`
