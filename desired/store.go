@@ -12,9 +12,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
-	"time"
 
 	"github.com/enidnet/enid/internal/fileread"
 	"github.com/enidnet/enid/internal/podkey"

@@ -97,9 +97,14 @@ func openFlags(links Symlinks) int {
 	return flags
 }
 
+// openError is the error of a failed open of path: ErrSymlink for a
+// symlink NoFollow refused, else a *os.PathError.
 func openError(path string, links Symlinks, err error) error {
 	if links == NoFollow && errors.Is(err, syscall.ELOOP) {
 		return fmt.Errorf("%s %w; want a regular file", path, ErrSymlink)
+	}
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+		return err
 	}
 	return &os.PathError{Op: "open", Path: path, Err: err}
 }
@@ -137,10 +142,7 @@ func modeOf(m uint32) os.FileMode {
 func Open(path string, links Symlinks) (*os.File, error) {
 	f, err := os.OpenFile(path, openFlags(links), 0)
 	if err != nil {
-		if links == NoFollow && errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%s %w; want a regular file", path, ErrSymlink)
-		}
-		return nil, err
+		return nil, openError(path, links, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
