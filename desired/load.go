@@ -34,11 +34,19 @@ func Load(l *ConfigLoader, s *EntryStore, h HintSources) State {
 			st.ConfigProblems = []string{err.Error()}
 		}
 	}
+	st = LoadEntries(st, s)
+	st.Hints = ReadHints(h)
+	return st
+}
+
+// LoadEntries returns st with its entries, entry problems and deletion
+// records read again from s, the rest (the config, the hints) as it was:
+// what a change to the entries alone asks for.
+func LoadEntries(st State, s *EntryStore) State {
 	ls, err := s.Scan()
 	if err != nil {
 		ls.Problems = append(ls.Problems, EntryProblem{File: s.Dir(), Err: err.Error()})
 	}
 	st.Entries, st.EntryProblems, st.Deleted = ls.Entries, ls.Problems, ls.Deleted
-	st.Hints = ReadHints(h)
 	return st
 }

@@ -24,24 +24,30 @@ import (
 // attachment. Writes are atomic, so a reader sees the old entry or the new
 // one, never a torn file. Any number of processes may use the same
 // directory at once: the only state a store keeps is a cache of parsed
-// entries, checked against each file's identity on every ReadAll.
+// entries, checked against each file's identity on every ReadAll, and,
+// when a watcher reports the directory's changes (Track), the last
+// listing, brought up to date name by name.
 type EntryStore struct {
 	dir string
 
 	mu sync.Mutex // guards the fields below
 	// cache holds the parsed entry of each file by name, with the identity
 	// of the file it came from. Every write replaces a file by rename (a new
-	// inode), so an unchanged identity means unchanged bytes; ReadAll then
-	// costs one lstat per entry instead of an open, read, parse and
+	// inode), so an unchanged identity means unchanged bytes; a listing
+	// then costs one fstatat per entry instead of an open, read, parse and
 	// validation (48 µs each, measured with BenchmarkReadAll).
 	cache map[string]cachedEntry
+	// last is the last Scan's listing (its slices are the store's: Scan
+	// returns copies); listed says there is one.
+	last   Listing
+	listed bool
 	// tracked: a watcher reports every change to the directory's files
-	// (Track), so Scan takes a cached entry whose name was not reported
-	// since the last Scan as it is, without even the lstat: on a node with
-	// a thousand pods that is half of what a change costs to list
-	// (BenchmarkScan1000). changed holds the names reported since the last
-	// Scan; unsure asks the next Scan to check every file (tracking just
-	// began, or events may have been lost).
+	// (Track), so Scan does not list the directory at all: it looks again
+	// only at the names reported since the last Scan (changed) and takes
+	// the rest from last. On a node with a thousand pods a listing with a
+	// check of every file's identity was most of what a change cost the
+	// agent (BenchmarkScan1000). unsure asks the next Scan to list the
+	// directory (tracking just began, or events may have been lost).
 	tracked, unsure bool
 	changed         map[string]bool
 }
@@ -61,10 +67,29 @@ func (s *EntryStore) Track() {
 func (s *EntryStore) Changed(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.changedLocked(name)
+}
+
+// changedLocked is Changed with s.mu held. The store's own writes call it
+// too: a tracked Scan sees them without waiting for the watcher's event,
+// and a caller that reports the other changes itself (no watcher) need
+// not report the store's.
+func (s *EntryStore) changedLocked(name string) {
 	if s.changed == nil {
 		s.changed = map[string]bool{}
 	}
 	s.changed[name] = true
+}
+
+// noteWrite reports a change the store itself made to the file name, when
+// tracked (an untracked Scan lists the directory, and a store that only
+// writes, as the CNI plugin's, keeps nothing).
+func (s *EntryStore) noteWrite(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tracked {
+		s.changedLocked(name)
+	}
 }
 
 // Unsure reports that changes may have gone unreported (a watch
@@ -119,6 +144,7 @@ func (s *EntryStore) Write(e Entry) (revision string, err error) {
 		return "", err
 	}
 	name := EntryFileName(e.Key())
+	defer s.noteWrite(name)
 	if err := podkey.WriteFileAtomic(filepath.Join(s.dir, name), data, 0o600); err != nil {
 		return "", fmt.Errorf("write entry %s: %w", e.Key(), err)
 	}
@@ -202,17 +228,46 @@ type Listing struct {
 	Problems []EntryProblem
 }
 
-// Scan lists the directory once: the entries (as ReadAll) and the deletion
-// records. A deletion record is never read: its name is its content, and
-// only a regular file counts.
+// Scan returns what the directory holds: the entries (as ReadAll) and the
+// deletion records. A deletion record is never read: its name is its
+// content, and only a regular file counts.
 //
-// A file seen before under the same name costs one fstatat relative to the
-// open directory (no path walk, no name parsing) while its identity is
-// unchanged: an agent pass on a node with hundreds of pods re-reads the
-// directory for each change.
+// Untracked (or unsure), Scan lists the directory. A file seen before
+// under the same name costs one fstatat relative to the open directory
+// (no path walk, no name parsing) while its identity is unchanged: an
+// agent pass on a node with hundreds of pods re-reads the directory for
+// each change. Tracked, it does not list the directory: it looks at the
+// names reported since the last Scan, one fstatat each (and a read when
+// the file is new), and takes everything else from the last Scan.
 func (s *EntryStore) Scan() (Listing, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// What is reported from now on is for the next Scan.
+	changed := s.changed
+	s.changed = nil
+	if s.tracked && !s.unsure && s.listed {
+		if dir, err := os.Open(s.dir); err == nil {
+			defer dir.Close() //nolint:errcheck // read-only
+			s.lookAgain(int(dir.Fd()), changed)
+			return s.last.clone(), nil
+		}
+		// The directory went: the watcher says so (Unsure) too; list.
+	}
+	s.unsure = false
+	l, err := s.list()
+	if err != nil {
+		return Listing{}, err
+	}
+	s.last, s.listed = l, true
+	return l.clone(), nil
+}
+
+// list reads the whole directory into the store's state and returns the
+// listing (the store's; Scan copies it).
+func (s *EntryStore) list() (Listing, error) {
 	dir, err := os.Open(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
+		clear(s.cache)
 		return Listing{}, nil
 	}
 	if err != nil {
@@ -225,15 +280,10 @@ func (s *EntryStore) Scan() (Listing, error) {
 	}
 	dfd := int(dir.Fd())
 	// Sized once: appending a thousand entries one by one copies them over
-	// and over (a third of a tracked Scan's time at 1,000 pods).
+	// and over (a third of a listing's time at 1,000 pods).
 	entries := make([]Entry, 0, len(dirents))
 	var problems []EntryProblem
 	var deleted []Key
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// What is reported from now on is for the next Scan.
-	trust, changed := s.tracked && !s.unsure, s.changed
-	s.unsure, s.changed = false, nil
 	seen := make(map[string]bool, len(dirents))
 	for _, de := range dirents {
 		name := de.Name()
@@ -246,48 +296,14 @@ func (s *EntryStore) Scan() (Listing, error) {
 			}
 			continue
 		}
-		c, cached := s.cache[name] // only valid entry names are cached
-		if !cached {
-			if _, ok := KeyFromFileName(name); !ok {
-				problems = append(problems, EntryProblem{File: name, Err: "not an entry file name: want <containerID>_<ifName>.json"})
-				continue
-			}
-		}
 		seen[name] = true
-		if cached && trust && !changed[name] {
-			entries = append(entries, c.entry)
-			continue
-		}
-		id, idOK := statAt(dfd, name)
-		if cached && idOK && c.id == id {
-			entries = append(entries, c.entry)
-			continue
-		}
-		e, err := s.readFile(name)
+		e, p, ok := s.look(dfd, name)
 		switch {
-		case err == nil && idOK:
-			if s.cache == nil {
-				s.cache = map[string]cachedEntry{}
-			}
-			s.cache[name] = cachedEntry{id: id, entry: e}
-		case err != nil:
-			// What was cached under this name is no longer the file: a
-			// tracked Scan must not take it back once the change that
-			// broke the file has been seen.
-			delete(s.cache, name)
+		case p != nil:
+			problems = append(problems, *p)
+		case ok:
+			entries = append(entries, e)
 		}
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed since the listing
-		}
-		if err != nil {
-			p := EntryProblem{File: name, Err: err.Error()}
-			if k, ok := KeyFromFileName(name); ok {
-				p.ContainerID, p.IfName = k.ContainerID, k.IfName
-			}
-			problems = append(problems, p)
-			continue
-		}
-		entries = append(entries, e)
 	}
 	for name := range s.cache {
 		if !seen[name] {
@@ -298,6 +314,115 @@ func (s *EntryStore) Scan() (Listing, error) {
 	slices.SortFunc(deleted, compareKeys)
 	sort.Slice(problems, func(i, j int) bool { return problems[i].File < problems[j].File })
 	return Listing{Entries: entries, Deleted: deleted, Problems: problems}, nil
+}
+
+// look reads the file name (not a deletion record) of the directory open
+// as dfd: its entry (ok), a problem, or neither (it is gone). It keeps the
+// store's cache up to date.
+func (s *EntryStore) look(dfd int, name string) (Entry, *EntryProblem, bool) {
+	c, cached := s.cache[name] // only valid entry names are cached
+	if !cached {
+		if _, ok := KeyFromFileName(name); !ok {
+			var st unix.Stat_t
+			if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+				return Entry{}, nil, false
+			}
+			return Entry{}, &EntryProblem{File: name, Err: "not an entry file name: want <containerID>_<ifName>.json"}, false
+		}
+	}
+	id, idOK := statAt(dfd, name)
+	if cached && idOK && c.id == id {
+		return c.entry, nil, true
+	}
+	e, err := s.readFile(name)
+	switch {
+	case err == nil && idOK:
+		if s.cache == nil {
+			s.cache = map[string]cachedEntry{}
+		}
+		s.cache[name] = cachedEntry{id: id, entry: e}
+	case err != nil:
+		// What was cached under this name is no longer the file: a
+		// tracked Scan must not take it back once the change that broke
+		// the file has been seen.
+		delete(s.cache, name)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return Entry{}, nil, false // removed since the listing
+	}
+	if err != nil {
+		p := EntryProblem{File: name, Err: err.Error()}
+		if k, ok := KeyFromFileName(name); ok {
+			p.ContainerID, p.IfName = k.ContainerID, k.IfName
+		}
+		return Entry{}, &p, false
+	}
+	return e, nil, true
+}
+
+// lookAgain brings s.last up to date with the changed names, each looked
+// at again in the directory open as dfd; the rest of the listing stands.
+func (s *EntryStore) lookAgain(dfd int, changed map[string]bool) {
+	byKey := func(x Entry) Key { return x.Key() }
+	byFile := func(x EntryProblem) string { return x.File }
+	self := func(k Key) Key { return k }
+	for name := range changed {
+		if strings.HasPrefix(name, ".") || strings.ContainsRune(name, '/') {
+			continue
+		}
+		if k, ok := KeyFromDeletionFileName(name); ok {
+			var st unix.Stat_t
+			if unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				s.last.Deleted = upsert(s.last.Deleted, k, compareKeys, self)
+			} else {
+				s.last.Deleted = remove(s.last.Deleted, k, compareKeys, self)
+			}
+			continue
+		}
+		e, p, ok := s.look(dfd, name)
+		if ok {
+			s.last.Entries = upsert(s.last.Entries, e, compareKeys, byKey)
+		} else if k, valid := KeyFromFileName(name); valid {
+			s.last.Entries = remove(s.last.Entries, k, compareKeys, byKey)
+		}
+		if p != nil {
+			s.last.Problems = upsert(s.last.Problems, *p, strings.Compare, byFile)
+		} else {
+			s.last.Problems = remove(s.last.Problems, name, strings.Compare, byFile)
+		}
+	}
+}
+
+// upsert puts v into the sorted list l (by key(v) and cmp), replacing the
+// value of the same key.
+func upsert[T, K any](l []T, v T, cmp func(K, K) int, key func(T) K) []T {
+	i, found := slices.BinarySearchFunc(l, key(v), func(x T, k K) int { return cmp(key(x), k) })
+	if found {
+		l[i] = v
+		return l
+	}
+	return slices.Insert(l, i, v)
+}
+
+// remove drops the value of key k from the sorted list l.
+func remove[T, K any](l []T, k K, cmp func(K, K) int, key func(T) K) []T {
+	if i, found := slices.BinarySearchFunc(l, k, func(x T, k K) int { return cmp(key(x), k) }); found {
+		return slices.Delete(l, i, i+1)
+	}
+	return l
+}
+
+// clone copies the listing's lists, the caller's to change; an empty list
+// is nil, however it came to be empty.
+func (l Listing) clone() Listing {
+	return Listing{Entries: cloneOrNil(l.Entries), Deleted: cloneOrNil(l.Deleted), Problems: cloneOrNil(l.Problems)}
+}
+
+func cloneOrNil[T any](l []T) []T {
+	if len(l) == 0 {
+		return nil
+	}
+	return slices.Clone(l)
 }
 
 // compareKeys orders keys as their strings "<containerID>_<ifName>" order,
@@ -319,6 +444,7 @@ func (s *EntryStore) Remove(key Key) error {
 	if err := validKey(key); err != nil {
 		return err
 	}
+	defer s.noteWrite(EntryFileName(key))
 	err := os.Remove(filepath.Join(s.dir, EntryFileName(key)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -367,6 +493,7 @@ func (s *EntryStore) MarkDeleted(key Key, now time.Time) error {
 		return err
 	}
 	path := filepath.Join(s.dir, DeletionFileName(key))
+	defer s.noteWrite(DeletionFileName(key))
 	err = podkey.WriteFileAtomic(path, append(data, '\n'), 0o600)
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		if eerr := s.markEmpty(path); eerr != nil {
@@ -438,6 +565,7 @@ func (s *EntryStore) ForgetDeletion(key Key) error {
 	// Only a regular file is a record (Scan): an unlink, not os.Remove,
 	// which tries rmdir after a failed unlink.
 	path := filepath.Join(s.dir, DeletionFileName(key))
+	defer s.noteWrite(DeletionFileName(key))
 	err := syscall.Unlink(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("forget deletion of %s: %w", key, &os.PathError{Op: "remove", Path: path, Err: err})

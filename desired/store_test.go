@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -480,5 +481,178 @@ func TestTrackedScanReadsOnlyWhatChanged(t *testing.T) {
 	inPlace("web-4")
 	if got := podName(u); got != "web-4" {
 		t.Errorf("an untracked store read %q after an in-place rewrite, want web-4", got)
+	}
+}
+
+// TestTrackedScanMatchesAListing: a tracked store does not list its
+// directory; it looks again only at the names reported since its last Scan
+// and at those it wrote itself. Told of every change, it must find what a
+// listing finds, whatever the change: entries written, rewritten and
+// removed by it or by another process, deletion records made and
+// forgotten, junk, broken files, symlinks and directories where entries
+// belong. The lists it returns are the caller's to change.
+func TestTrackedScanMatchesAListing(t *testing.T) {
+	dir := t.TempDir()
+	s, other := NewEntryStore(dir), NewEntryStore(dir)
+	s.Track()
+	keys := make([]Key, 0, 8)
+	for i := range 4 {
+		for _, ifName := range []string{"eth0", "eth1"} {
+			keys = append(keys, Key{ContainerID: fmt.Sprintf("%064x", i+1), IfName: ifName})
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	now := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	path := func(name string) string { return filepath.Join(dir, name) }
+	clearName := func(name string) {
+		if err := os.RemoveAll(path(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for step := range 600 {
+		k := keys[rng.IntN(len(keys))]
+		e := validEntry()
+		e.ContainerID, e.IfName, e.PodName = k.ContainerID, k.IfName, fmt.Sprintf("web-%d", step)
+		entry, record := EntryFileName(k), DeletionFileName(k)
+		var did string
+		var reported []string // what a watcher would report; the store's own writes need not be
+		switch op := rng.IntN(12); op {
+		case 0, 1:
+			did = "write through the store"
+			clearName(entry)
+			if _, err := s.Write(e); err != nil {
+				t.Fatal(err)
+			}
+		case 2:
+			did = "write by another process"
+			clearName(entry)
+			if _, err := other.Write(e); err != nil {
+				t.Fatal(err)
+			}
+			reported = []string{entry}
+		case 3:
+			did = "remove through the store"
+			if err := s.Remove(k); err != nil && !strings.Contains(err.Error(), "directory") {
+				t.Fatal(err)
+			}
+		case 4:
+			did = "delete (record, then removal) by another process"
+			clearName(record)
+			if _, _, err := other.Delete(k, now); err != nil && !strings.Contains(err.Error(), "directory") {
+				t.Fatal(err)
+			}
+			reported = []string{record, entry}
+		case 5:
+			did = "record a deletion through the store"
+			clearName(record)
+			if err := s.MarkDeleted(k, now); err != nil {
+				t.Fatal(err)
+			}
+		case 6:
+			did = "forget a deletion through the store"
+			if err := s.ForgetDeletion(k); err != nil && !errors.Is(err, syscall.EISDIR) && !errors.Is(err, syscall.EPERM) {
+				t.Fatal(err)
+			}
+		case 7:
+			did = "break an entry file"
+			clearName(entry)
+			if err := os.WriteFile(path(entry), []byte("{"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			reported = []string{entry}
+		case 8:
+			did = "a symlink or a directory where an entry or a record belongs"
+			name := []string{entry, record}[rng.IntN(2)]
+			clearName(name)
+			var err error
+			if rng.IntN(2) == 0 {
+				err = os.Symlink("/etc/hostname", path(name))
+			} else {
+				err = os.Mkdir(path(name), 0o700)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			reported = []string{name}
+		case 9:
+			did = "junk comes or goes"
+			name := fmt.Sprintf("junk-%d.txt", rng.IntN(3))
+			if _, err := os.Lstat(path(name)); err == nil {
+				clearName(name)
+			} else if err := os.WriteFile(path(name), []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			reported = []string{name}
+		case 10:
+			did = "an entry removed by another process"
+			clearName(entry)
+			reported = []string{entry}
+		case 11:
+			did = "a write in progress (dot-file)"
+			if err := os.WriteFile(path(fmt.Sprintf(".%s.tmp", entry)), []byte("{"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			reported = []string{"." + entry + ".tmp"}
+		}
+		for _, name := range reported {
+			s.Changed(name)
+		}
+		got, err := s.Scan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := NewEntryStore(dir).Scan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Fatalf("step %d (%s on %s): the tracked scan differs from a listing (-listing +tracked):\n%s", step, did, k, d)
+		}
+		// The caller's to change: the next Scan must not see it.
+		for i := range got.Entries {
+			got.Entries[i].PodName = "scribbled"
+		}
+		for i := range got.Deleted {
+			got.Deleted[i].IfName = "scribbled"
+		}
+	}
+}
+
+// TestTrackedScanDoesNotList: what nobody reported is not seen by a
+// tracked Scan until it is reported (or the store is told it may have
+// missed something): the listing is what a tracked Scan saves.
+func TestTrackedScanDoesNotList(t *testing.T) {
+	dir := t.TempDir()
+	s, other := NewEntryStore(dir), NewEntryStore(dir)
+	s.Track()
+	if _, err := s.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	e := validEntry()
+	if _, err := other.Write(e); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		t.Helper()
+		l, err := s.Scan()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Entries)
+	}
+	if n := count(); n != 0 {
+		t.Errorf("a tracked scan found %d entries nobody reported, want 0 (it listed the directory)", n)
+	}
+	s.Changed(EntryFileName(e.Key()))
+	if n := count(); n != 1 {
+		t.Errorf("after Changed: %d entries, want 1", n)
+	}
+	if _, _, err := other.Delete(e.Key(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s.Unsure()
+	l, err := s.Scan()
+	if err != nil || len(l.Entries) != 0 || len(l.Deleted) != 1 {
+		t.Errorf("after Unsure: %d entries, %d records, %v; want the listing's 0 and 1", len(l.Entries), len(l.Deleted), err)
 	}
 }

@@ -197,9 +197,18 @@ type Agent struct {
 	// It starts set: nothing is read yet. entryMap and entryFP are
 	// desired's entries by key and fingerprint.
 	desiredDirty atomic.Bool
-	desired      desired.State
-	entryMap     map[observed.AttachmentKey]desired.Entry
-	entryFP      uint64
+	// configDirty says the config's files (or the facts its overrides
+	// match on) may have changed too: a pass that reads desired state
+	// again for a changed entry alone takes the config as last loaded
+	// (its fingerprint is a listing and a stat of every config file).
+	// It starts set.
+	configDirty atomic.Bool
+	// entriesReported: a caller reports the changes to the entries
+	// (EntriesChanged), and the store is tracked from then on.
+	entriesReported atomic.Bool
+	desired         desired.State
+	entryMap        map[observed.AttachmentKey]desired.Entry
+	entryFP         uint64
 
 	// See entriesFP above.
 	burstStart, burstChanged, burstUntil time.Time
@@ -265,6 +274,7 @@ func New(cfg Config) (*Agent, error) {
 		planning: newPlanning(cfg)}
 	a.exec = newExecutor(cfg.Cloud, cfg.Datapath, a.statuses, &a.cache, cfg.InstanceID, a.log, a.metrics, a.clk.Now, a.wake, cfg.Parallelism, cfg.WaitForDevice)
 	a.desiredDirty.Store(true) // nothing read yet
+	a.configDirty.Store(true)
 	if cfg.Kube != nil {
 		a.exec.published = a.reportPod
 	}
@@ -279,6 +289,26 @@ func (a *Agent) Metrics() *Metrics { return a.metrics }
 // changed files the agent does not watch).
 func (a *Agent) Wake() {
 	a.entries.Unsure()
+	a.configDirty.Store(true)
+	a.desiredDirty.Store(true)
+	a.wake()
+}
+
+// EntriesChanged asks the agent for a pass that reads again the files of
+// the entries directory named (base names: entries, deletion records)
+// and nothing else; it never blocks. It is for a caller that runs the
+// agent without its file watcher (Config.NoWatch) and changes only
+// entries: once it has called EntriesChanged it must report every change
+// it makes to the directory through it or Wake, as the watcher would, or
+// the agent will not see the change before its next full observation
+// (desired.EntryStore.Track). The agent's own writes need no report.
+func (a *Agent) EntriesChanged(names ...string) {
+	if a.entriesReported.CompareAndSwap(false, true) {
+		a.entries.Track() // the first pass after it lists the directory
+	}
+	for _, n := range names {
+		a.entries.Changed(n)
+	}
 	a.desiredDirty.Store(true)
 	a.wake()
 }
@@ -571,6 +601,7 @@ func (a *Agent) knowInstance(ctx context.Context, now time.Time) bool {
 	a.instance = inst
 	a.loader = desired.NewConfigLoader(a.cfg.Paths.Config, desired.NodeFacts{
 		NodeName: a.cfg.NodeName, Zone: inst.ZoneID, InstanceType: inst.InstanceType, Labels: a.cfg.NodeLabels})
+	a.configDirty.Store(true) // a new loader has loaded nothing
 	return true
 }
 
@@ -581,7 +612,8 @@ func (a *Agent) knowInstance(ctx context.Context, now time.Time) bool {
 // it plans. It reports false, the agent not ready, with no valid config.
 func (a *Agent) readDesired() (desired.State, bool) {
 	if a.syncLabels() {
-		a.desiredDirty.Store(true) // the overrides that match on labels changed
+		a.configDirty.Store(true) // the overrides that match on labels changed
+		a.desiredDirty.Store(true)
 	}
 	if a.desiredDirty.Swap(false) {
 		a.loadDesired()
@@ -722,16 +754,37 @@ func (a *Agent) reportReadiness(d desired.State, o observed.State) {
 // running actions of earlier passes hold the old one.
 func (a *Agent) loadDesired() {
 	start := a.now()
-	d := desired.Load(a.loader, a.entries, desired.HintSources{})
+	var d desired.State
+	if a.configDirty.Swap(false) {
+		d = desired.Load(a.loader, a.entries, desired.HintSources{})
+	} else {
+		d = desired.LoadEntries(a.desired, a.entries)
+	}
 	a.metrics.desiredSeconds.Observe(a.now().Sub(start).Seconds())
 	a.planning.Complete(&d)
 	m := make(map[observed.AttachmentKey]desired.Entry, len(d.Entries))
-	h := fnv.New64a()
+	fp := fnvOffset
 	for _, e := range d.Entries {
 		m[e.Key()] = e
-		h.Write([]byte(e.Key().String() + "\n"))
+		// FNV-1a of "<containerID>_<ifName>\n" for each, without building
+		// the strings (two allocations an entry, on every read).
+		fp = fnvAdd(fnvAdd(fnvAdd(fnvAdd(fp, e.ContainerID), "_"), e.IfName), "\n")
 	}
-	a.desired, a.entryMap, a.entryFP = d, m, h.Sum64()
+	a.desired, a.entryMap, a.entryFP = d, m, fp
+}
+
+// FNV-1a, 64 bits (hash/fnv's New64a), over strings.
+const (
+	fnvOffset uint64 = 14695981039346656037
+	fnvPrime  uint64 = 1099511628211
+)
+
+func fnvAdd(h uint64, s string) uint64 {
+	for i := range len(s) {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 // vanishedWithoutDel reports whether the node holds an attachment (kernel
@@ -992,9 +1045,14 @@ func (a *Agent) watchDesired(ctx context.Context) (<-chan struct{}, chan error, 
 	watch.Changed = func(path string) {
 		if filepath.Dir(path) == entriesDir {
 			a.entries.Changed(filepath.Base(path))
+		} else {
+			a.configDirty.Store(true)
 		}
 	}
-	watch.Lost = a.entries.Unsure
+	watch.Lost = func() {
+		a.entries.Unsure()
+		a.configDirty.Store(true)
+	}
 	// An entry written or removed is a CNI call waiting: its pass starts
 	// at once, not after the debounce (1 ms of every ADD and DEL).
 	watch.Prompt = func(path string) bool { return filepath.Dir(path) == entriesDir }

@@ -82,6 +82,7 @@ func (a *Agent) applyFetch(ctx context.Context, now time.Time) {
 	// and checks again that every pod's namespace exists.
 	a.hintsDirty = true
 	a.entries.Unsure()
+	a.configDirty.Store(true)
 	a.desiredDirty.Store(true)
 	a.planning.recheckNetNS()
 	if sw, ok := a.cfg.Datapath.(sweeper); ok && st.Complete {

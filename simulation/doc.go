@@ -72,6 +72,7 @@
 // inside it; the e2e crash tests cover those points with a real process.
 // There is no kernel (NoDatapath), no metadata service (the agent is
 // given its instance), no Kubernetes API (no node watch, no hints), no
-// file watcher (the harness wakes the agent after writing its files), no
+// file watcher (the harness tells the agent which entry files it changed,
+// Agent.EntriesChanged, and wakes it whole after a config change), no
 // disk errors, and one zone with one vSwitch big enough for every pod.
 package simulation

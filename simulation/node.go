@@ -217,9 +217,34 @@ func (n *node) setConfig(cfg string) error {
 	return nil
 }
 
+// wakeup is what a node's agent is told once the run's event is over.
+type wakeup struct {
+	// all: something besides entries changed; everything is read again.
+	all bool
+	// entries are the names of the entry files (entries, deletion
+	// records) changed.
+	entries []string
+}
+
 // wake asks the node's agent for a pass once the run's event is over
-// (world.flush).
-func (n *node) wake() { n.w.wakes[n] = true }
+// (world.flush) that reads everything again.
+func (n *node) wake() { n.wakeup().all = true }
+
+// entriesChanged asks the node's agent for a pass once the run's event is
+// over that reads the entry files named again.
+func (n *node) entriesChanged(names ...string) {
+	u := n.wakeup()
+	u.entries = append(u.entries, names...)
+}
+
+func (n *node) wakeup() *wakeup {
+	u := n.w.wakes[n]
+	if u == nil {
+		u = &wakeup{}
+		n.w.wakes[n] = u
+	}
+	return u
+}
 
 // check reads the statuses of the pods in ADD or DEL and the addresses
 // the datapath set up.

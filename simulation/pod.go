@@ -150,7 +150,7 @@ func (p *pod) write() {
 	}
 	p.rev = rev
 	n.w.log("%s ADD %s %s", n.name, p.name, keyOf(p.key))
-	n.wake()
+	n.entriesChanged(desired.EntryFileName(p.key), desired.DeletionFileName(p.key))
 }
 
 // del starts a DEL of the pod's current sandbox.
@@ -161,7 +161,7 @@ func (p *pod) del(why string) {
 	}
 	p.phase = podDeleting
 	n.w.log("%s DEL %s %s (%s)", n.name, p.name, keyOf(p.key), why)
-	n.wake()
+	n.entriesChanged(desired.DeletionFileName(p.key), desired.EntryFileName(p.key))
 }
 
 // check reads the pod's status and moves it on.

@@ -73,9 +73,10 @@ type world struct {
 	// starts and wakes are the agents to start and to wake once the
 	// run's current event is over (flush): an agent woken in the middle
 	// of one would run beside it, and see some of its files or not as the
-	// scheduler has it.
+	// scheduler has it. A wake names the entry files the event changed,
+	// or none for a change to anything else (the config).
 	starts []*incarnation
-	wakes  map[*node]bool
+	wakes  map[*node]*wakeup
 	// killNow are the nodes whose agent an answered attach armed for a
 	// kill (node.killOnAttach), killed at the next check.
 	killNow []*node
@@ -99,15 +100,23 @@ func (w *world) flush() bool {
 		started[inc.node] = true
 	}
 	w.starts = w.starts[:0]
-	nodes := make([]*node, 0, len(w.wakes))
-	for n := range w.wakes {
+	wakes := w.wakes
+	w.wakes = map[*node]*wakeup{}
+	nodes := make([]*node, 0, len(wakes))
+	for n := range wakes {
 		nodes = append(nodes, n)
 	}
-	clear(w.wakes)
 	slices.SortFunc(nodes, func(a, b *node) int { return a.idx - b.idx })
 	for _, n := range nodes {
-		if !started[n] && n.cur != nil {
-			n.cur.agent.Wake() // a new agent's first pass reads everything anyway
+		if started[n] || n.cur == nil {
+			continue // a new agent's first pass reads everything anyway
+		}
+		// As the file watcher would: the entries named are read again,
+		// the config and the other entries taken as last read.
+		if u := wakes[n]; u.all {
+			n.cur.agent.Wake()
+		} else {
+			n.cur.agent.EntriesChanged(u.entries...)
 		}
 	}
 	// The passes these start run before the next check: their nodes are
@@ -389,7 +398,7 @@ func (w *world) hash() string {
 
 func newWorld(cfg Config, dir string) *world {
 	return &world{cfg: cfg, clk: clock.NewVirtual(Start), dir: dir, protected: map[string]string{},
-		touched: map[*node]bool{}, wakes: map[*node]bool{}, trace: sha256.New(), traceOut: cfg.Trace, calls: map[string]int{},
+		touched: map[*node]bool{}, wakes: map[*node]*wakeup{}, trace: sha256.New(), traceOut: cfg.Trace, calls: map[string]int{},
 		bound: map[netip.Addr]string{}, inUseSince: map[string]time.Time{}}
 }
 
