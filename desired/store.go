@@ -251,13 +251,15 @@ func (s *EntryStore) Scan() (Listing, error) {
 			s.lookAgain(int(dir.Fd()), changed)
 			return s.last.clone(), nil
 		}
-		// The directory went: the watcher says so (Unsure) too; list.
+		// The directory went (the watcher says so too) or cannot be
+		// opened: the names reported are not looked at, so list.
 	}
-	s.unsure = false
 	l, err := s.list()
 	if err != nil {
+		s.unsure = true // what was reported is lost with this Scan
 		return Listing{}, err
 	}
+	s.unsure = false
 	s.last, s.listed = l, true
 	return l.clone(), nil
 }
