@@ -246,13 +246,14 @@ func (s *EntryStore) Scan() (Listing, error) {
 	changed := s.changed
 	s.changed = nil
 	if s.tracked && !s.unsure && s.listed {
-		if dir, err := os.Open(s.dir); err == nil {
-			defer dir.Close() //nolint:errcheck // read-only
-			s.lookAgain(int(dir.Fd()), changed)
+		if dfd, err := unix.Open(s.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			defer unix.Close(dfd) //nolint:errcheck // read-only
+			s.lookAgain(dfd, changed)
 			return s.last.clone(), nil
 		}
-		// The directory went (the watcher says so too) or cannot be
-		// opened: the names reported are not looked at, so list.
+		// The directory went (the watcher says so too), is no longer
+		// one, or cannot be opened: the names reported are not looked
+		// at, so list.
 	}
 	l, err := s.list()
 	if err != nil {

@@ -656,3 +656,36 @@ func TestTrackedScanDoesNotList(t *testing.T) {
 		t.Errorf("after Unsure: %d entries, %d records, %v; want the listing's 0 and 1", len(l.Entries), len(l.Deleted), err)
 	}
 }
+
+// TestTrackedScanListsAfterAFailedOne: a Scan that cannot list the
+// directory has taken the names reported before it; the next Scan lists,
+// so nothing that changed meanwhile is missed.
+func TestTrackedScanListsAfterAFailedOne(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pods")
+	s, other := NewEntryStore(dir), NewEntryStore(dir)
+	s.Track()
+	if _, err := s.Scan(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, nil, 0o600); err != nil { // not a directory: no listing
+		t.Fatal(err)
+	}
+	s.Changed("anything")
+	if _, err := s.Scan(); err == nil {
+		t.Fatal("a Scan of a file that is not a directory succeeded")
+	}
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	e := validEntry()
+	if _, err := other.Write(e); err != nil { // unreported
+		t.Fatal(err)
+	}
+	l, err := s.Scan()
+	if err != nil || len(l.Entries) != 1 {
+		t.Errorf("the Scan after a failed one: %d entries, %v; want the entry written meanwhile (a listing)", len(l.Entries), err)
+	}
+}
