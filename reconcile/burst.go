@@ -31,8 +31,10 @@ func createsENI(p planner.Plan) bool {
 	return false
 }
 
-// burst records the entry set's fingerprint and reports whether this pass
-// holds its cloud actions back.
+// burst records the entry set's fingerprint and reports whether the
+// entries are in a burst: a round that creates an ENI or that pods wait for
+// is held until burstUntil. The caller clears burstUntil when the pass holds
+// nothing, so the loop wakes at the window's end only for a held round.
 func (a *Agent) burst(now time.Time, fp uint64) bool {
 	if fp != a.entriesFP {
 		a.entriesFP = fp
