@@ -15,10 +15,9 @@ import (
 // that window holds back a round that creates an ENI or that pods wait
 // for, and this one held nothing. Before, every entry change brought that
 // pass, a third of the passes per pod start at 1,000 pods on a node
-// (docs/benchmarks.md, "No pass for an empty window"). A pod that needs
-// more addresses than the pool holds still has its round held and
-// released at the window's end (the burst rows of bench and the other
-// simulation tests).
+// (docs/benchmarks.md, "No pass for an empty window"). A pod whose round
+// creates an ENI still has it held, and released by a pass at the
+// window's end (the second half).
 func TestBurstWakesOnlyForAHeldRound(t *testing.T) {
 	// A pool of four: the pod's address is there.
 	passes := passesForOnePod(t, [2]int{4, 8})
