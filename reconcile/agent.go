@@ -562,13 +562,7 @@ func (a *Agent) pass(ctx context.Context) {
 	p := a.plan(d, o, entries, now)
 	// While the cloud half of a full observation is read, the cloud must
 	// not change under it: cloud actions wait, node actions go ahead.
-	holdBurst := a.burst(now, a.entryFP) && (createsENI(p) || p.Pool.Waiting > 0)
-	if !holdBurst {
-		// Nothing waits for the window's end: no pass for it (a pod the
-		// pool served would otherwise bring one 30 ms after its entry).
-		a.burstUntil = time.Time{}
-	}
-	holdCloud := holdBurst || a.fetch != nil || a.fetched != nil
+	holdCloud := a.burst(now, a.entryFP, p) || a.fetch != nil || a.fetched != nil
 	if len(p.Actions) > 0 {
 		a.log.Debug("plan", "actions", len(p.Actions), "cloud_calls", p.CloudCalls(), "complete", p.Complete, "hold_cloud", holdCloud,
 			"pass_started", now, "pass_so_far", a.now().Sub(now))

@@ -31,11 +31,13 @@ func createsENI(p planner.Plan) bool {
 	return false
 }
 
-// burst records the entry set's fingerprint and reports whether the
-// entries are in a burst: a round that creates an ENI or that pods wait for
-// is held until burstUntil. The caller clears burstUntil when the pass holds
-// nothing, so the loop wakes at the window's end only for a held round.
-func (a *Agent) burst(now time.Time, fp uint64) bool {
+// burst records the entry set's fingerprint and reports whether this pass
+// holds p's cloud round back: in a burst, a round that creates an ENI or
+// that pods wait for waits until burstUntil, which the loop wakes for. A
+// pass that holds nothing clears it: the loop wakes at a window's end only
+// for a held round (a pod the pool served would otherwise bring a pass 30
+// ms after its entry that plans the whole node for nothing).
+func (a *Agent) burst(now time.Time, fp uint64, p planner.Plan) bool {
 	if fp != a.entriesFP {
 		a.entriesFP = fp
 		if a.burstStart.IsZero() || now.Sub(a.burstChanged) >= burstQuiet {
@@ -45,6 +47,10 @@ func (a *Agent) burst(now time.Time, fp uint64) bool {
 	}
 	if a.burstStart.IsZero() || now.Sub(a.burstChanged) >= burstQuiet || now.Sub(a.burstStart) >= burstMax {
 		a.burstStart, a.burstUntil = time.Time{}, time.Time{}
+		return false
+	}
+	if p.Pool.Waiting == 0 && !createsENI(p) {
+		a.burstUntil = time.Time{}
 		return false
 	}
 	a.burstUntil = a.burstChanged.Add(burstQuiet)
