@@ -19,7 +19,7 @@ func (b *builder) indexAddrs() {
 	for _, e := range b.usable {
 		n += v4Addrs(e.eni) + len(e.eni.IPv6) + 1
 	}
-	b.addrIdx = make([]addrRef, 0, n)
+	b.addrIdx = b.sc.addrs(n)
 	for _, e := range b.usable {
 		a4, a6 := e.eni.IPv4, e.eni.IPv6
 		if b.excl {

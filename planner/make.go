@@ -32,9 +32,12 @@ const (
 // planner.Plan (a function cannot share the name of the Plan type). It is
 // pure and deterministic: the same inputs give the same plan.
 func Make(d desired.State, o observed.State, opt Options) Plan {
-	b := newBuilder(d, o, opt)
+	sc := scratchPool.Get().(*scratch)
+	b := newBuilder(d, o, opt, sc)
 	b.shared()
-	return b.finish()
+	p := b.finish()
+	sc.release(b)
+	return p
 }
 
 // builder holds one pass's working state. Its methods append actions in a
@@ -134,6 +137,10 @@ type builder struct {
 	statuses slab[PodStatus]
 	targets  slab[PodTarget]
 	deps     slab[int]
+
+	// sc is the pass's working memory, reused from an earlier plan
+	// (scratch.go).
+	sc *scratch
 }
 
 // eniState is an attached owned ENI during planning.
@@ -213,9 +220,9 @@ const (
 	holdSticky                 // held for a deleted sticky pod
 )
 
-func newBuilder(d desired.State, o observed.State, opt Options) *builder {
+func newBuilder(d desired.State, o observed.State, opt Options, sc *scratch) *builder {
 	b := &builder{
-		d: d, o: o, opt: opt, now: opt.Now, cfg: d.Config,
+		d: d, o: o, opt: opt, now: opt.Now, cfg: d.Config, sc: sc,
 		mem:           opt.Memory.clone(),
 		complete:      o.Complete,
 		bindable:      o.Complete || (!o.CloudFrom.IsZero() && o.NodeComplete),
@@ -277,9 +284,8 @@ func newBuilder(d desired.State, o observed.State, opt Options) *builder {
 	b.pubs = sortedBy(o.Node.Published, pubKey)
 	// Join pods with their kernel state and published status in one walk
 	// over the sorted lists.
-	b.kernelPod = make([]*podState, len(b.kernel))
+	b.kernelPod, b.pubPod = b.sc.joins(len(b.kernel), len(b.pubs))
 	join(b.pods, b.kernel, kernelKey, func(p *podState, j int) { p.kn, b.kernelPod[j] = &b.kernel[j], p })
-	b.pubPod = make([]*podState, len(b.pubs))
 	join(b.pods, b.pubs, pubKey, func(p *podState, j int) { p.pub, b.pubPod[j] = &b.pubs[j], p })
 	return b
 }
@@ -349,15 +355,15 @@ func (b *builder) classifyENIs(o observed.State) {
 	}
 }
 
-// newPods makes one podState per entry (one allocation), sorted by key
-// with duplicates dropped, and sizes the plan's statuses.
+// newPods makes one podState per entry (from the scratch: no allocation
+// once a pass of this size ran), sorted by key with duplicates dropped, and
+// sizes the plan's statuses.
 func (b *builder) newPods(d desired.State) {
-	// One allocation for all pods; sorted by key, duplicates dropped.
-	arr := make([]podState, len(d.Entries))
-	b.pods = make([]*podState, 0, len(d.Entries))
+	arr, list := b.sc.podStates(len(d.Entries))
+	b.pods = list
 	for i := range d.Entries {
 		e := &d.Entries[i]
-		// Fields, not a whole podState: arr is zeroed already, and a
+		// Fields, not a whole podState: arr is zeroed, and a
 		// 288-byte copy into the heap runs the write barrier over every
 		// pointer slot while the collector marks (most of a pass here).
 		p := &arr[i]
