@@ -3,9 +3,10 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"maps"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/enidnet/enid/cloud/ecssim"
 	"github.com/enidnet/enid/linux"
@@ -127,7 +128,11 @@ func TestHeartbeatAfterTheLastWrite(t *testing.T) {
 		if gap > 2*period {
 			t.Errorf("write %d: %v after the previous one, want at most a period (%v)", i, gap, period)
 		}
-		if maps.Equal(cur.Pods, prev.Pods) && cur.Pool == prev.Pool && cur.Ready == prev.Ready && cur.Reason == prev.Reason && gap < period-early {
+		// Saying the same: every field but the time stamp. A write that
+		// changes anything else (the sets, the hints, the degraded state
+		// at startup) comes when the pass sees the change, however soon.
+		same := func(h status.Agent) status.Agent { h.Heartbeat = time.Time{}; return h }
+		if gap < period-early && cmp.Diff(same(prev), same(cur)) == "" {
 			t.Errorf("write %d: %v after the previous one and saying the same (pool %+v): want the periodic write a period (%v) after the last write",
 				i, gap, cur.Pool, period)
 		}
