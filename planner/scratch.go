@@ -6,13 +6,12 @@ import "sync"
 // to: the pod states, the list of them, the address index and the joins of
 // pods with their kernel state and published status. At a thousand pods it
 // is half of a converged plan's bytes (393 KB of 803; the pod states alone
-// 288 KB), and allocated afresh on every pass those large blocks were
-// zeroed, faulted in and handed back to the kernel by the runtime's
-// scavenger each time (issue 24: a fifth of BenchmarkMake's CPU at 1,000
-// pods was memclr and madvise). Make takes
-// one from the pool and gives it back cleared, so a pass reuses the
-// previous one's blocks and a scratch in the pool holds no pointer into an
-// old plan's inputs.
+// 288 KB). Allocated afresh on every pass, those large blocks were zeroed,
+// faulted in and handed back to the kernel by the runtime's scavenger each
+// time (issue 24: a fifth of BenchmarkMake's CPU at 1,000 pods was memclr
+// and madvise). Make takes one from the pool and gives it back cleared, so
+// a pass reuses the previous one's blocks and a scratch in the pool holds
+// no pointer into an old plan's inputs.
 //
 // Only what Make alone uses goes here: a value the plan or its Memory keeps
 // (a status, a route, an action, a string) must never come from it.
