@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/reconcile/status"
 	"github.com/enidnet/enid/testbed/cnirun"
 	"github.com/enidnet/enid/testbed/simnode"
@@ -36,8 +37,12 @@ const (
 // scalePoint is what one size measured: ADD and DEL latencies of the
 // probe pods, and the agent's costs during their ADDs (per pod start).
 type scalePoint struct {
-	pods               int
-	adds, dels         []time.Duration
+	pods       int
+	adds, dels []time.Duration
+	// agent is each probe ADD's share that is the agent's: from the
+	// entry's Created (the plugin's clock) to the status's Updated (the
+	// agent's), as the warm scenario measures it.
+	agent              []time.Duration
 	cpuPerStart        time.Duration // agent CPU (all threads) over the probe ADDs, per ADD
 	pass, plan         time.Duration // mean pass and plan time during the probe ADDs
 	passesPerStart     float64
@@ -107,10 +112,14 @@ type scaleRig struct {
 	proc    *enidProc
 	metrics string // http://ADDR/metrics
 	rt      *cnirun.Runtime
-	pods    []scalePod
-	holder  map[netip.Addr]string // live pods' addresses
-	broken  []string
-	seq     int
+	// entries and statuses are the agent's files of the pods (<run-dir>/
+	// pods and status), read for each probe's agent share.
+	entries  *desired.EntryStore
+	statuses *status.Store
+	pods     []scalePod
+	holder   map[netip.Addr]string // live pods' addresses
+	broken   []string
+	seq      int
 }
 
 type scalePod struct {
@@ -148,6 +157,8 @@ func startScaleRig(ctx context.Context, e env) (*scaleRig, error) {
 		return w, err
 	}
 	w.metrics = "http://" + addr + "/metrics"
+	w.entries = desired.NewEntryStore(filepath.Join(w.dir, "run", "pods"))
+	w.statuses = status.NewStore(filepath.Join(w.dir, "run", "status"))
 	args := []string{"--datapath", "linux", "--node-netns", sn.NodeNS(), "--node-name", "scale", "--metrics-addr", addr, "--kubelet-root-dir", ""}
 	if e.sizes.scaleProfile != "" {
 		args = append(args, "--pprof")
@@ -194,6 +205,21 @@ func (w *scaleRig) add(ctx context.Context) (time.Duration, error) {
 	w.holder[ip] = name
 	w.pods = append(w.pods, scalePod{pod: p, ip: ip, clean: clean})
 	return took, nil
+}
+
+// agentShare is the last pod's entry->status time: its status's Updated
+// less its entry's Created.
+func (w *scaleRig) agentShare() (time.Duration, error) {
+	p := w.pods[len(w.pods)-1].pod
+	st, err := w.statuses.Read(p.ContainerID, p.IfName)
+	if err != nil {
+		return 0, fmt.Errorf("status of %s: %w", p.Name, err)
+	}
+	en, err := w.entries.Read(desired.Key{ContainerID: p.ContainerID, IfName: p.IfName})
+	if err != nil {
+		return 0, fmt.Errorf("entry of %s: %w", p.Name, err)
+	}
+	return st.Updated.Sub(en.Created), nil
 }
 
 // del DELs the last pod added and returns how long the DEL took.
@@ -249,6 +275,11 @@ func (w *scaleRig) probe(ctx context.Context, size, n int) (scalePoint, error) {
 			return p, err
 		}
 		p.adds = append(p.adds, d)
+		if a, err := w.agentShare(); err == nil {
+			p.agent = append(p.agent, a)
+		} else {
+			return p, err
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	if profiled != nil {
@@ -355,23 +386,26 @@ func reportScale(r *Result, points []scalePoint) {
 	if len(points) == 0 {
 		return
 	}
-	var xs, addP50, addP99, delP50, pass, cpu, rss, read, publish []float64
+	var xs, addP50, addP99, agentP50, delP50, pass, cpu, rss, read, publish []float64
 	for _, p := range points {
 		slices.Sort(p.adds)
 		slices.Sort(p.dels)
+		slices.Sort(p.agent)
 		n := p.pods
 		r.add(fmt.Sprintf("@%d ADD p50", n), msOf(pct(p.adds, 50)), "ms")
 		r.add(fmt.Sprintf("@%d ADD p99", n), msOf(pct(p.adds, 99)), "ms")
+		r.add(fmt.Sprintf("@%d entry->status p50", n), msOf(pct(p.agent, 50)), "ms")
 		r.add(fmt.Sprintf("@%d DEL p50", n), msOf(pct(p.dels, 50)), "ms")
 		r.add(fmt.Sprintf("@%d pass", n), msOf(p.pass), "ms")
 		r.add(fmt.Sprintf("@%d CPU/start", n), msOf(p.cpuPerStart), "ms")
 		r.add(fmt.Sprintf("@%d RSS", n), p.rss, "MiB")
-		r.note("%d pods: ADD p50 %s p99 %s, DEL p50 %s; pass %s (plan %s), %.1f passes per start; entries read %s; status write %s; agent CPU %s per start; RSS %.1f MiB (peak %.1f); grown in %s",
-			n, pct(p.adds, 50).Round(10*time.Microsecond), pct(p.adds, 99).Round(10*time.Microsecond), pct(p.dels, 50).Round(10*time.Microsecond),
+		r.note("%d pods: ADD p50 %s p99 %s (entry->status p50 %s), DEL p50 %s; pass %s (plan %s), %.1f passes per start; entries read %s; status write %s; agent CPU %s per start; RSS %.1f MiB (peak %.1f); grown in %s",
+			n, pct(p.adds, 50).Round(10*time.Microsecond), pct(p.adds, 99).Round(10*time.Microsecond), pct(p.agent, 50).Round(10*time.Microsecond), pct(p.dels, 50).Round(10*time.Microsecond),
 			p.pass.Round(time.Microsecond), p.plan.Round(time.Microsecond), p.passesPerStart, p.desiredRead.Round(time.Microsecond),
 			p.publish.Round(time.Microsecond), p.cpuPerStart.Round(10*time.Microsecond), p.rss, p.hwm, p.growAdd.Round(time.Millisecond))
 		xs = append(xs, float64(n))
 		addP50, addP99, delP50 = append(addP50, msOf(pct(p.adds, 50))), append(addP99, msOf(pct(p.adds, 99))), append(delP50, msOf(pct(p.dels, 50)))
+		agentP50 = append(agentP50, msOf(pct(p.agent, 50)))
 		pass, cpu, read, publish = append(pass, msOf(p.pass)), append(cpu, msOf(p.cpuPerStart)), append(read, msOf(p.desiredRead)), append(publish, msOf(p.publish))
 		rss = append(rss, p.rss)
 	}
@@ -380,7 +414,7 @@ func reportScale(r *Result, points []scalePoint) {
 	}
 	r.Series = append(r.Series,
 		curve("node scale: CNI latency", "ADD p50", "ms", addP50), curve("node scale: CNI latency", "ADD p99", "ms", addP99),
-		curve("node scale: CNI latency", "DEL p50", "ms", delP50),
+		curve("node scale: CNI latency", "DEL p50", "ms", delP50), curve("node scale: CNI latency", "entry->status p50 (the agent's share of ADD)", "ms", agentP50),
 		curve("node scale: agent cost per pod start", "pass (mean)", "ms", pass), curve("node scale: agent cost per pod start", "agent CPU per start", "ms", cpu),
 		curve("node scale: agent cost per pod start", "entries read (mean)", "ms", read), curve("node scale: agent cost per pod start", "status write (mean)", "ms", publish),
 		curve("node scale: agent memory", "RSS", "MiB", rss))
