@@ -37,10 +37,10 @@ const (
 	// pollShare: after the fast span each wait is the time waited so far
 	// divided by pollShare, so an answer is seen at most a tenth of its
 	// wait late. Waits that grew by half each read (as they did before)
-	// saw an answer up to a third late: on a node of 1,000 pods, whose
-	// warm setups answer 15-25 ms after the entry, just past the fast
-	// span, that was milliseconds on most ADDs (docs/cni.md, "Latency and
-	// size").
+	// saw an answer up to a third late: on a node of 1,000 pods the
+	// agent answers a warm setup 12-13 ms after the entry at the median,
+	// near the end of the fast span, and its slower answers after it
+	// (docs/cni.md, "Latency and size"; docs/benchmarks.md).
 	pollShare = 10
 )
 
