@@ -36,7 +36,7 @@ func Make(d desired.State, o observed.State, opt Options) Plan {
 	b := newBuilder(d, o, opt, sc)
 	b.shared()
 	p := b.finish()
-	sc.release(b)
+	sc.release()
 	return p
 }
 

@@ -16,58 +16,51 @@ import "sync"
 // Only what Make alone uses goes here: a value the plan or its Memory keeps
 // (a status, a route, an action, a string) must never come from it.
 type scratch struct {
+	// Each list's length is what the current plan took (the pod list's:
+	// the pod states'), which release clears; its capacity stays.
 	pods      []podState
 	podList   []*podState
 	addrIdx   []addrRef
 	kernelPod []*podState
 	pubPod    []*podState
-	// used is how many pod states, index entries and join entries the
-	// current plan took: what release clears.
-	usedPods, usedAddrs, usedKernel, usedPub int
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
+// grown is l with length n, reallocated when its capacity is short.
+func grown[T any](l []T, n int) []T {
+	if cap(l) < n {
+		return make([]T, n)
+	}
+	return l[:n]
+}
+
 // podStates returns n zeroed pod states and an empty list with room for n.
 func (s *scratch) podStates(n int) ([]podState, []*podState) {
-	if cap(s.pods) < n {
-		s.pods = make([]podState, n)
-		s.podList = make([]*podState, 0, n)
-	}
-	s.usedPods = n
-	return s.pods[:n], s.podList[:0]
+	s.pods, s.podList = grown(s.pods, n), grown(s.podList, n)
+	return s.pods, s.podList[:0]
 }
 
 // addrs returns an empty address index with room for n.
 func (s *scratch) addrs(n int) []addrRef {
-	if cap(s.addrIdx) < n {
-		s.addrIdx = make([]addrRef, 0, n)
-	}
-	s.usedAddrs = n
+	s.addrIdx = grown(s.addrIdx, n)
 	return s.addrIdx[:0]
 }
 
 // joins returns the two zeroed join lists, of nk and np entries.
 func (s *scratch) joins(nk, np int) (kernelPod, pubPod []*podState) {
-	if cap(s.kernelPod) < nk {
-		s.kernelPod = make([]*podState, nk)
-	}
-	if cap(s.pubPod) < np {
-		s.pubPod = make([]*podState, np)
-	}
-	s.usedKernel, s.usedPub = nk, np
-	return s.kernelPod[:nk], s.pubPod[:np]
+	s.kernelPod, s.pubPod = grown(s.kernelPod, nk), grown(s.pubPod, np)
+	return s.kernelPod, s.pubPod
 }
 
-// release clears what the builder used (so that the pool pins none of the
-// plan's inputs, and the next Make starts from zero) and gives s back.
-func (s *scratch) release(b *builder) {
-	clear(s.pods[:s.usedPods])
-	clear(s.podList[:s.usedPods])
-	clear(s.addrIdx[:s.usedAddrs])
-	clear(s.kernelPod[:s.usedKernel])
-	clear(s.pubPod[:s.usedPub])
-	s.usedPods, s.usedAddrs, s.usedKernel, s.usedPub = 0, 0, 0, 0
-	b.sc = nil
+// release clears what the plan took (so that the pool pins none of its
+// inputs, and the next Make starts from zero) and gives s back.
+func (s *scratch) release() {
+	clear(s.pods)
+	clear(s.podList)
+	clear(s.addrIdx)
+	clear(s.kernelPod)
+	clear(s.pubPod)
+	s.pods, s.podList, s.addrIdx, s.kernelPod, s.pubPod = s.pods[:0], s.podList[:0], s.addrIdx[:0], s.kernelPod[:0], s.pubPod[:0]
 	scratchPool.Put(s)
 }
