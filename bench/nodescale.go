@@ -275,11 +275,11 @@ func (w *scaleRig) probe(ctx context.Context, size, n int) (scalePoint, error) {
 			return p, err
 		}
 		p.adds = append(p.adds, d)
-		if a, err := w.agentShare(); err == nil {
-			p.agent = append(p.agent, a)
-		} else {
+		a, err := w.agentShare()
+		if err != nil {
 			return p, err
 		}
+		p.agent = append(p.agent, a)
 		time.Sleep(5 * time.Millisecond)
 	}
 	if profiled != nil {
