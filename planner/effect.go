@@ -75,9 +75,10 @@ func Failed(st observed.State, a Action, refused bool) observed.State {
 }
 
 // Effects applies actions to an observed state it keeps, editing the
-// state's lists in place once it owns them: the first edit after State
-// handed the state out copies the lists (ENIs, vSwitches, the node's
-// devices, pods and published statuses), later edits change the copies.
+// state's lists in place once it owns them: the first edit of a list
+// (ENIs, vSwitches, the node's devices, pods or published statuses) after
+// State handed the state out copies that list alone, later edits change
+// the copy.
 // Applying one action to a node of n pods thus costs O(log n) compares
 // and no allocation, not a copy of the list (issue 28: 2,000 entries
 // cost 640 MB when every status copied the published list), and a state
@@ -86,10 +87,23 @@ func Failed(st observed.State, a Action, refused bool) observed.State {
 // use; the zero Effects holds an empty state.
 type Effects struct {
 	st observed.State
-	// owned: the lists in st are this value's alone (no State since the
-	// last copy).
-	owned bool
+	// owned: which of the lists in st are this value's alone (copied
+	// since the last State). Each edit copies only the lists it changes: a
+	// pod's setup copies the pods, not the published statuses, and its
+	// status the statuses, not the pods.
+	owned lists
 }
+
+// lists names the lists of an observed state Effects edit.
+type lists uint8
+
+const (
+	eniList lists = 1 << iota
+	vSwitchList
+	deviceList
+	podList
+	publishedList
+)
 
 // NewEffects returns Effects on st (which it will not modify).
 func NewEffects(st observed.State) *Effects { return &Effects{st: st} }
@@ -97,7 +111,7 @@ func NewEffects(st observed.State) *Effects { return &Effects{st: st} }
 // State returns the current state. The caller may keep it: the next edit
 // copies the lists first.
 func (x *Effects) State() observed.State {
-	x.owned = false
+	x.owned = 0
 	return x.st
 }
 
@@ -106,21 +120,30 @@ func (x *Effects) State() observed.State {
 func (x *Effects) Peek() observed.State { return x.st }
 
 // Replace makes st the current state (not owned: it may be shared).
-func (x *Effects) Replace(st observed.State) { x.st, x.owned = st, false }
+func (x *Effects) Replace(st observed.State) { x.st, x.owned = st, 0 }
 
-// own copies the lists effects edit, sorted by their keys (observed lists
-// usually are already), unless they are this value's alone already.
-func (x *Effects) own() *observed.State {
-	if x.owned {
-		return &x.st
-	}
+// own copies the lists l names that are not this value's alone already,
+// sorted by their keys (observed lists usually are already), and returns
+// the state to edit: only those lists may be changed in place.
+func (x *Effects) own(l lists) *observed.State {
 	st := &x.st
-	st.ENIs = sortedClone(st.ENIs, eniCmp)
-	st.VSwitches = slices.Clone(st.VSwitches)
-	st.Node.ENIDevices = sortedClone(st.Node.ENIDevices, deviceCmp)
-	st.Node.Pods = sortedClone(st.Node.Pods, podCmp)
-	st.Node.Published = sortedClone(st.Node.Published, bindingCmp)
-	x.owned = true
+	need := l &^ x.owned
+	if need&eniList != 0 {
+		st.ENIs = sortedClone(st.ENIs, eniCmp)
+	}
+	if need&vSwitchList != 0 {
+		st.VSwitches = slices.Clone(st.VSwitches)
+	}
+	if need&deviceList != 0 {
+		st.Node.ENIDevices = sortedClone(st.Node.ENIDevices, deviceCmp)
+	}
+	if need&podList != 0 {
+		st.Node.Pods = sortedClone(st.Node.Pods, podCmp)
+	}
+	if need&publishedList != 0 {
+		st.Node.Published = sortedClone(st.Node.Published, bindingCmp)
+	}
+	x.owned |= l
 	return st
 }
 
@@ -128,13 +151,13 @@ func (x *Effects) own() *observed.State {
 func (x *Effects) Before(a Action) {
 	switch a.Kind {
 	case UnassignIPs:
-		unassignIPs(x.own(), a)
+		unassignIPs(x.own(eniList), a)
 	case DetachENI:
-		st := x.own()
+		st := x.own(eniList | deviceList)
 		withoutDevice(st, a.MAC)
 		editENI(st, a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIDetaching })
 	case DeleteENI:
-		editENI(x.own(), a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIDeleting })
+		editENI(x.own(eniList), a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIDeleting })
 	case SetupPod, MoveENI:
 		if a.Pod == nil {
 			return
@@ -142,7 +165,7 @@ func (x *Effects) Before(a Action) {
 		// Claim the address for this pod at once (not yet healthy).
 		p := podNet(a, Result{})
 		p.Healthy, p.HostVeth, p.Problems = false, "", []string{"setup in progress"}
-		withPod(x.own(), p)
+		withPod(x.own(podList), p)
 	}
 }
 
@@ -150,47 +173,49 @@ func (x *Effects) Before(a Action) {
 func (x *Effects) Failed(a Action, refused bool) {
 	switch {
 	case (a.Kind == SetupPod || a.Kind == MoveENI) && a.Pod != nil:
-		teardownPod(x.own(), a)
+		teardownPod(x.own(podList), a)
 	case !refused:
 	case a.Kind == UnassignIPs:
-		editENI(x.own(), a.ENIID, func(e *observed.ENI) {
+		editENI(x.own(eniList), a.ENIID, func(e *observed.ENI) {
 			e.IPv4, e.IPv6 = addIPs(e.IPv4, a.IPv4), addIPs(e.IPv6, a.IPv6)
 			e.IPv4Prefixes = addPrefixes(e.IPv4Prefixes, a.IPv4Prefixes)
 		})
 	case a.Kind == DetachENI:
-		editENI(x.own(), a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIInUse })
+		editENI(x.own(eniList), a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIInUse })
 	case a.Kind == DeleteENI:
-		editENI(x.own(), a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIAvailable })
+		editENI(x.own(eniList), a.ENIID, func(e *observed.ENI) { e.Status = observed.ENIAvailable })
 	}
 }
 
 // Apply applies the result of a successful action (see Apply).
 func (x *Effects) Apply(a Action, r Result) {
-	st := x.own()
 	switch a.Kind {
 	case CreateENI:
-		createENI(st, r)
+		createENI(x.own(eniList|vSwitchList), r)
 	case AttachENI:
-		attachENI(st, r)
+		attachENI(x.own(eniList), r)
 	case AssignIPs:
-		assignIPs(st, a, r)
+		assignIPs(x.own(eniList|vSwitchList), a, r)
 	case UnassignIPs:
+		st := x.own(eniList | vSwitchList)
 		unassignIPs(st, a)
 		returnIPs(st, a)
 	case DetachENI:
-		detachENI(st, a, r)
+		detachENI(x.own(eniList|deviceList), a, r)
 	case DeleteENI:
-		withoutENI(st, a.ENIID)
+		withoutENI(x.own(eniList), a.ENIID)
 	case ConfigureENI:
-		configureENI(st, a, r)
-	case SetupPod, MoveENI:
-		setupPod(st, a, r)
+		configureENI(x.own(deviceList), a, r)
+	case SetupPod:
+		setupPod(x.own(podList), a, r)
+	case MoveENI:
+		setupPod(x.own(podList|deviceList), a, r)
 	case TeardownPod, ReturnENI:
-		teardownPod(st, a)
+		teardownPod(x.own(podList), a)
 	case PublishStatus:
-		publishStatus(st, a)
+		publishStatus(x.own(publishedList), a)
 	case UpdateENI:
-		updateENI(st, a)
+		updateENI(x.own(eniList), a)
 	}
 }
 

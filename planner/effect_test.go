@@ -144,6 +144,43 @@ func TestEffectsEditInPlace(t *testing.T) {
 	}
 }
 
+// TestEffectsCopyOnlyTheListEdited: after State handed the state out, an
+// edit copies the one list it changes, not all of them: a pod's setup on a
+// node of thousands of attachments copies the pods and leaves the
+// published statuses shared, and its status the other way round (two
+// copies of a list a pod start, not ten: the agent's cache hands a state
+// to every pass).
+func TestEffectsCopyOnlyTheListEdited(t *testing.T) {
+	const n = 2000
+	var st observed.State
+	for i := range n {
+		k := observed.AttachmentKey{ContainerID: fmt.Sprintf("c%05d", i), IfName: "eth0"}
+		st.Node.Published = append(st.Node.Published, observed.Binding{Key: k, Phase: planner.PhaseReady})
+		st.Node.Pods = append(st.Node.Pods, observed.PodNet{Key: k, Healthy: true})
+	}
+	st.ENIs = []observed.ENI{{ID: "eni-1"}}
+	fx := planner.NewEffects(st)
+	held := fx.State()
+	shared := func(a, b observed.State) (pods, published, enis bool) {
+		return &a.Node.Pods[0] == &b.Node.Pods[0], &a.Node.Published[0] == &b.Node.Published[0], &a.ENIs[0] == &b.ENIs[0]
+	}
+	key := observed.AttachmentKey{ContainerID: "c99999", IfName: "eth0"}
+	setup := planner.Action{Kind: planner.SetupPod, Pod: &planner.PodTarget{Key: key}}
+	fx.Before(setup)
+	if pods, published, enis := shared(held, fx.Peek()); pods || !published || !enis {
+		t.Errorf("a setup's claim: pods shared %v, statuses shared %v, ENIs shared %v: want only the pods copied", pods, published, enis)
+	}
+	held = fx.State()
+	fx.Apply(planner.Action{Kind: planner.PublishStatus, Target: key.String(), Status: &planner.PodStatus{Key: key, Phase: planner.PhaseReady}}, planner.Result{})
+	if pods, published, enis := shared(held, fx.Peek()); !pods || published || !enis {
+		t.Errorf("a status: pods shared %v, statuses shared %v, ENIs shared %v: want only the statuses copied", pods, published, enis)
+	}
+	// Neither handed-out state saw the later edit.
+	if len(held.Node.Published) != n || len(held.Node.Pods) != n+1 || len(fx.Peek().Node.Published) != n+1 {
+		t.Errorf("held %d pods, %d statuses; now %d statuses: want %d, %d and %d", len(held.Node.Pods), len(held.Node.Published), len(fx.Peek().Node.Published), n+1, n, n+1)
+	}
+}
+
 // TestEffectsFailed: a failed setup withdraws the claim Before recorded
 // (the failure transition), leaves the other pods alone and never
 // modifies its input; a failed cloud action changes nothing (a full
