@@ -128,7 +128,7 @@ type Agent struct {
 	started    time.Time
 	lastPlan   planner.Plan
 	// phases counts the published statuses by phase as the heartbeat last
-	// said (phaseCounts).
+	// said (cache.tally).
 	phases map[status.Phase]int
 	ready  bool
 	reason string
@@ -716,8 +716,7 @@ func (a *Agent) rememberSent(sent []string) {
 // STATUS read it) when the pass changed it: the pool, the sets, the
 // published phases or the hints.
 func (a *Agent) summarize(p, prev planner.Plan, hintsChanged bool) {
-	cur, _ := a.cache.snapshot()
-	phases := phaseCounts(cur)
+	phases, _ := a.cache.tally(a.cfg.InstanceID)
 	if hintsChanged || p.Pool != prev.Pool || !maps.Equal(phases, a.phases) || !reflect.DeepEqual(p.Sets, prev.Sets) {
 		a.phases = phases
 		a.writeHeartbeat()

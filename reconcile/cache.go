@@ -6,6 +6,7 @@ import (
 
 	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
+	"github.com/enidnet/enid/reconcile/status"
 )
 
 // cache is the agent's observed state between full observations. Action
@@ -292,4 +293,28 @@ func (c *cache) publishedReady(key observed.AttachmentKey, revision string) bool
 func (c *cache) vSwitchOf(eniID string) string {
 	e, _ := c.eni(eniID) // unknown: the zero ENI, whose vSwitch is ""
 	return e.VSwitchID
+}
+
+// tally counts the published statuses by phase: what the status files
+// say, which is what the CNI plugin and `enid status` read, not what the
+// last plan meant to publish (a setup that failed leaves Pending where the
+// plan said Ready); phases without a status are absent. It also counts the
+// ENIs in use that instance owns. It reads the cache under its lock and
+// hands nothing out: a snapshot would make the next action's edit copy
+// the list it changes (planner.Effects), and the heartbeat and the
+// metrics read these after every pass, while that pass's actions run.
+func (c *cache) tally(instance string) (phases map[status.Phase]int, enis int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := c.fx.Peek()
+	phases = map[status.Phase]int{}
+	for _, s := range st.Node.Published {
+		phases[status.Phase(s.Phase)]++
+	}
+	for _, e := range st.ENIs {
+		if e.Owned(instance) && e.Status == observed.ENIInUse {
+			enis++
+		}
+	}
+	return phases, enis
 }

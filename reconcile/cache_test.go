@@ -1,12 +1,15 @@
 package reconcile
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/enidnet/enid/observed"
+	"github.com/enidnet/enid/planner"
+	"github.com/enidnet/enid/reconcile/status"
 )
 
 // TestNeedsRefreshInTransit: an ENI in an asynchronous transition asks for
@@ -88,5 +91,35 @@ func TestReplaceNodeKeepsHostRoutes(t *testing.T) {
 	st, _ := c.snapshot()
 	if len(st.Node.Pods) != 1 || !slices.Equal(st.Node.Pods[0].HostRoutes, routes) {
 		t.Errorf("pods after a node read: %+v, want c1 with host routes %v", st.Node.Pods, routes)
+	}
+}
+
+// TestTallyHandsNothingOut: the heartbeat and the metrics count the
+// published statuses after every pass, while the pass's actions edit the
+// cache; a count that took a snapshot would make each of those edits copy
+// its list again (a thousand pods' worth per edit). The count is right,
+// and an edit after it finds its list still owned.
+func TestTallyHandsNothingOut(t *testing.T) {
+	var st observed.State
+	for i := range 100 {
+		k := observed.AttachmentKey{ContainerID: fmt.Sprintf("c%03d", i), IfName: "eth0"}
+		st.Node.Pods = append(st.Node.Pods, observed.PodNet{Key: k, Healthy: true})
+		st.Node.Published = append(st.Node.Published, observed.Binding{Key: k, Phase: planner.PhaseReady})
+	}
+	st.Node.Published[0].Phase = planner.PhasePending
+	st.ENIs = []observed.ENI{{ID: "eni-1", InstanceID: "i-1", Status: observed.ENIInUse, Tags: map[string]string{observed.TagManagedBy: observed.TagManagedByValue, observed.TagOwner: "i-1"}}}
+	var c cache
+	c.replace(st)
+	k := observed.AttachmentKey{ContainerID: "c999", IfName: "eth0"}
+	setup := planner.Action{Kind: planner.SetupPod, Pod: &planner.PodTarget{Key: k}}
+	c.before(setup) // the first edit copies the pods
+	owned := &c.fx.Peek().Node.Pods[0]
+	phases, enis := c.tally("i-1")
+	if phases[status.Ready] != 99 || phases[status.Pending] != 1 || enis != 1 {
+		t.Errorf("tally: %v and %d ENIs: want 99 Ready, 1 Pending, 1 ENI", phases, enis)
+	}
+	c.apply(setup, planner.Result{HostVeth: "v"})
+	if &c.fx.Peek().Node.Pods[0] != owned {
+		t.Error("the edit after a tally copied the pods again: the tally handed the state out")
 	}
 }

@@ -4,22 +4,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/enidnet/enid/observed"
 	"github.com/enidnet/enid/planner"
 	"github.com/enidnet/enid/reconcile/status"
 )
-
-// phaseCounts counts the published statuses by phase: what the status
-// files say, which is what the CNI plugin and `enid status` read, not what
-// the last plan meant to publish (a setup that failed leaves Pending where
-// the plan said Ready). Phases without a status are absent.
-func phaseCounts(o observed.State) map[status.Phase]int {
-	n := map[status.Phase]int{}
-	for _, s := range o.Node.Published {
-		n[status.Phase(s.Phase)]++
-	}
-	return n
-}
 
 func (a *Agent) notReady(reason string) {
 	a.log.Warn("agent not ready", "reason", reason)
@@ -56,16 +43,9 @@ func (a *Agent) updateMetrics(p planner.Plan) {
 	m.poolIPs.WithLabelValues("cooldown").Set(float64(p.Pool.Cooldown))
 	m.poolIPs.WithLabelValues("sticky").Set(float64(p.Pool.Sticky))
 	m.poolIPs.WithLabelValues("target").Set(float64(p.Pool.Target))
-	o, _ := a.cache.snapshot()
-	n := phaseCounts(o)
+	n, enis := a.cache.tally(a.cfg.InstanceID)
 	for _, ph := range []string{planner.PhasePending, planner.PhaseReady, planner.PhaseFailed} {
 		m.podsByPhase.WithLabelValues(ph).Set(float64(n[status.Phase(ph)]))
-	}
-	enis := 0
-	for _, e := range o.ENIs {
-		if e.Owned(a.cfg.InstanceID) && e.Status == observed.ENIInUse {
-			enis++
-		}
 	}
 	m.enis.Set(float64(enis))
 }
@@ -105,13 +85,7 @@ func (a *Agent) snapshotHeartbeat() {
 		Pool:     status.PoolSummary{Total: p.Pool.Total, Used: p.Pool.Used, Idle: p.Pool.Idle, Cooldown: p.Pool.Cooldown, Sticky: p.Pool.Sticky, Capacity: p.Pool.Capacity},
 		Degraded: a.degraded,
 	}
-	o, _ := a.cache.snapshot()
-	for _, e := range o.ENIs {
-		if e.Owned(a.cfg.InstanceID) && e.Status == observed.ENIInUse {
-			hb.Pool.ENIs++
-		}
-	}
-	hb.Pods = phaseCounts(o)
+	hb.Pods, hb.Pool.ENIs = a.cache.tally(a.cfg.InstanceID)
 	hb.Sets = setSummaries(p)
 	hb.Hints = a.hintsStatus(p.Pool.Expected)
 	a.beat.mu.Lock()
