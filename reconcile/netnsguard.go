@@ -47,14 +47,22 @@ func (pl *Planning) refuseNetNS(d *desired.State) {
 	}
 	recheck := pl.recheckAll
 	pl.recheckAll = false
-	seen := make(map[observed.AttachmentKey]netnsVerdict, len(d.Entries))
-	kept := d.Entries[:0:0]
-	for _, e := range d.Entries {
+	if pl.netns == nil {
+		pl.netns = make(map[observed.AttachmentKey]netnsVerdict, len(d.Entries))
+	}
+	// Nothing is allocated on a pass where no entry is refused and none
+	// went away (a pod start on a node of a thousand pods): verdicts are
+	// kept in place, d.Entries is copied only to drop a refused entry, and
+	// the verdicts of entries gone are looked for only when some are.
+	var kept []desired.Entry
+	gone := 0
+	for i, e := range d.Entries {
 		k := e.Key()
-		v, ok := pl.netns[k]
+		old, ok := pl.netns[k]
+		v, changed := old, false
 		switch {
 		case !ok || v.revision != e.Revision:
-			v = netnsVerdict{revision: e.Revision}
+			v, changed = netnsVerdict{revision: e.Revision}, true
 			switch err := ck.CheckNetNS(e.NetNS); {
 			case errors.Is(err, netnsid.ErrNodeNetNS) || errors.Is(err, netnsid.ErrNotNetNS):
 				v.err = err
@@ -64,22 +72,48 @@ func (pl *Planning) refuseNetNS(d *desired.State) {
 			}
 		case !v.gone && v.err == nil && (recheck || pl.recheck[k]):
 			if _, err := os.Stat(e.NetNS); errors.Is(err, fs.ErrNotExist) {
-				v.gone = true
+				v.gone, changed = true, true
 			}
 		}
-		if v.gone && (!ok || !pl.netns[k].gone) {
+		if v.gone && (!ok || !old.gone) {
 			pl.log().Warn("pod netns does not exist: its pod is gone; waiting for its CNI DEL", "attachment", k.String(), "netns", e.NetNS)
 		}
-		seen[k] = v
+		if changed {
+			pl.netns[k] = v
+		}
+		if v.gone {
+			gone++
+		}
 		if v.err != nil {
+			if kept == nil {
+				kept = append(make([]desired.Entry, 0, len(d.Entries)), d.Entries[:i]...)
+			}
 			d.EntryProblems = append(d.EntryProblems, desired.EntryProblem{File: desired.EntryFileName(e.Key()),
 				ContainerID: e.ContainerID, IfName: e.IfName, Err: v.err.Error(), Code: string(planner.ReasonNetNSRefused)})
 			continue
 		}
-		kept = append(kept, e)
+		if kept != nil {
+			kept = append(kept, e)
+		}
 	}
-	d.Entries = kept
-	pl.netns = seen
+	all := d.Entries
+	if kept != nil {
+		d.Entries = kept
+	}
+	// Every entry has its verdict now: more verdicts than entries means
+	// some entries went away (a DEL); their verdicts go too.
+	if len(pl.netns) > len(all) {
+		cur := make(map[observed.AttachmentKey]bool, len(all))
+		for _, e := range all {
+			cur[e.Key()] = true
+		}
+		for k := range pl.netns {
+			if !cur[k] {
+				delete(pl.netns, k)
+			}
+		}
+	}
+	pl.gone = gone
 	pl.recheck = nil
 }
 
@@ -101,6 +135,9 @@ func (pl *Planning) recheckNetNS(keys ...observed.AttachmentKey) {
 // missingNetNS lists, in key order, the entries of d whose network
 // namespace the last check found gone (observed.Node.MissingNetNS).
 func (pl *Planning) missingNetNS(d desired.State) []observed.AttachmentKey {
+	if pl.gone == 0 {
+		return nil // no verdict says gone: no lookup per entry on every pass
+	}
 	var out []observed.AttachmentKey
 	for _, e := range d.Entries {
 		if v, ok := pl.netns[e.Key()]; ok && v.gone && v.revision == e.Revision {

@@ -38,6 +38,9 @@ type Planning struct {
 	// namespaces of these entries (of all) still exist (recheckNetNS).
 	recheck    map[observed.AttachmentKey]bool
 	recheckAll bool
+	// gone counts the entries whose namespace the last check found gone
+	// (missingNetNS looks for them only when there are some).
+	gone int
 }
 
 func (pl *Planning) log() *slog.Logger {
