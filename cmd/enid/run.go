@@ -86,7 +86,6 @@ runs against it: the way to try enid anywhere.`,
 // runAgent builds the agent from the flags and runs it until ctx ends.
 // serving (nil: none) is called each time the agent turns ready.
 func runAgent(ctx context.Context, cmd *cobra.Command, f *nodeFlags, k *kubeFlags, sim bool, ms metricsServer, serving func() error, log *slog.Logger) error {
-	tuneGC()
 	cfg, err := baseConfig(f)
 	if err != nil {
 		printLines(cmd.ErrOrStderr(), "invalid config:", configErrorLines(err))
