@@ -2,6 +2,7 @@ package planner
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/enidnet/enid/desired"
@@ -332,6 +333,28 @@ type Action struct {
 	// Status is what PublishStatus writes; nil means remove the status file
 	// of Target (the attachment is gone).
 	Status *PodStatus `json:"status,omitempty"`
+}
+
+// Detach returns a with what it points to copied: a plan cuts its
+// statuses, their routes, its pod targets and its dependency lists from
+// arrays it shares among its actions (slab.go, Plan.Statuses), so one
+// action kept past its pass (waiting in the executor's lane, running)
+// would keep all of them alive: a node that takes 5,000 entries at once
+// kept hundreds of plans' status arrays, 1.7 GB (docs/benchmarks.md,
+// "Memory and stale entries"). A detached action holds its own few
+// hundred bytes.
+func (a Action) Detach() Action {
+	if a.Status != nil {
+		st := *a.Status
+		st.Routes = slices.Clone(st.Routes)
+		a.Status = &st
+	}
+	if a.Pod != nil {
+		p := *a.Pod
+		a.Pod = &p
+	}
+	a.DependsOn = slices.Clone(a.DependsOn)
+	return a
 }
 
 // PodTarget is the pod attachment a node action works on.

@@ -352,12 +352,15 @@ func (x *executor) holds(g gate, a planner.Action, key opKey) bool {
 
 // begin records, with x.mu held, that action a (its actionKey key)
 // starts and returns its step. What the action gives up is recorded before
-// it runs, so no pass meanwhile hands out what is on its way out.
+// it runs, so no pass meanwhile hands out what is on its way out. The step
+// holds a detached copy (planner.Action.Detach): it may wait in its lane
+// for many passes, and must not keep its plan's arrays alive meanwhile.
 func (x *executor) begin(a planner.Action, key opKey) *step {
 	x.inflight[key]++
 	if a.Kind.Cloud() {
 		x.cloudRunning++
 	}
+	a = a.Detach()
 	x.cache.before(a)
 	x.wg.Add(1)
 	return &step{a: a, key: key}
