@@ -570,8 +570,9 @@ func (a *Agent) pass(ctx context.Context) {
 	sent := a.exec.dispatch(ctx, p, entries, holdCloud, seen)
 	a.forgetDeletions(d, o, entries)
 	a.rememberSent(sent)
-	a.updateMetrics(p)
-	a.summarize(p, prev, hintsChanged)
+	phases, enis := a.cache.tally(a.cfg.InstanceID)
+	a.updateMetrics(p, phases, enis)
+	a.summarize(p, prev, hintsChanged, phases)
 	a.noteDegraded(o, p)
 	a.reportReadiness(d, o)
 }
@@ -714,9 +715,8 @@ func (a *Agent) rememberSent(sent []string) {
 
 // summarize keeps the heartbeat's summary current (`enid status` and
 // STATUS read it) when the pass changed it: the pool, the sets, the
-// published phases or the hints.
-func (a *Agent) summarize(p, prev planner.Plan, hintsChanged bool) {
-	phases, _ := a.cache.tally(a.cfg.InstanceID)
+// published phases (phases, the pass's cache.tally) or the hints.
+func (a *Agent) summarize(p, prev planner.Plan, hintsChanged bool, phases map[status.Phase]int) {
 	if hintsChanged || p.Pool != prev.Pool || !maps.Equal(phases, a.phases) || !reflect.DeepEqual(p.Sets, prev.Sets) {
 		a.phases = phases
 		a.writeHeartbeat()

@@ -35,7 +35,9 @@ func (a *Agent) setReady(ready bool, reason string) {
 	a.served = true
 }
 
-func (a *Agent) updateMetrics(p planner.Plan) {
+// updateMetrics sets the pool, phase and ENI gauges from the pass's plan
+// and its count of the cache (cache.tally: phases and owned ENIs in use).
+func (a *Agent) updateMetrics(p planner.Plan, phases map[status.Phase]int, enis int) {
 	m := a.metrics
 	m.poolIPs.WithLabelValues("total").Set(float64(p.Pool.Total))
 	m.poolIPs.WithLabelValues("used").Set(float64(p.Pool.Used))
@@ -43,9 +45,8 @@ func (a *Agent) updateMetrics(p planner.Plan) {
 	m.poolIPs.WithLabelValues("cooldown").Set(float64(p.Pool.Cooldown))
 	m.poolIPs.WithLabelValues("sticky").Set(float64(p.Pool.Sticky))
 	m.poolIPs.WithLabelValues("target").Set(float64(p.Pool.Target))
-	n, enis := a.cache.tally(a.cfg.InstanceID)
 	for _, ph := range []string{planner.PhasePending, planner.PhaseReady, planner.PhaseFailed} {
-		m.podsByPhase.WithLabelValues(ph).Set(float64(n[status.Phase(ph)]))
+		m.podsByPhase.WithLabelValues(ph).Set(float64(phases[status.Phase(ph)]))
 	}
 	m.enis.Set(float64(enis))
 }
