@@ -102,12 +102,7 @@ func TestEffectsNeverModifyTheirInput(t *testing.T) {
 // holder.
 func TestEffectsEditInPlace(t *testing.T) {
 	const n = 2000
-	var st observed.State
-	for i := range n {
-		k := observed.AttachmentKey{ContainerID: fmt.Sprintf("c%05d", i), IfName: "eth0"}
-		st.Node.Published = append(st.Node.Published, observed.Binding{Key: k, Phase: planner.PhasePending})
-		st.Node.Pods = append(st.Node.Pods, observed.PodNet{Key: k})
-	}
+	st := nodeOf(n)
 	fx := planner.NewEffects(st)
 	key := observed.AttachmentKey{ContainerID: "c01000", IfName: "eth0"}
 	ready := &planner.PodStatus{Key: key, Phase: planner.PhaseReady, Revision: "r1"}
@@ -144,6 +139,18 @@ func TestEffectsEditInPlace(t *testing.T) {
 	}
 }
 
+// nodeOf is a node of n attachments, keys c00000 on, each with kernel
+// state and a Pending status.
+func nodeOf(n int) observed.State {
+	var st observed.State
+	for i := range n {
+		k := observed.AttachmentKey{ContainerID: fmt.Sprintf("c%05d", i), IfName: "eth0"}
+		st.Node.Published = append(st.Node.Published, observed.Binding{Key: k, Phase: planner.PhasePending})
+		st.Node.Pods = append(st.Node.Pods, observed.PodNet{Key: k})
+	}
+	return st
+}
+
 // TestEffectsCopyOnlyTheListEdited: after State handed the state out, an
 // edit copies the one list it changes, not all of them: a pod's setup on a
 // node of thousands of attachments copies the pods and leaves the
@@ -152,12 +159,7 @@ func TestEffectsEditInPlace(t *testing.T) {
 // to every pass).
 func TestEffectsCopyOnlyTheListEdited(t *testing.T) {
 	const n = 2000
-	var st observed.State
-	for i := range n {
-		k := observed.AttachmentKey{ContainerID: fmt.Sprintf("c%05d", i), IfName: "eth0"}
-		st.Node.Published = append(st.Node.Published, observed.Binding{Key: k, Phase: planner.PhaseReady})
-		st.Node.Pods = append(st.Node.Pods, observed.PodNet{Key: k, Healthy: true})
-	}
+	st := nodeOf(n)
 	st.ENIs = []observed.ENI{{ID: "eni-1"}}
 	fx := planner.NewEffects(st)
 	held := fx.State()
