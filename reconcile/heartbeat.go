@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"reflect"
 	"sync"
 	"time"
 
@@ -62,13 +63,19 @@ type beat struct {
 	// agent is the heartbeat without its time and errors (set per write).
 	agent status.Agent
 	// wmu serialises writes of the file (the goroutine's and the loop's)
-	// and guards written.
+	// and guards written and said.
 	wmu sync.Mutex
 	// written is when the file was last written.
 	written time.Time
+	// said is what the last write said, its time stamp zeroed: the loop
+	// does not write the same again (two changes of its state, say the
+	// pool's target and then its readiness, can leave the file's words
+	// as they were); the periodic write does, to stamp it fresh.
+	said status.Agent
 }
 
-// writeHeartbeat records the loop's state and publishes agent.json now.
+// writeHeartbeat records the loop's state and publishes agent.json now,
+// unless the file already says all of it.
 func (a *Agent) writeHeartbeat() {
 	a.snapshotHeartbeat()
 	a.flushHeartbeat()
@@ -94,27 +101,37 @@ func (a *Agent) snapshotHeartbeat() {
 	a.beat.mu.Unlock()
 }
 
-// flushHeartbeat writes agent.json from the last snapshot, stamped now.
-// Safe from any goroutine.
+// flushHeartbeat writes agent.json from the last snapshot, stamped now,
+// when it says something the file does not. Safe from any goroutine.
 func (a *Agent) flushHeartbeat() {
 	a.beat.wmu.Lock()
 	defer a.beat.wmu.Unlock()
-	a.flushHeartbeatLocked(a.now())
+	a.flushHeartbeatLocked(a.now(), false)
 }
 
-func (a *Agent) flushHeartbeatLocked(now time.Time) {
+// flushHeartbeatLocked writes agent.json, stamped now: always when
+// restamp is set (the periodic write), otherwise only when its words
+// changed since the last write.
+func (a *Agent) flushHeartbeatLocked(now time.Time, restamp bool) {
 	a.beat.mu.Lock()
 	hb := a.beat.agent
 	a.beat.mu.Unlock()
-	hb.Heartbeat, hb.LastErrors = now, a.exec.errors()
+	hb.LastErrors = a.exec.errors()
 	if a.cfg.Kube != nil {
 		// The link's state changes without a pass: read it at each write
 		// (a mutex-guarded string; it never waits on the API server).
 		hb.Kube = a.cfg.Kube.State()
 	}
+	if !restamp && !a.beat.written.IsZero() && reflect.DeepEqual(hb, a.beat.said) {
+		return
+	}
+	said := hb
+	hb.Heartbeat = now
 	if err := status.WriteAgent(a.cfg.Paths.AgentFile, hb); err != nil {
 		a.log.Error("write heartbeat", "file", a.cfg.Paths.AgentFile, "err", err)
+		said = status.Agent{} // the next write tries again
 	}
+	a.beat.said = said
 	a.beat.written = now
 }
 
@@ -154,7 +171,7 @@ func (a *Agent) beatDue() time.Duration {
 	if since := now.Sub(a.beat.written); since < a.cfg.Heartbeat {
 		return a.cfg.Heartbeat - since
 	}
-	a.flushHeartbeatLocked(now)
+	a.flushHeartbeatLocked(now, true)
 	return a.cfg.Heartbeat
 }
 

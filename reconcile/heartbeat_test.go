@@ -3,12 +3,14 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/enidnet/enid/cloud/ecssim"
+	"github.com/enidnet/enid/internal/clock"
 	"github.com/enidnet/enid/linux"
 	"github.com/enidnet/enid/reconcile/status"
 )
@@ -136,5 +138,57 @@ func TestHeartbeatAfterTheLastWrite(t *testing.T) {
 			t.Errorf("write %d: %v after the previous one and saying the same (pool %+v): want the periodic write a period (%v) after the last write",
 				i, gap, cur.Pool, period)
 		}
+	}
+}
+
+// TestHeartbeatLoopWritesOnlyNews: the loop asks for a write whenever its
+// state changes, and two changes can leave what agent.json says as it was
+// (the pool's target, which the file does not show, then back); a write
+// then would only restamp the file early, which is the periodic write's
+// job (CI58 caught two identical writes 2.6 ms apart at start). The
+// periodic write restamps it all the same.
+func TestHeartbeatLoopWritesOnlyNews(t *testing.T) {
+	const period = time.Second
+	w := newWorld(t, ecssim.Config{}, "pool:\n  minIdle: 1\n  maxIdle: 4\n")
+	clk := clock.NewVirtual(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC))
+	a, err := New(Config{Paths: w.paths, InstanceID: w.inst.ID, NodeName: "node-1", Cloud: w.cl,
+		Datapath: NewNoDatapathMust(t), Heartbeat: period, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := func() time.Time {
+		t.Helper()
+		h, err := status.ReadAgent(w.paths.AgentFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Heartbeat
+	}
+	a.lastPlan.Pool.Capacity = 42
+	a.writeHeartbeat()
+	first := clk.Now()
+	if got := stamp(); !got.Equal(first) {
+		t.Fatalf("first write stamped %v, want %v", got, first)
+	}
+	clk.Advance(3 * time.Millisecond)
+	a.lastPlan.Pool.Target = 2 // not in agent.json
+	a.writeHeartbeat()
+	if got := stamp(); !got.Equal(first) {
+		t.Errorf("a write that says nothing new restamped agent.json at %v (first write %v)", got, first)
+	}
+	if due := a.beatDue(); due != period-3*time.Millisecond {
+		t.Errorf("periodic write due in %v, want a period after the first write (%v)", due, period-3*time.Millisecond)
+	}
+	clk.Advance(time.Millisecond)
+	a.setReady(true, "")
+	if got := stamp(); !got.Equal(clk.Now()) {
+		t.Errorf("the agent turning ready not written: file stamped %v, want %v", got, clk.Now())
+	}
+	clk.Advance(period)
+	if due := a.beatDue(); due != period {
+		t.Errorf("after the periodic write the next is due in %v, want %v", due, period)
+	}
+	if got := stamp(); !got.Equal(clk.Now()) {
+		t.Errorf("the periodic write did not restamp agent.json saying the same: stamped %v, want %v", got, clk.Now())
 	}
 }
