@@ -56,13 +56,19 @@ func benchState(n int, warm bool) (desired.State, observed.State) {
 	return d, o
 }
 
-// BenchmarkMake plans nodes of 10 to 5000 pods, steady (warm) and burst.
-// Figures are recorded in docs/plan.md.
-func BenchmarkMake(b *testing.B) { benchMake(b, []int{10, 100, 1000, 5000}, benchState) }
+// BenchmarkMake plans nodes of 10 to 5000 pods, steady (warm) and burst,
+// as the agent plans: each plan in the arrays of the one before
+// (Options.Recycle). Figures are recorded in docs/plan.md.
+func BenchmarkMake(b *testing.B) { benchMake(b, []int{10, 100, 1000, 5000}, benchState, true) }
+
+// BenchmarkMakeAllocating is BenchmarkMake at 1,000 pods with every plan
+// allocating its arrays (as `enid plan` does, and every pass did before
+// Options.Recycle).
+func BenchmarkMakeAllocating(b *testing.B) { benchMake(b, []int{1000}, benchState, false) }
 
 // benchMake plans nodes of each size from state, converged (warm) and with
-// every pod new (burst).
-func benchMake(b *testing.B, sizes []int, state func(n int, warm bool) (desired.State, observed.State)) {
+// every pod new (burst); with recycle, each in the previous plan's arrays.
+func benchMake(b *testing.B, sizes []int, state func(n int, warm bool) (desired.State, observed.State), recycle bool) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, warm := range []bool{true, false} {
 		for _, n := range sizes {
@@ -77,8 +83,12 @@ func benchMake(b *testing.B, sizes []int, state func(n int, warm bool) (desired.
 					b.Fatalf("warm state is not converged:\n%s", p.Render())
 				}
 				b.ReportAllocs()
+				var spent planner.Plan
 				for b.Loop() {
-					planner.Make(d, o, planner.Options{Now: now, Memory: mem})
+					p := planner.Make(d, o, planner.Options{Now: now, Memory: mem, Recycle: spent})
+					if recycle {
+						spent = p
+					}
 				}
 			})
 		}
@@ -131,4 +141,4 @@ func benchPrefixState(n int, warm bool) (desired.State, observed.State) {
 
 // BenchmarkMakePrefix plans prefix-mode nodes, steady and burst: the cost
 // of indexing prefix addresses and ordering them fullest prefix first.
-func BenchmarkMakePrefix(b *testing.B) { benchMake(b, []int{100, 1000, 5000}, benchPrefixState) }
+func BenchmarkMakePrefix(b *testing.B) { benchMake(b, []int{100, 1000, 5000}, benchPrefixState, true) }

@@ -40,6 +40,17 @@ func Make(d desired.State, o observed.State, opt Options) Plan {
 	return p
 }
 
+// recycle returns the arrays of a plan nobody reads any more
+// (Options.Recycle), cleared and empty, for the next plan's actions and
+// statuses. Clearing the lengths clears all an earlier plan wrote: Make
+// only appends to them, and the part beyond a length was cleared when
+// the plan that wrote it was recycled, or never written.
+func recycle(p Plan) ([]Action, []PodStatus) {
+	clear(p.Actions)
+	clear(p.Statuses)
+	return p.Actions[:0], p.Statuses[:0]
+}
+
 // builder holds one pass's working state. Its methods append actions in a
 // valid execution order.
 type builder struct {
@@ -141,6 +152,9 @@ type builder struct {
 	// sc is the pass's working memory, reused from an earlier plan
 	// (scratch.go).
 	sc *scratch
+	// spareStatuses is Options.Recycle's statuses array, cleared, for
+	// newPods.
+	spareStatuses []PodStatus
 }
 
 // eniState is an attached owned ENI during planning.
@@ -232,6 +246,8 @@ func newBuilder(d desired.State, o observed.State, opt Options, sc *scratch) *bu
 		vsw:           map[string]observed.VSwitch{},
 		staleTeardown: map[observed.AttachmentKey]int{},
 	}
+	b.plan.Actions, b.spareStatuses = recycle(opt.Recycle)
+	b.opt.Recycle = Plan{}
 	if b.opt.LeakGrace <= 0 {
 		b.opt.LeakGrace = DefaultLeakGrace
 	}
@@ -377,7 +393,12 @@ func (b *builder) newPods(d desired.State) {
 		slices.SortStableFunc(b.pods, func(x, y *podState) int { return cmpKey(x.key, y.key) })
 	}
 	b.pods = slices.CompactFunc(b.pods, func(x, y *podState) bool { return x.key == y.key })
-	b.plan.Statuses = make([]PodStatus, 0, len(b.pods)+len(d.EntryProblems))
+	if n := len(b.pods) + len(d.EntryProblems); cap(b.spareStatuses) >= n {
+		b.plan.Statuses = b.spareStatuses
+	} else {
+		b.plan.Statuses = make([]PodStatus, 0, n)
+	}
+	b.spareStatuses = nil
 	// Actions are reserved where their number is known (bindShared,
 	// podActions): a converged node plans none, and 500 reserved here
 	// were a quarter of its plan's bytes.

@@ -5,10 +5,14 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/observed"
@@ -35,6 +39,9 @@ func TestRandomWorlds(t *testing.T) {
 func randomWorld(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	w := plannertest.New(start, observed.Instance{})
+	// Plans are built in the previous plan's arrays, as the agent's are;
+	// each is checked against one with arrays of its own.
+	w.Recycle = true
 	must := func(line string) {
 		t.Helper()
 		if err := w.Exec(line); err != nil {
@@ -145,6 +152,10 @@ func randomWorld(t *testing.T, seed uint64) {
 
 		o, mem := w.Observe(), w.Memory
 		p := w.Plan()
+		if fresh := w.PlanAllocating(); !samePlan(fresh, p) {
+			t.Fatalf("step %d: the plan built in the previous plan's arrays differs from one built afresh (-fresh +recycled):\n%s", step,
+				cmp.Diff(fresh, p, cmpopts.EquateEmpty(), cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})))
+		}
 		checkPlan(t, w, o, p)
 		checkPrefixes(t, w, o, mem, p)
 		if r.IntN(6) == 0 && len(p.Actions) > 0 {
@@ -518,4 +529,16 @@ func returned(w *plannertest.World, k string) bool {
 		}
 	}
 	return false
+}
+
+// samePlan reports whether two plans are equal, an empty list equal to
+// none (a recycled plan's lists are never nil).
+func samePlan(x, y planner.Plan) bool {
+	if len(x.Actions) == 0 && len(y.Actions) == 0 {
+		x.Actions, y.Actions = nil, nil
+	}
+	if len(x.Statuses) == 0 && len(y.Statuses) == 0 {
+		x.Statuses, y.Statuses = nil, nil
+	}
+	return reflect.DeepEqual(x, y)
 }

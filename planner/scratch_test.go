@@ -2,6 +2,7 @@ package planner_test
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 	"time"
 
@@ -67,6 +68,47 @@ func TestScratchReuseChangesNoPlan(t *testing.T) {
 		}
 		if got != want {
 			t.Fatalf("the plan of %s changed when planned again after other states (%d bytes, %d the first time)", s.name, len(got), len(want))
+		}
+	}
+}
+
+// TestRecycleBuildsInTheSpentPlan: a plan made with Options.Recycle is
+// built in the spent plan's arrays when they are large enough, and
+// nothing of the spent plan stays in them (a status or an action left
+// there would keep its pod's strings and its plan's slabs alive for as
+// long as the arrays are recycled). TestRandomWorlds checks that recycled
+// plans are the plans built afresh.
+func TestRecycleBuildsInTheSpentPlan(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	d, o := benchState(1000, false)
+	spent := planner.Make(d, o, planner.Options{Now: now})
+	acts, sts := spent.Actions, spent.Statuses
+	if len(acts) < 1000 || len(sts) < 1000 {
+		t.Fatalf("a burst of 1,000 pods planned %d actions and %d statuses", len(acts), len(sts))
+	}
+	d, o = benchState(500, true)
+	mem := planner.Make(d, o, planner.Options{Now: now}).Memory
+	p := planner.Make(d, o, planner.Options{Now: now, Memory: mem, Recycle: spent})
+	if !p.Empty() {
+		t.Fatalf("the warm node is not converged:\n%s", p.Render())
+	}
+	if len(p.Statuses) >= len(sts) {
+		t.Fatalf("the warm node has %d statuses, want fewer than the spent plan's %d", len(p.Statuses), len(sts))
+	}
+	if cap(p.Actions) != cap(acts) || cap(p.Actions) > 0 && &p.Actions[:1][0] != &acts[0] {
+		t.Errorf("the plan's actions are not in the spent plan's array (cap %d, spent %d)", cap(p.Actions), cap(acts))
+	}
+	if len(p.Statuses) == 0 || &p.Statuses[0] != &sts[0] {
+		t.Errorf("the plan's %d statuses are not in the spent plan's array", len(p.Statuses))
+	}
+	for i := range acts {
+		if !reflect.ValueOf(acts[i]).IsZero() {
+			t.Fatalf("action %d of the spent plan still in its array: %s %s", i, acts[i].Kind, acts[i].Target)
+		}
+	}
+	for i := len(p.Statuses); i < len(sts); i++ {
+		if !reflect.ValueOf(sts[i]).IsZero() {
+			t.Fatalf("status %d of the spent plan still in its array: %s", i, sts[i].Key)
 		}
 	}
 }

@@ -127,6 +127,9 @@ type Agent struct {
 	instance   observed.Instance
 	started    time.Time
 	lastPlan   planner.Plan
+	// spent is the plan before lastPlan, which nothing reads any more:
+	// the next pass plans in its arrays (spend).
+	spent planner.Plan
 	// phases counts the published statuses by phase as the heartbeat last
 	// said (cache.tally).
 	phases map[status.Phase]int
@@ -573,6 +576,7 @@ func (a *Agent) pass(ctx context.Context) {
 	phases, enis := a.cache.tally(a.cfg.InstanceID)
 	a.updateMetrics(p, phases, enis)
 	a.summarize(p, prev, hintsChanged, phases)
+	a.spend(prev, p)
 	a.noteDegraded(o, p)
 	a.reportReadiness(d, o)
 }
@@ -676,7 +680,8 @@ func (a *Agent) plan(d desired.State, o observed.State, entries map[observed.Att
 	// On the agent's clock like every other duration it reports: on a
 	// virtual clock planning takes no time.
 	start := a.now()
-	p := a.planning.Plan(d, o, a.memory, now)
+	p := a.planning.Plan(d, o, a.memory, now, a.spent)
+	a.spent = planner.Plan{}
 	a.metrics.planSeconds.Observe(a.now().Sub(start).Seconds())
 	a.lastPlan = p
 	a.deadline, _ = p.Memory.NextDeadline(d.Config, a.planning.Options(now))
@@ -711,6 +716,25 @@ func (a *Agent) rememberSent(sent []string) {
 	if err := a.saveMemory(m); err != nil {
 		a.log.Error("persist planner memory", "err", err)
 	}
+}
+
+// spend keeps prev, the plan the pass just replaced with p, for the next
+// pass to plan in (planner.Options.Recycle): its last reader was the
+// summary, and the executor keeps detached copies of the actions it runs.
+// Only the arrays matter, and only while plans stay near their size: an
+// array four times what p needed (a burst's actions on a node settled
+// since, the statuses of pods since deleted) is left to the collector.
+func (a *Agent) spend(prev, p planner.Plan) {
+	a.spent = planner.Plan{Actions: nearSize(prev.Actions, len(p.Actions)), Statuses: nearSize(prev.Statuses, len(p.Statuses))}
+}
+
+// nearSize is l, unless its array is over four times n (and more than a
+// few hundred).
+func nearSize[T any](l []T, n int) []T {
+	if cap(l) > 4*n+256 {
+		return nil
+	}
+	return l
 }
 
 // summarize keeps the heartbeat's summary current (`enid status` and

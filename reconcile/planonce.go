@@ -64,11 +64,12 @@ func (pl *Planning) Complete(d *desired.State) {
 }
 
 // Plan plans d (completed, with its hints) against o with the planner's
-// memory m at now.
-func (pl *Planning) Plan(d desired.State, o observed.State, m planner.Memory, now time.Time) planner.Plan {
+// memory m at now, in the arrays of spent, a plan nobody reads any more
+// (planner.Options.Recycle; zero to allocate).
+func (pl *Planning) Plan(d desired.State, o observed.State, m planner.Memory, now time.Time, spent planner.Plan) planner.Plan {
 	o.Node.MissingNetNS = pl.missingNetNS(d)
 	opt := pl.Options(now)
-	opt.Memory = m
+	opt.Memory, opt.Recycle = m, spent
 	return planner.Make(d, o, opt)
 }
 
@@ -131,7 +132,7 @@ func PlanOnce(ctx context.Context, in Config, o *observed.State) (PlanResult, er
 	if err != nil {
 		return r, err
 	}
-	r.Plan = pl.Plan(r.Desired, r.Observed, m, now)
+	r.Plan = pl.Plan(r.Desired, r.Observed, m, now, planner.Plan{})
 	return r, nil
 }
 

@@ -45,6 +45,12 @@ type World struct {
 	// observation taken then (degraded mode); the node half is complete.
 	CloudFrom time.Time
 
+	// Recycle makes Plan build each plan in the arrays of the one it
+	// returned before (planner.Options.Recycle), as the agent does: a
+	// test that sets it reads no plan after planning the next.
+	Recycle bool
+	last    planner.Plan
+
 	// Violations lists every invariant breach seen while applying plans.
 	Violations []string
 	// Calls counts cloud calls made (idempotent replays included).
@@ -127,7 +133,22 @@ func (w *World) Observe() observed.State {
 
 // Plan plans one pass over the world.
 func (w *World) Plan() planner.Plan {
-	return planner.Make(w.Desired, w.Observe(), planner.Options{Now: w.Now, Memory: w.Memory, NodeName: "node-1", Unschedulable: w.Unschedulable})
+	opt := w.options()
+	if !w.Recycle {
+		return planner.Make(w.Desired, w.Observe(), opt)
+	}
+	opt.Recycle = w.last
+	w.last = planner.Make(w.Desired, w.Observe(), opt)
+	return w.last
+}
+
+// PlanAllocating is Plan with arrays of its own, whatever Recycle says.
+func (w *World) PlanAllocating() planner.Plan {
+	return planner.Make(w.Desired, w.Observe(), w.options())
+}
+
+func (w *World) options() planner.Options {
+	return planner.Options{Now: w.Now, Memory: w.Memory, NodeName: "node-1", Unschedulable: w.Unschedulable}
 }
 
 // Apply executes the whole plan and keeps its memory.
