@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/enidnet/enid/desired"
 	"github.com/enidnet/enid/internal/clock"
@@ -721,17 +722,22 @@ func (a *Agent) rememberSent(sent []string) {
 // spend keeps prev, the plan the pass just replaced with p, for the next
 // pass to plan in (planner.Options.Recycle): its last reader was the
 // summary, and the executor keeps detached copies of the actions it runs.
-// Only the arrays matter, and only while plans stay near their size: an
-// array four times what p needed (a burst's actions on a node settled
-// since, the statuses of pods since deleted) is left to the collector.
+// Only the arrays matter: those the runtime allocates as large objects
+// (zeroed, faulted in, their pages handed back), and only while plans
+// stay near their size: an array four times what p needed (a burst's
+// actions on a node settled since, the statuses of pods since deleted)
+// is left to the collector.
 func (a *Agent) spend(prev, p planner.Plan) {
-	a.spent = planner.Plan{Actions: nearSize(prev.Actions, len(p.Actions)), Statuses: nearSize(prev.Statuses, len(p.Statuses))}
+	a.spent = planner.Plan{Actions: worthKeeping(prev.Actions, len(p.Actions)), Statuses: worthKeeping(prev.Statuses, len(p.Statuses))}
 }
 
-// nearSize is l, unless its array is over four times n (and more than a
-// few hundred).
-func nearSize[T any](l []T, n int) []T {
-	if cap(l) > 4*n+256 {
+// worthKeeping is l when its array is a large object (over 32 KiB, the
+// runtime's largest size class) no more than four times n long, or nil:
+// the small arrays of a few pods cost little to allocate, and a fleet of
+// simulated nodes keeping them would hold megabytes for nothing.
+func worthKeeping[T any](l []T, n int) []T {
+	var v T
+	if c := cap(l); c*int(unsafe.Sizeof(v)) <= 32<<10 || c > 4*n+16 {
 		return nil
 	}
 	return l

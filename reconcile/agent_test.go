@@ -569,7 +569,8 @@ func TestAgentUnknownVSwitch(t *testing.T) {
 // TestSpendKeepsArraysNearTheirSize: the next pass plans in the arrays of
 // the plan the pass replaced, but a burst's actions array is not kept
 // for a node that settled since (a megabyte at 1,000 new pods, held
-// and scanned by every collection for nothing).
+// and scanned by every collection for nothing), nor the small arrays of
+// a node of a few pods.
 func TestSpendKeepsArraysNearTheirSize(t *testing.T) {
 	a := &Agent{}
 	burst := planner.Plan{Actions: make([]planner.Action, 2000), Statuses: make([]planner.PodStatus, 1000)}
@@ -586,5 +587,12 @@ func TestSpendKeepsArraysNearTheirSize(t *testing.T) {
 	a.spend(burst, planner.Plan{Statuses: make([]planner.PodStatus, 10)})
 	if a.spent.Statuses != nil {
 		t.Errorf("with 10 pods left the spent statuses array of %d is kept", cap(a.spent.Statuses))
+	}
+	// A few pods' arrays are small objects, cheap to allocate; a
+	// simulated fleet of idle nodes would keep them for nothing.
+	small := planner.Plan{Actions: make([]planner.Action, 20), Statuses: make([]planner.PodStatus, 20)}
+	a.spend(small, small)
+	if a.spent.Actions != nil || a.spent.Statuses != nil {
+		t.Errorf("a plan of 20 actions and 20 statuses left arrays of %d and %d to recycle: want none", cap(a.spent.Actions), cap(a.spent.Statuses))
 	}
 }
