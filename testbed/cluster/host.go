@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -16,7 +17,8 @@ import (
 // enid write, its mounts and its cgroups. Other tests run beside the
 // cluster's (go test runs packages in parallel) and make network
 // namespaces and containers of their own: mounts under /run/netns and
-// temp dirs, and cgroups other than the kubelet's, are left out.
+// temp dirs, cgroups other than the kubelet's and clusters', and the
+// cgroups of clusters still running (another process's), are left out.
 type HostState map[string][]string
 
 // hostSysctls are read on the host: the kubelet's tunables and what a CNI
@@ -100,18 +102,40 @@ func hostMounts() []string {
 }
 
 // hostCgroups lists, in every hierarchy, the top-level cgroups the
-// kubelet or this harness would make (kubepods*, the cluster's parents).
+// kubelet or this harness would make (kubepods*, the clusters' parents),
+// without those of clusters that are running: another process's cluster
+// may run beside this one (.ci/run runs Kubernetes' own network tests
+// beside the test step). A cluster's parents are named after its
+// directory, made before them and removed after them (Start, Close), so a
+// parent whose directory is gone is one a cluster left behind.
 func hostCgroups() []string {
 	var cs []string
 	for _, h := range hierarchies() {
 		ents, _ := os.ReadDir(h) // a hierarchy gone has none
 		for _, e := range ents {
-			if e.IsDir() && (strings.HasPrefix(e.Name(), "kubepods") || strings.HasPrefix(e.Name(), "enidct")) {
+			if !e.IsDir() {
+				continue
+			}
+			if strings.HasPrefix(e.Name(), "kubepods") || strings.HasPrefix(e.Name(), "enidct") && !clusterRunning(e.Name()) {
 				cs = append(cs, filepath.Join(h, e.Name()))
 			}
 		}
 	}
 	return cs
+}
+
+// clusterRunning reports whether the cluster whose node's cgroup parent is
+// cgroup ("<dir's name>" for the first node, "<dir's name>-n<i>" for the
+// others: Start) still has its directory.
+func clusterRunning(cgroup string) bool {
+	dir := cgroup
+	if i := strings.LastIndex(dir, "-n"); i > 0 {
+		if _, err := strconv.Atoi(dir[i+2:]); err == nil {
+			dir = dir[:i]
+		}
+	}
+	st, err := os.Stat(filepath.Join(os.TempDir(), dir))
+	return err == nil && st.IsDir()
 }
 
 // Diff says what changed from s to after, one line per difference.
