@@ -9,6 +9,7 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"io/fs"
@@ -79,8 +80,19 @@ func LayerTar(files []File, epoch time.Time) ([]byte, error) {
 		}
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.name, b.name) })
-	var buf bytes.Buffer
-	w := tar.NewWriter(&buf)
+	// Sized once: a layer of the upstream suite's images is hundreds of
+	// megabytes, and a buffer grown by doubling copies and clears it over
+	// and over. A tar entry is a 512-byte header and its data padded to
+	// 512 bytes; the end is two zero blocks (USTAR: no extended headers).
+	size := 1024
+	for _, e := range entries {
+		size += 512
+		if e.file != nil && e.file.Link == "" && !e.file.Mode.IsDir() {
+			size += (len(e.file.Data) + 511) &^ 511
+		}
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	w := tar.NewWriter(buf)
 	for _, e := range entries {
 		h := &tar.Header{Name: e.name, ModTime: epoch, Format: tar.FormatUSTAR, Uid: 0, Gid: 0}
 		switch {
@@ -121,6 +133,14 @@ type Spec struct {
 	Config v1.Config
 	// CreatedBy is the history line of the layer.
 	CreatedBy string
+	// Stored writes the layer's gzip stream without compressing it
+	// (deflate's stored blocks: a valid tar+gzip layer as large as its
+	// tar). For the test beds' images, which a local containerd imports
+	// at once: compressing them costs time and saves nothing, and under
+	// the race detector, which instruments compress/flate, minutes (the
+	// upstream suite's images: 276 s for two builds with compression, by
+	// docs/testing.md). A release image (image/) is compressed.
+	Stored bool
 }
 
 // Assemble makes the one-layer OCI image of files on an empty base.
@@ -129,9 +149,13 @@ func Assemble(files []File, s Spec) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts := []tarball.LayerOption{tarball.WithMediaType(types.OCILayer)}
+	if s.Stored {
+		opts = append(opts, tarball.WithCompressionLevel(gzip.NoCompression))
+	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(tarBytes)), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	}, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("layer: %w", err)
 	}

@@ -3,6 +3,8 @@ package ociimage
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"fmt"
 	"io"
 	"io/fs"
 	"slices"
@@ -111,5 +113,65 @@ func TestLayerLinksAndDirs(t *testing.T) {
 	}
 	if _, err := LayerTar([]File{{Path: "/bin/sh", Link: "busybox"}, {Path: "/bin/sh", Mode: 0o755}}, epoch); err == nil {
 		t.Error("a path given twice was accepted")
+	}
+}
+
+// TestLayerSizedOnce: the layer's buffer is allocated at its final size
+// (a buffer grown by doubling copied the upstream suite's images over and
+// over): files of every padding case, a link, directories made and named.
+func TestLayerSizedOnce(t *testing.T) {
+	epoch := time.Unix(0, 0).UTC()
+	var files []File
+	for i, n := range []int{0, 1, 511, 512, 513, 1024, 100_003} {
+		files = append(files, File{Path: fmt.Sprintf("/data/f%d", i), Mode: 0o644, Data: bytes.Repeat([]byte{'x'}, n)})
+	}
+	files = append(files, File{Path: "/bin/sh", Link: "/bin/busybox"}, File{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777})
+	out, err := LayerTar(files, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != cap(out) {
+		t.Errorf("layer of %d bytes in a buffer of %d: sized wrong, so grown or oversized", len(out), cap(out))
+	}
+}
+
+// TestStoredLayer: a Stored layer is a gzip stream of the same tar,
+// uncompressed (as large as the tar), where the default compresses.
+func TestStoredLayer(t *testing.T) {
+	files := []File{{Path: "/zeros", Mode: 0o644, Data: make([]byte, 1<<20)}}
+	size := func(stored bool) (compressed int64, tarball []byte) {
+		img, err := Assemble(files, Spec{Arch: "amd64", Epoch: time.Unix(0, 0).UTC(), Stored: stored})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, err := img.Layers()
+		if err != nil || len(ls) != 1 {
+			t.Fatalf("layers %d, %v", len(ls), err)
+		}
+		if compressed, err = ls[0].Size(); err != nil {
+			t.Fatal(err)
+		}
+		rc, err := ls[0].Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		zr, err := gzip.NewReader(rc)
+		if err != nil {
+			t.Fatalf("stored %v: not gzip: %v", stored, err)
+		}
+		if tarball, err = io.ReadAll(zr); err != nil {
+			t.Fatal(err)
+		}
+		return compressed, tarball
+	}
+	cz, ctar := size(false)
+	sz, star := size(true)
+	if !bytes.Equal(ctar, star) {
+		t.Error("the stored and the compressed layer hold different tars")
+	}
+	if sz < int64(len(star)) || cz >= int64(len(ctar))/10 {
+		t.Errorf("stored layer %d bytes, compressed %d, tar %d: want the stored one at least the tar, the compressed one far less",
+			sz, cz, len(ctar))
 	}
 }

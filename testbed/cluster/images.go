@@ -76,7 +76,7 @@ func writeImage(path, tag string, podserver []byte, mode string) error {
 		return err
 	}
 	img, err := ociimage.Assemble([]ociimage.File{{Path: "/podserver", Mode: 0o755, Data: podserver}},
-		ociimage.Spec{Arch: runtime.GOARCH, Epoch: time.Unix(0, 0).UTC(), CreatedBy: "testbed/cluster",
+		ociimage.Spec{Arch: runtime.GOARCH, Epoch: time.Unix(0, 0).UTC(), CreatedBy: "testbed/cluster", Stored: true,
 			Config: v1.Config{Entrypoint: []string{"/podserver", mode}, WorkingDir: "/"}})
 	if err != nil {
 		return fmt.Errorf("image %s: %w", tag, err)

@@ -57,7 +57,7 @@ func Image(ctx context.Context, dir, kubeBin string) (tarball, image string, err
 		return "", "", err
 	}
 	img, err := ociimage.Assemble([]ociimage.File{{Path: "/coredns", Mode: 0o755, Data: data}}, ociimage.Spec{
-		Arch: runtime.GOARCH, Epoch: time.Unix(0, 0).UTC(), CreatedBy: "testbed/clusterdns",
+		Arch: runtime.GOARCH, Epoch: time.Unix(0, 0).UTC(), CreatedBy: "testbed/clusterdns", Stored: true,
 		Config: v1.Config{
 			Entrypoint: []string{"/coredns"},
 			Cmd:        []string{"-conf", "/etc/coredns/Corefile"},

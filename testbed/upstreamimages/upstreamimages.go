@@ -393,7 +393,7 @@ func writeImage(path, tag string, files []ociimage.File, cfg v1.Config) error {
 		return err
 	}
 	img, err := ociimage.Assemble(files, ociimage.Spec{Arch: runtime.GOARCH, Epoch: epoch,
-		CreatedBy: "testbed/upstreamimages", Config: cfg})
+		CreatedBy: "testbed/upstreamimages", Config: cfg, Stored: true})
 	if err != nil {
 		return fmt.Errorf("image %s: %w", tag, err)
 	}
