@@ -152,9 +152,6 @@ type builder struct {
 	// sc is the pass's working memory, reused from an earlier plan
 	// (scratch.go).
 	sc *scratch
-	// spareStatuses is Options.Recycle's statuses array, cleared, for
-	// newPods.
-	spareStatuses []PodStatus
 }
 
 // eniState is an attached owned ENI during planning.
@@ -246,7 +243,9 @@ func newBuilder(d desired.State, o observed.State, opt Options, sc *scratch) *bu
 		vsw:           map[string]observed.VSwitch{},
 		staleTeardown: map[observed.AttachmentKey]int{},
 	}
-	b.plan.Actions, b.spareStatuses = recycle(opt.Recycle)
+	// Options.Recycle's arrays, cleared: nothing appends a status before
+	// newPods, which sizes the statuses.
+	b.plan.Actions, b.plan.Statuses = recycle(opt.Recycle)
 	b.opt.Recycle = Plan{}
 	if b.opt.LeakGrace <= 0 {
 		b.opt.LeakGrace = DefaultLeakGrace
@@ -393,12 +392,9 @@ func (b *builder) newPods(d desired.State) {
 		slices.SortStableFunc(b.pods, func(x, y *podState) int { return cmpKey(x.key, y.key) })
 	}
 	b.pods = slices.CompactFunc(b.pods, func(x, y *podState) bool { return x.key == y.key })
-	if n := len(b.pods) + len(d.EntryProblems); cap(b.spareStatuses) >= n {
-		b.plan.Statuses = b.spareStatuses
-	} else {
+	if n := len(b.pods) + len(d.EntryProblems); cap(b.plan.Statuses) < n {
 		b.plan.Statuses = make([]PodStatus, 0, n)
 	}
-	b.spareStatuses = nil
 	// Actions are reserved where their number is known (bindShared,
 	// podActions): a converged node plans none, and 500 reserved here
 	// were a quarter of its plan's bytes.
