@@ -104,8 +104,8 @@ func hostMounts() []string {
 // hostCgroups lists, in every hierarchy, the top-level cgroups the
 // kubelet or this harness would make (kubepods*, the clusters' parents),
 // without those of clusters that are running: another process's cluster
-// may run beside this one (.ci/run runs Kubernetes' own network tests
-// beside the test step). A cluster's parents are named after its
+// may run beside this one (Kubernetes' own network tests, -upstream,
+// beside `go test ./...`). A cluster's parents are named after its
 // directory, made before them and removed after them (Start, Close), so a
 // parent whose directory is gone is one a cluster left behind.
 func hostCgroups() []string {
