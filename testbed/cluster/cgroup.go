@@ -41,6 +41,27 @@ func hierarchies() []string {
 	return hs
 }
 
+// nodeCgroup names the cgroup parent of node i (from 1) of the cluster
+// whose directory is named dirName: the directory's name for the first,
+// "<name>-n<i>" for the others. clusterDirName reverses it.
+func nodeCgroup(dirName string, i int) string {
+	if i == 1 {
+		return dirName
+	}
+	return fmt.Sprintf("%s-n%d", dirName, i)
+}
+
+// clusterDirName returns the name of the cluster directory a node's cgroup
+// parent was named after (nodeCgroup).
+func clusterDirName(cgroup string) string {
+	if i := strings.LastIndex(cgroup, "-n"); i > 0 {
+		if _, err := strconv.Atoi(cgroup[i+2:]); err == nil {
+			return cgroup[:i]
+		}
+	}
+	return cgroup
+}
+
 // makeCgroups makes the cluster's cgroup parent in every hierarchy (the
 // kubelet's cgroupRoot must exist), with the cpuset of its parent (a new
 // v1 cpuset is empty, and nothing can join it).

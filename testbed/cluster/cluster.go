@@ -183,7 +183,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	c.Sim = sn
 	c.NodeIP = sn.Instance.PrimaryIP
-	c.Nodes = append(c.Nodes, c.newNode(o.NodeName, sn.Instance, sn.NodeNS(), dir, filepath.Base(dir)))
+	c.Nodes = append(c.Nodes, c.newNode(o.NodeName, sn.Instance, sn.NodeNS(), dir, nodeCgroup(filepath.Base(dir), 1)))
 	for i := 2; i <= o.Nodes; i++ {
 		peer, err := sn.AddPeer(o.InstanceType, o.VSwitchID, o.DualStack)
 		if err != nil {
@@ -197,7 +197,7 @@ func Start(t testing.TB, o Options) *Cluster {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		c.Nodes = append(c.Nodes, c.newNode(name, peer.Instance, peer.NS, d, fmt.Sprintf("%s-n%d", filepath.Base(dir), i)))
+		c.Nodes = append(c.Nodes, c.newNode(name, peer.Instance, peer.NS, d, nodeCgroup(filepath.Base(dir), i)))
 	}
 	if !o.KubeProxy {
 		// No kube-proxy: the first node answers the kubernetes Service's

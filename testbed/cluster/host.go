@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -116,7 +115,7 @@ func hostCgroups() []string {
 			if !e.IsDir() {
 				continue
 			}
-			if strings.HasPrefix(e.Name(), "kubepods") || strings.HasPrefix(e.Name(), "enidct") && !clusterRunning(e.Name()) {
+			if strings.HasPrefix(e.Name(), "kubepods") || (strings.HasPrefix(e.Name(), "enidct") && !clusterRunning(e.Name())) {
 				cs = append(cs, filepath.Join(h, e.Name()))
 			}
 		}
@@ -125,16 +124,9 @@ func hostCgroups() []string {
 }
 
 // clusterRunning reports whether the cluster whose node's cgroup parent is
-// cgroup ("<dir's name>" for the first node, "<dir's name>-n<i>" for the
-// others: Start) still has its directory.
+// cgroup (nodeCgroup) still has its directory.
 func clusterRunning(cgroup string) bool {
-	dir := cgroup
-	if i := strings.LastIndex(dir, "-n"); i > 0 {
-		if _, err := strconv.Atoi(dir[i+2:]); err == nil {
-			dir = dir[:i]
-		}
-	}
-	st, err := os.Stat(filepath.Join(os.TempDir(), dir))
+	st, err := os.Stat(filepath.Join(os.TempDir(), clusterDirName(cgroup)))
 	return err == nil && st.IsDir()
 }
 
