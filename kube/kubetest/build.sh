@@ -98,8 +98,16 @@ fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
+# The three modules (Kubernetes', etcd's, CoreDNS's) are built side by side:
+# each is a chain of steps that leave a core idle (module downloads waiting
+# on the network, go mod tidy, a link that runs on one core), and their
+# packages are not shared, so a second build fills those gaps instead of
+# waiting for them. Each program lands in $WORK first and is moved into DIR
+# with its stamp only once built, so a failed or killed build leaves no
+# half-written binary behind.
+
 # The Kubernetes programs: one wrapper module, one build cache.
-if [ -n "$KUBE" ]; then
+build_kube() {
 mkdir -p "$WORK/k8s"
 cd "$WORK/k8s"
 cat >go.mod <<EOM
@@ -130,7 +138,7 @@ import (
 )
 EOM
 GOMOD=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
-[ -n "$GOMOD" ] || { echo "build.sh: cannot find kubernetes' go.mod" >&2; exit 1; }
+[ -n "$GOMOD" ] || { echo "build.sh: cannot find kubernetes' go.mod" >&2; return 1; }
 # Every "k8s.io/x => ./staging/src/k8s.io/x" becomes "k8s.io/x => k8s.io/x v0.N.M".
 grep -E '=>[[:space:]]*\./staging/' "$GOMOD" | sed -E 's/^[[:space:]]*(replace[[:space:]]+)?//' |
 	awk -v v="$STAGING" '{print "replace " $1 " => " $1 " " v}' >>go.mod
@@ -138,28 +146,44 @@ go mod tidy
 MAJOR=${K8S_VERSION#v}; MAJOR=${MAJOR%%.*}
 MINOR=${K8S_VERSION#v*.}; MINOR=${MINOR%%.*}
 LD="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=$MAJOR -X k8s.io/component-base/version.gitMinor=$MINOR"
+# Every program but the suite in one go build: it links one program while
+# it compiles the next, where one go build per program left a core idle
+# through each link. (The linker ignores -X for a variable a program lacks,
+# as ginkgo's runner does.)
+pkgs=""
+e2e=""
 for cmd in $KUBE; do
-	# None of them needs cgo (kubelet-node.md): static binaries run in any
-	# mount namespace the harness makes (agnhost in an image with no libc),
-	# and one CGO_ENABLED for all lets the programs share their compiled
-	# packages.
 	case $cmd in
-	# The suite is a test binary: its specs are registered by its _test.go
-	# files, so it is built with go test -c.
-	e2e.test) CGO_ENABLED=0 nice -n 10 go test -c -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" k8s.io/kubernetes/test/e2e ;;
-	agnhost | regression-issue-74839) CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" "k8s.io/kubernetes/test/images/$cmd" ;;
+	e2e.test) e2e=1 ;;
+	agnhost | regression-issue-74839) pkgs="$pkgs k8s.io/kubernetes/test/images/$cmd" ;;
 	# ginkgo's runner, at the version the suite was built with (kubernetes'
 	# go.mod pins it): it runs e2e.test in parallel processes.
-	ginkgo) CGO_ENABLED=0 nice -n 10 go build -trimpath -o "$DIR/$cmd.tmp" github.com/onsi/ginkgo/v2/ginkgo ;;
-	*) CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$LD" -o "$DIR/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" ;;
+	ginkgo) pkgs="$pkgs github.com/onsi/ginkgo/v2/ginkgo" ;;
+	*) pkgs="$pkgs k8s.io/kubernetes/cmd/$cmd" ;;
 	esac
-	mv "$DIR/$cmd.tmp" "$DIR/$cmd"
+done
+# None of them needs cgo (kubelet-node.md): static binaries run in any
+# mount namespace the harness makes (agnhost in an image with no libc), and
+# one CGO_ENABLED for all lets the programs share their compiled packages.
+mkdir -p "$WORK/k8s/out"
+if [ -n "$pkgs" ]; then
+	# shellcheck disable=SC2086 # one argument per package
+	CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "$LD" -o "$WORK/k8s/out/" $pkgs
+fi
+# The suite is a test binary: its specs are registered by its _test.go
+# files, so it is built with go test -c, after the programs, whose packages
+# it mostly reuses.
+if [ -n "$e2e" ]; then
+	CGO_ENABLED=0 nice -n 10 go test -c -trimpath -ldflags "$LD" -o "$WORK/k8s/out/e2e.test" k8s.io/kubernetes/test/e2e
+fi
+for cmd in $KUBE; do
+	mv "$WORK/k8s/out/$cmd" "$DIR/$cmd"
 	stamp "$cmd"
 done
-fi
+}
 
 # etcd
-if [ -n "$ETCD" ]; then
+build_etcd() {
 mkdir -p "$WORK/etcd"
 cd "$WORK/etcd"
 cat >go.mod <<EOM
@@ -177,15 +201,15 @@ package tools
 import _ "go.etcd.io/etcd/server/v3"
 EOM
 go mod tidy
-nice -n 10 go build -trimpath -ldflags "-s -w" -o "$DIR/etcd.tmp" go.etcd.io/etcd/server/v3
-mv "$DIR/etcd.tmp" "$DIR/etcd"
+nice -n 10 go build -trimpath -ldflags "-s -w" -o "$WORK/etcd/etcd" go.etcd.io/etcd/server/v3
+mv "$WORK/etcd/etcd" "$DIR/etcd"
 stamp etcd
-fi
+}
 
 # CoreDNS: its own module, like etcd. The DNS tests run it (as /coredns in
 # agnhost's image, see testbed/upstreamimages) and a cluster serves its
 # DNS with it.
-if [ -n "$COREDNS" ]; then
+build_coredns() {
 mkdir -p "$WORK/coredns"
 cd "$WORK/coredns"
 cat >go.mod <<EOM
@@ -203,9 +227,24 @@ package tools
 import _ "github.com/coredns/coredns"
 EOM
 go mod tidy
-CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$DIR/coredns.tmp" github.com/coredns/coredns
-mv "$DIR/coredns.tmp" "$DIR/coredns"
+CGO_ENABLED=0 nice -n 10 go build -trimpath -ldflags "-s -w" -o "$WORK/coredns/coredns" github.com/coredns/coredns
+mv "$WORK/coredns/coredns" "$DIR/coredns"
 stamp coredns
+}
+
+# Each build in a subshell of its own (set -e holds inside, and a cd stays
+# there); the script fails, naming the module, if any of them does.
+pids=""
+[ -n "$KUBE" ] && { (build_kube) & pids="$pids $!:kubernetes"; }
+[ -n "$ETCD" ] && { (build_etcd) & pids="$pids $!:etcd"; }
+[ -n "$COREDNS" ] && { (build_coredns) & pids="$pids $!:coredns"; }
+failed=""
+for p in $pids; do
+	wait "${p%%:*}" || failed="$failed ${p#*:}"
+done
+if [ -n "$failed" ]; then
+	echo "build.sh: the build of$failed failed (its go command's error is above); nothing of it was put in $DIR" >&2
+	exit 1
 fi
 
 # The stamp older scripts and caches know, once all three of theirs are built.
